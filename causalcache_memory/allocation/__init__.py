@@ -1,0 +1,25 @@
+"""Exact-B fidelity allocation: the contract, the baseline policies and the policy registry."""
+
+from .base import (
+    Allocation,
+    AllocationContext,
+    AllocationPolicy,
+    check_budget,
+    exact_b_size,
+    make_allocation,
+    recent_b,
+)
+from .simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
+
+__all__ = [
+    "Allocation",
+    "AllocationContext",
+    "AllocationPolicy",
+    "RandomPolicy",
+    "RecentPolicy",
+    "SummaryOnlyPolicy",
+    "check_budget",
+    "exact_b_size",
+    "make_allocation",
+    "recent_b",
+]

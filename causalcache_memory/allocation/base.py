@@ -1,0 +1,174 @@
+"""Exact-B fidelity allocations and the protocol every allocation policy implements.
+
+An allocation at decision ``t`` with budget ``B`` is a set ``S ⊆ {1, ..., t-1}`` with
+``|S| = min(B, t-1)`` (paper, Eq. 1): the budget is always filled and only *which* events occupy it
+changes. ``Recent-B = {t-B, ..., t-1}`` (clipped at 1). The realized replacement intensity
+``k = |S \\ Recent-B|`` is measured on every allocation, never preset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..errors import AllocationError
+
+if TYPE_CHECKING:
+    from ..actions.model import Action
+    from ..archive.base import ScreenshotArchive
+    from ..trace import Trace
+
+__all__ = [
+    "Allocation",
+    "AllocationContext",
+    "AllocationPolicy",
+    "check_budget",
+    "exact_b_size",
+    "make_allocation",
+    "recent_b",
+]
+
+
+def check_budget(budget: object) -> int:
+    """Validate a budget ``B`` (a non-negative integer)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise AllocationError(f"budget={budget!r} must be a non-negative integer (0 = summary-only)")
+    return budget
+
+
+def exact_b_size(t: int, budget: int) -> int:
+    """``min(B, t-1)``: how many events every allocation at decision ``t`` promotes."""
+    if t < 1:
+        raise AllocationError(f"decision index t={t} must be >= 1")
+    return min(check_budget(budget), t - 1)
+
+
+def recent_b(t: int, budget: int) -> tuple[int, ...]:
+    """``Recent-B``: the ``min(B, t-1)`` most recent event indices, ascending."""
+    n = exact_b_size(t, budget)
+    return tuple(range(t - n, t))
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """An exact-B set of promoted events.
+
+    Attributes:
+        selected: promoted event indices ``S``, ascending.
+        t: the decision index the allocation was made for.
+        budget: ``B``.
+        policy: name of the policy that produced it.
+        scores: optional per-event scores the policy computed (event index -> score), for logs.
+    """
+
+    selected: tuple[int, ...]
+    t: int
+    budget: int
+    policy: str
+    scores: Mapping[int, float] = field(default_factory=dict)
+
+    @property
+    def recent(self) -> tuple[int, ...]:
+        return recent_b(self.t, self.budget)
+
+    @property
+    def k(self) -> int:
+        """Realized replacement intensity ``|S \\ Recent-B|``."""
+        recent = set(self.recent)
+        return sum(1 for j in self.selected if j not in recent)
+
+    @property
+    def is_recent(self) -> bool:
+        """True when ``S`` equals Recent-B (no recent event displaced)."""
+        return self.k == 0
+
+    @property
+    def promoted(self) -> tuple[int, ...]:
+        """Non-recent events that entered ``S`` (``S \\ Recent-B``)."""
+        recent = set(self.recent)
+        return tuple(j for j in self.selected if j not in recent)
+
+    @property
+    def displaced(self) -> tuple[int, ...]:
+        """Recent events that left (``Recent-B \\ S``)."""
+        chosen = set(self.selected)
+        return tuple(j for j in self.recent if j not in chosen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "selected": list(self.selected),
+            "t": self.t,
+            "budget": self.budget,
+            "policy": self.policy,
+            "k": self.k,
+        }
+
+
+def make_allocation(
+    selected: Iterable[int],
+    *,
+    t: int,
+    budget: int,
+    policy: str,
+    scores: Mapping[int, float] | None = None,
+) -> Allocation:
+    """Build an :class:`Allocation`, enforcing the exact-B contract.
+
+    Raises :class:`AllocationError` if ``S`` has the wrong size, repeats an event, or names an event
+    outside ``1..t-1``.
+    """
+    chosen = list(selected)
+    size = exact_b_size(t, budget)
+    if len(set(chosen)) != len(chosen):
+        raise AllocationError(f"{policy}: allocation {chosen} repeats an event; S must be a set")
+    if len(chosen) != size:
+        raise AllocationError(
+            f"{policy}: allocation has {len(chosen)} events but exact-B requires |S| = min(B, t-1) = {size} "
+            f"(B={budget}, t={t})"
+        )
+    bad = [j for j in chosen if not isinstance(j, int) or not 1 <= j <= t - 1]
+    if bad:
+        raise AllocationError(f"{policy}: events {bad} are outside the history 1..{t - 1}")
+    return Allocation(
+        selected=tuple(sorted(chosen)), t=t, budget=budget, policy=policy, scores=dict(scores or {})
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationContext:
+    """Everything an allocation policy may look at for decision ``t``.
+
+    Attributes:
+        trace: the complete summarized history (events ``1..t-1``) and the current screen.
+        budget: ``B``.
+        archive: screenshot store, for policies that read pixels (RGB similarity, selector image stats).
+        witness: reference action, e.g. the pass-1 proposal ``a_1`` (paper, "Reference actions");
+            None for policies that take none.
+        episode_seed: a seed stable within the episode, for reproducible randomized policies.
+    """
+
+    trace: Trace
+    budget: int
+    archive: ScreenshotArchive | None = None
+    witness: Action | None = None
+    episode_seed: int = 0
+
+    @property
+    def t(self) -> int:
+        return self.trace.t
+
+
+@runtime_checkable
+class AllocationPolicy(Protocol):
+    """Chooses the exact-B set of events promoted to high fidelity.
+
+    ``uses_witness`` tells the two-pass controller whether the policy wants the pass-1 proposal: policies
+    without a witness run a single pass. A learned selector scores the complete trace, takes the witness,
+    and returns an exact-B set (Recent-B when it declines every swap).
+    """
+
+    name: str
+    uses_witness: bool
+
+    def allocate(self, ctx: AllocationContext) -> Allocation: ...

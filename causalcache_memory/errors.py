@@ -1,0 +1,108 @@
+"""One error hierarchy for the whole library.
+
+Every error raised on purpose by causalcache-memory derives from :class:`CausalCacheError`; where a
+builtin fits, the subclass also inherits it (``ConfigError`` is a ``ValueError``) so callers that
+already catch builtins keep working. Messages name the field or object, the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActionParseError",
+    "AllocationError",
+    "ArchiveError",
+    "BlobCorruptError",
+    "BlobNotFoundError",
+    "CausalCacheError",
+    "CausalCacheWarning",
+    "ConfigError",
+    "ImageRejectedError",
+    "MissingDependencyError",
+    "PolicyError",
+    "PolicyResponseError",
+    "PolicyUnavailableError",
+    "PromptImageError",
+    "RenderError",
+    "SchemaMismatchError",
+    "SelectorError",
+    "TraceError",
+]
+
+
+class CausalCacheError(Exception):
+    """Base class of every error raised by causalcache-memory."""
+
+
+class CausalCacheWarning(UserWarning):
+    """Base class of warnings (for example: the selector failed and the step fell back to Recent-B)."""
+
+
+class MissingDependencyError(CausalCacheError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class ConfigError(CausalCacheError, ValueError):
+    """A configuration is invalid. ``errors`` lists every problem found, not only the first."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = list(errors or [])
+
+
+class TraceError(CausalCacheError, ValueError):
+    """An event trace was used against its invariants (append-only, contiguous indices)."""
+
+
+class ArchiveError(CausalCacheError):
+    """A screenshot archive operation failed."""
+
+
+class BlobNotFoundError(ArchiveError, KeyError):
+    """A content hash is not in the archive."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+        return str(self.args[0]) if self.args else "blob not found"
+
+
+class BlobCorruptError(ArchiveError):
+    """Stored bytes do not hash to their content address: never returned as pixels."""
+
+
+class ImageRejectedError(ArchiveError, ValueError):
+    """Bytes offered to the archive are not an acceptable image (corrupt, unsupported, too large)."""
+
+
+class AllocationError(CausalCacheError, ValueError):
+    """An allocation violates the exact-B contract or an allocation policy was misused."""
+
+
+class RenderError(CausalCacheError, ValueError):
+    """A prompt could not be rendered from the trace and allocation."""
+
+
+class PromptImageError(RenderError):
+    """A screenshot needed by a prompt is missing or corrupt; names the event and the hash."""
+
+
+class PolicyError(CausalCacheError):
+    """A policy runtime failed."""
+
+
+class PolicyUnavailableError(PolicyError, ConnectionError):
+    """A policy server could not be reached (after bounded retries)."""
+
+
+class PolicyResponseError(PolicyError, ValueError):
+    """A policy server answered with something that is not the expected response."""
+
+
+class ActionParseError(CausalCacheError, ValueError):
+    """A policy response could not be parsed into a typed action."""
+
+
+class SelectorError(CausalCacheError):
+    """The learned selector failed to load or to score."""
+
+
+class SchemaMismatchError(SelectorError, ValueError):
+    """A selector model's feature schema does not match this library's feature extractor."""

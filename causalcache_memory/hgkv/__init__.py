@@ -1,0 +1,1 @@
+"""hgkv (in progress)."""

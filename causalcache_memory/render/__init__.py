@@ -1,0 +1,26 @@
+"""Retained-turn prompt rendering and wire formats (OpenAI chat, Qwen-VL chat template)."""
+
+from .bound import BoundPrompt, sniff_mime
+from .prompt import (
+    DEFAULT_SYSTEM_PROMPT,
+    ImagePart,
+    ImageRef,
+    Message,
+    RenderedPrompt,
+    RenderOptions,
+    TextPart,
+    render_prompt,
+)
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "BoundPrompt",
+    "ImagePart",
+    "ImageRef",
+    "Message",
+    "RenderOptions",
+    "RenderedPrompt",
+    "TextPart",
+    "render_prompt",
+    "sniff_mime",
+]

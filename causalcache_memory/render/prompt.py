@@ -1,0 +1,175 @@
+"""Retained-turn prompt rendering (paper, Problem Formulation: the official retained-turn form).
+
+For decision ``t`` and allocation ``S`` the prompt is, in order:
+
+1. system message: the agent instructions;
+2. user message: the goal and the *complete* list of event summaries ``ẽ_1 .. ẽ_{t-1}``;
+3. for each ``j`` in ``S`` ascending, the retained turn of event ``j``: an assistant message with the
+   verbatim response ``r_j`` followed by a user message with the archived post-action screenshot ``v_j``;
+4. a user message with the current screenshot ``x_t`` and the request for the next action.
+
+For fixed ``t`` and ``B`` every allocation yields the same message structure, the same image count
+``|S| + 1`` and the same text except which events occupy the high-fidelity turns. Every image is
+declared with its role (``history`` with its event index, or ``current``) so the HGKV adapter can build
+its token gate fail-closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from ..allocation.base import Allocation
+from ..errors import RenderError
+from ..trace import Trace
+
+if TYPE_CHECKING:
+    from .bound import BoundPrompt
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "ImagePart",
+    "ImageRef",
+    "Message",
+    "RenderOptions",
+    "RenderedPrompt",
+    "TextPart",
+    "render_prompt",
+]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a GUI agent. You see the task, a one-line summary of every past step, a few past steps "
+    "in full (your response and the screen after it), and the current screen. Reply with a short thought "
+    "and then exactly one action."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """Declaration of one image in a prompt.
+
+    Attributes:
+        role: ``history`` for a restored archived screenshot, ``current`` for ``x_t``.
+        sha256: content hash in the archive.
+        event_index: the event ``j`` whose ``v_j`` this is (None for the current screen).
+    """
+
+    role: Literal["history", "current"]
+    sha256: str
+    event_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """Placeholder for ``RenderedPrompt.images[image]``."""
+
+    image: int
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    parts: tuple[TextPart | ImagePart, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    """Text of the fixed parts of the prompt."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    history_header: str = "Action history (every past step):"
+    retained_header: str = "Screen after step {index}:"
+    current_header: str = "Current screen:"
+    request: str = "What is the next action?"
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered prompt holding image *references* only (no pixels).
+
+    ``images[i]`` is the image of the ``i``-th :class:`ImagePart` in message order. Bind it to an archive
+    (:meth:`bind`) to resolve pixels for a model call.
+    """
+
+    messages: tuple[Message, ...]
+    images: tuple[ImageRef, ...]
+    allocation: Allocation
+    goal: str
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def history_images(self) -> tuple[ImageRef, ...]:
+        return tuple(i for i in self.images if i.role == "history")
+
+    def structure(self) -> list[tuple[str, list[str]]]:
+        """Roles and part kinds, e.g. ``[("user", ["text", "image"]), ...]`` (for parity checks)."""
+        return [
+            (m.role, ["image" if isinstance(p, ImagePart) else "text" for p in m.parts])
+            for m in self.messages
+        ]
+
+    def bind(self, archive: object) -> BoundPrompt:
+        """Attach an archive so pixels can be resolved; checks every image is present."""
+        from .bound import BoundPrompt
+
+        return BoundPrompt(self, archive)  # type: ignore[arg-type]
+
+
+def render_prompt(
+    trace: Trace,
+    allocation: Allocation,
+    *,
+    options: RenderOptions | None = None,
+    current_screenshot: str | None = None,
+) -> RenderedPrompt:
+    """Render the policy prompt for decision ``t = trace.t`` under ``allocation``."""
+    options = options or RenderOptions()
+    t = trace.t
+    if allocation.t != t:
+        raise RenderError(
+            f"allocation was made for t={allocation.t} but the trace is at t={t}; allocate again for this step"
+        )
+    current = current_screenshot or trace.current_screenshot
+    if current is None:
+        raise RenderError(
+            "the trace has no current screenshot; call trace.observe(sha256) with the current screen first"
+        )
+    images: list[ImageRef] = []
+    messages: list[Message] = [Message("system", (TextPart(options.system_prompt),))]
+    summaries = "\n".join(trace.summaries()) if len(trace) else "(no steps yet)"
+    messages.append(
+        Message("user", (TextPart(f"Task: {trace.goal}\n{options.history_header}\n{summaries}"),))
+    )
+    for j in allocation.selected:
+        event = trace.event(j)
+        messages.append(Message("assistant", (TextPart(event.response),)))
+        images.append(ImageRef("history", event.screenshot, j))
+        messages.append(
+            Message(
+                "user",
+                (TextPart(options.retained_header.format(index=j)), ImagePart(len(images) - 1)),
+            )
+        )
+    images.append(ImageRef("current", current, None))
+    messages.append(
+        Message(
+            "user",
+            (TextPart(options.current_header), ImagePart(len(images) - 1), TextPart(options.request)),
+        )
+    )
+    return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, {"t": t})
+
+
+def history_sequence(prompts: Sequence[RenderedPrompt]) -> list[tuple[int | None, ...]]:
+    """Event indices of the history images of each prompt (debug helper)."""
+    return [tuple(i.event_index for i in p.history_images) for p in prompts]

@@ -1,0 +1,1 @@
+"""Agent-framework integrations (installed as ``causalcache_memory.integrations``). LangGraph first."""

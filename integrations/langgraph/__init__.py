@@ -1,0 +1,1 @@
+"""LangGraph drop-in memory (in progress)."""
