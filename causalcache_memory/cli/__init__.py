@@ -1,0 +1,1 @@
+"""The ``causalcache`` command line (subcommands register themselves from ``cli/<name>.py``)."""

@@ -1,0 +1,34 @@
+"""Configuration: pydantic models and YAML loading."""
+
+from .loader import config_schema, format_validation_error, load_config, parse_config
+from .models import (
+    AllocationConfig,
+    ArchiveConfig,
+    CausalCacheConfig,
+    CheckpointConfig,
+    OpenAIPolicyConfig,
+    PolicyConfig,
+    RenderConfig,
+    SelectorConfig,
+    SGLangPolicyConfig,
+    SimulatedPolicyConfig,
+    TransformersPolicyConfig,
+)
+
+__all__ = [
+    "AllocationConfig",
+    "ArchiveConfig",
+    "CausalCacheConfig",
+    "CheckpointConfig",
+    "OpenAIPolicyConfig",
+    "PolicyConfig",
+    "RenderConfig",
+    "SGLangPolicyConfig",
+    "SelectorConfig",
+    "SimulatedPolicyConfig",
+    "TransformersPolicyConfig",
+    "config_schema",
+    "format_validation_error",
+    "load_config",
+    "parse_config",
+]

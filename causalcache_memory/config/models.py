@@ -1,0 +1,170 @@
+"""Validated configuration models (pydantic v2, ``extra="forbid"``).
+
+One :class:`CausalCacheConfig` configures the memory (budget, allocation policy, archive, rendering),
+the policy runtime and the LangGraph checkpointer. Load it from YAML with
+:func:`causalcache_memory.config.load_config`; print the JSON schema with ``causalcache config schema``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..render.prompt import DEFAULT_SYSTEM_PROMPT
+
+__all__ = [
+    "AllocationConfig",
+    "ArchiveConfig",
+    "CausalCacheConfig",
+    "CheckpointConfig",
+    "OpenAIPolicyConfig",
+    "PolicyConfig",
+    "RenderConfig",
+    "SGLangPolicyConfig",
+    "SelectorConfig",
+    "SimulatedPolicyConfig",
+    "TransformersPolicyConfig",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ArchiveConfig(_Strict):
+    url: str = Field(
+        ".causalcache/archive",
+        description="Local directory or fsspec URL (memory://, s3://bucket/prefix, ...) of the screenshot archive.",
+    )
+    max_pixels: int = Field(40_000_000, gt=0, description="Largest accepted image (width*height).")
+    formats: tuple[Literal["png", "jpeg", "webp"], ...] = Field(
+        ("png", "jpeg", "webp"), min_length=1, description="Accepted encoded image formats."
+    )
+
+
+class SelectorConfig(_Strict):
+    model_path: str | None = Field(
+        None,
+        description="Directory or .onnx file of a trained selector; null = the scorer bundled with the package.",
+    )
+    beam_width: int = Field(4, ge=1, le=64, description="Beam width of the exact-B search.")
+    timeout_ms: float = Field(
+        250.0,
+        gt=0,
+        description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
+    )
+    inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
+
+
+class AllocationConfig(_Strict):
+    policy: Literal["causalcache", "recent", "summary_only", "random", "rgb"] = Field(
+        "causalcache", description="Which events get the B high-fidelity slots."
+    )
+    seed: int = Field(0, description="Seed of the random policy.")
+    rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity policy.")
+    selector: SelectorConfig = SelectorConfig()
+
+
+class RenderConfig(_Strict):
+    system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, min_length=1)
+    history_header: str = "Action history (every past step):"
+    retained_header: str = Field("Screen after step {index}:", description="May use {index}.")
+    current_header: str = "Current screen:"
+    request: str = "What is the next action?"
+
+    @field_validator("retained_header")
+    @classmethod
+    def _check_placeholder(cls, value: str) -> str:
+        try:
+            value.format(index=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"only the {{index}} placeholder is allowed ({exc})") from exc
+        return value
+
+
+class SimulatedPolicyConfig(_Strict):
+    seed: int = 0
+
+
+class TransformersPolicyConfig(_Strict):
+    model_path: str = Field(
+        ..., min_length=1, description="Local directory with the model weights (never a hub id)."
+    )
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    adapter_path: str | None = Field(None, description="HGKV / ungated adapter directory (optional).")
+    max_new_tokens: int = Field(256, ge=1, le=8192)
+
+
+class SGLangPolicyConfig(_Strict):
+    urls: tuple[str, ...] = Field(..., min_length=1, description="Server (or router) base URLs.")
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=20)
+    max_new_tokens: int = Field(256, ge=1, le=8192)
+    max_images_per_prompt: int | None = Field(None, ge=1)
+
+    @field_validator("urls")
+    @classmethod
+    def _check_urls(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"URLs must start with http:// or https://, got {bad}")
+        return urls
+
+
+class OpenAIPolicyConfig(_Strict):
+    base_url: str = Field(..., pattern=r"^https?://")
+    model: str = Field(..., min_length=1)
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=20)
+    max_tokens: int = Field(256, ge=1)
+    max_images_per_prompt: int | None = Field(None, ge=1)
+
+
+class PolicyConfig(_Strict):
+    kind: Literal["simulated", "transformers", "sglang", "openai"] = Field(
+        "simulated", description="Policy runtime; 'simulated' is the synthetic world's CPU stand-in."
+    )
+    platform: Literal["auto", "desktop", "mobile"] = "auto"
+    simulated: SimulatedPolicyConfig = SimulatedPolicyConfig()
+    transformers: TransformersPolicyConfig | None = None
+    sglang: SGLangPolicyConfig | None = None
+    openai: OpenAIPolicyConfig | None = None
+
+    @model_validator(mode="after")
+    def _section_present(self) -> PolicyConfig:
+        if self.kind != "simulated" and getattr(self, self.kind) is None:
+            raise ValueError(
+                f"policy.kind is {self.kind!r} but the policy.{self.kind} section is missing; add it"
+            )
+        return self
+
+
+class CheckpointConfig(_Strict):
+    kind: Literal["sqlite", "memory", "postgres"] = "sqlite"
+    path: str = Field(".causalcache/checkpoints.sqlite", description="SQLite file (kind: sqlite).")
+    uri: str | None = Field(None, description="PostgreSQL connection URI (kind: postgres).")
+
+    @model_validator(mode="after")
+    def _postgres_uri(self) -> CheckpointConfig:
+        if self.kind == "postgres" and not self.uri:
+            raise ValueError("checkpointer.kind is 'postgres' but checkpointer.uri is not set")
+        return self
+
+
+class CausalCacheConfig(_Strict):
+    """Top-level configuration."""
+
+    budget: int = Field(
+        4, ge=0, le=64, description="B: history steps shown at high fidelity (0 = summary-only)."
+    )
+    two_pass: bool = Field(
+        True, description="Re-decide with the selector's set when it displaces a recent step."
+    )
+    allocation: AllocationConfig = AllocationConfig()
+    archive: ArchiveConfig = ArchiveConfig()
+    render: RenderConfig = RenderConfig()
+    policy: PolicyConfig = PolicyConfig()
+    checkpointer: CheckpointConfig = CheckpointConfig()

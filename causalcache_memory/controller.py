@@ -1,0 +1,265 @@
+"""The framework-agnostic memory controller: record steps, allocate, render, and the two-pass re-decision.
+
+Two-pass re-decision (paper, Method, "Reference actions"; Figure 2b):
+
+1. pass 1 renders the Recent-B allocation and the policy proposes ``a_1``;
+2. the allocation policy scores the complete trace with ``a_1`` as witness and returns ``S*``;
+3. if ``S* = Recent-B``, ``a_1`` is emitted with no extra model call; otherwise the prompt is re-rendered
+   under ``S*`` and the *same* policy (same weights, greedy) produces ``a_2``, which replaces ``a_1`` —
+   never a choice between samples.
+
+Policies that take no witness (Recent-B, Random, RGB, summary-only) run a single pass on their own set.
+If the allocation policy fails (exception, missing model, time limit) the step falls back to Recent-B
+with a :class:`~causalcache_memory.errors.CausalCacheWarning`: never worse than the baseline, never a
+crashed episode. A missing or corrupt screenshot raises :class:`PromptImageError` (never a silently
+different prompt).
+
+The LangGraph integration (``causalcache_memory.integrations.langgraph``) and the closed-loop harness
+both drive this class.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .allocation.base import Allocation, AllocationContext, AllocationPolicy, check_budget
+from .allocation.simple import RecentPolicy
+from .errors import CausalCacheWarning, PromptImageError
+from .render.prompt import RenderOptions, render_prompt
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from .actions.model import Action
+    from .archive.base import ScreenshotArchive
+    from .policy import Generation, Policy
+    from .trace import Event, Trace
+
+__all__ = ["MemoryController", "StepDecision"]
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """Outcome of one decision.
+
+    Attributes:
+        t: decision index.
+        generation: the emitted generation (``a_2`` when pass 2 fired, else ``a_1``).
+        allocation: the final set ``S*`` the emitted action was decided on.
+        proposal: the pass-1 generation (``a_1``) when two passes were planned, else None.
+        second_pass: whether pass 2 ran.
+        pass_latency_s: wall time of each model call, in order.
+        selector_latency_s: wall time of the allocation decision.
+        fallback: why the step fell back to Recent-B (None when it did not).
+    """
+
+    t: int
+    generation: Generation
+    allocation: Allocation
+    proposal: Generation | None = None
+    second_pass: bool = False
+    pass_latency_s: tuple[float, ...] = ()
+    selector_latency_s: float = 0.0
+    fallback: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action(self) -> Action | None:
+        return self.generation.action
+
+    @property
+    def response(self) -> str:
+        return self.generation.response
+
+    def to_record(self) -> dict[str, Any]:
+        """Small JSON-serializable record (no pixels) for stream events and the episode log."""
+        record: dict[str, Any] = {
+            "t": self.t,
+            "budget": self.allocation.budget,
+            "policy": self.allocation.policy,
+            "selected": list(self.allocation.selected),
+            "recent": list(self.allocation.recent),
+            "k": self.allocation.k,
+            "second_pass": self.second_pass,
+            "pass_latency_ms": [round(x * 1000.0, 3) for x in self.pass_latency_s],
+            "selector_latency_ms": round(self.selector_latency_s * 1000.0, 3),
+            "action": self.generation.action.to_dict() if self.generation.action else None,
+            "parse_error": self.generation.parse_error,
+            "fallback": self.fallback,
+        }
+        if self.proposal is not None:
+            record["proposal"] = self.proposal.action.to_dict() if self.proposal.action else None
+        return record
+
+
+class MemoryController:
+    """Runs the memory side of an agent step around a :class:`~causalcache_memory.policy.Policy`.
+
+    Args:
+        policy: the (frozen) GUI policy.
+        archive: where screenshots live.
+        allocation_policy: chooses ``S``; a policy with ``uses_witness`` triggers the two-pass protocol.
+        budget: ``B``.
+        two_pass: disable to run witness policies in a single pass with no witness (ablation).
+        render_options: fixed prompt text.
+        selector_timeout_s: allocation time limit before falling back to Recent-B.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        archive: ScreenshotArchive,
+        allocation_policy: AllocationPolicy,
+        budget: int,
+        two_pass: bool = True,
+        render_options: RenderOptions | None = None,
+        selector_timeout_s: float | None = 0.25,
+    ) -> None:
+        self.policy = policy
+        self.archive = archive
+        self.allocation_policy = allocation_policy
+        self.budget = check_budget(budget)
+        self.two_pass = two_pass
+        self.render_options = render_options or RenderOptions()
+        self.selector_timeout_s = selector_timeout_s
+        self._recent = RecentPolicy()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ trace bookkeeping
+    def observe(self, trace: Trace, screenshot: bytes | Image.Image | str) -> str:
+        """Archive ``screenshot`` (bytes/PIL, or an existing hash) and make it the current screen."""
+        sha = self._store(trace, screenshot)
+        trace.observe(sha)
+        return sha
+
+    def record(
+        self,
+        trace: Trace,
+        decision_or_action: StepDecision | Action,
+        screenshot: bytes | Image.Image | str,
+        *,
+        response: str | None = None,
+        app: str | None = None,
+        screen_size: tuple[int, int] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Event:
+        """Append the executed step to the trace with its archived post-action screenshot."""
+        if isinstance(decision_or_action, StepDecision):
+            action = decision_or_action.action
+            response = decision_or_action.response if response is None else response
+        else:
+            action = decision_or_action
+        if action is None:
+            from .errors import TraceError
+
+            raise TraceError(
+                "cannot record a step whose response had no parsable action; record the action executed"
+            )
+        sha = self._store(trace, screenshot)
+        return trace.record(action, response or "", sha, app=app, screen_size=screen_size, metadata=metadata)
+
+    def _store(self, trace: Trace, screenshot: bytes | Image.Image | str) -> str:
+        if isinstance(screenshot, str):
+            if screenshot not in self.archive:
+                raise PromptImageError(f"screenshot {screenshot} is not in the archive at {self.archive.url}")
+            sha = screenshot
+        else:
+            sha = self.archive.put(screenshot)
+        self.archive.retain(trace.episode_id, [sha])
+        return sha
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, trace: Trace) -> StepDecision:
+        """Choose the allocation and the action for decision ``t = trace.t``."""
+        if self.allocation_policy.uses_witness and self.two_pass:
+            return self._two_pass(trace)
+        return self._single_pass(trace)
+
+    def _generate(self, trace: Trace, allocation: Allocation) -> tuple[Generation, float]:
+        prompt = render_prompt(trace, allocation, options=self.render_options).bind(self.archive)
+        start = time.perf_counter()
+        generation = self.policy.generate(prompt)
+        return generation, time.perf_counter() - start
+
+    def _recent_allocation(self, trace: Trace) -> Allocation:
+        return self._recent.allocate(AllocationContext(trace, self.budget, self.archive))
+
+    def _allocate(self, trace: Trace, witness: Action | None) -> tuple[Allocation, float, str | None]:
+        ctx = AllocationContext(trace, self.budget, self.archive, witness=witness)
+        start = time.perf_counter()
+        try:
+            if self.selector_timeout_s is None:
+                allocation = self.allocation_policy.allocate(ctx)
+            else:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix="causalcache-alloc"
+                    )
+                future = self._pool.submit(self.allocation_policy.allocate, ctx)
+                allocation = future.result(timeout=self.selector_timeout_s)
+            if allocation.t != trace.t or len(allocation.selected) != len(
+                self._recent_allocation(trace).selected
+            ):
+                raise ValueError(f"returned a set for t={allocation.t} of size {len(allocation.selected)}")
+        except concurrent.futures.TimeoutError:
+            reason = f"allocation policy {self.allocation_policy.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
+            return self._fallback(trace, reason, start)
+        except PromptImageError:
+            raise
+        except Exception as exc:  # never crash the episode because of the selector
+            reason = f"allocation policy {self.allocation_policy.name!r} failed: {type(exc).__name__}: {exc}"
+            return self._fallback(trace, reason, start)
+        return allocation, time.perf_counter() - start, None
+
+    def _fallback(self, trace: Trace, reason: str, start: float) -> tuple[Allocation, float, str]:
+        warnings.warn(
+            f"{reason}; falling back to Recent-B for step {trace.t}", CausalCacheWarning, stacklevel=4
+        )
+        return self._recent_allocation(trace), time.perf_counter() - start, reason
+
+    def _single_pass(self, trace: Trace) -> StepDecision:
+        allocation, sel_s, fallback = self._allocate(trace, None)
+        generation, gen_s = self._generate(trace, allocation)
+        return StepDecision(
+            t=trace.t,
+            generation=generation,
+            allocation=allocation,
+            pass_latency_s=(gen_s,),
+            selector_latency_s=sel_s,
+            fallback=fallback,
+        )
+
+    def _two_pass(self, trace: Trace) -> StepDecision:
+        recent = self._recent_allocation(trace)
+        proposal, first_s = self._generate(trace, recent)
+        allocation, sel_s, fallback = self._allocate(trace, proposal.action)
+        if allocation.selected == recent.selected:
+            return StepDecision(
+                t=trace.t,
+                generation=proposal,
+                allocation=allocation,
+                proposal=proposal,
+                pass_latency_s=(first_s,),
+                selector_latency_s=sel_s,
+                fallback=fallback,
+            )
+        final, second_s = self._generate(trace, allocation)
+        return StepDecision(
+            t=trace.t,
+            generation=final,
+            allocation=allocation,
+            proposal=proposal,
+            second_pass=True,
+            pass_latency_s=(first_s, second_s),
+            selector_latency_s=sel_s,
+        )
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
