@@ -1,0 +1,59 @@
+"""Packaging invariants: namespace mapping, explicit package list, light core import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "peft", "langgraph", "langchain", "onnxruntime", "sglang", "matplotlib")
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_every_package_folder_is_listed() -> None:
+    tool = _pyproject()["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    mapping = tool["package-dir"]
+    found = set()
+    for package, folder in mapping.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base)
+            name = ".".join([package, *rel.parts]) if rel.parts else package
+            if not any(
+                name.startswith(other + ".") or name == other
+                for other in mapping
+                if other != package and other.startswith(package + ".")
+            ):
+                found.add(name)
+    missing = sorted(found - listed)
+    assert not missing, f"add these packages to [tool.setuptools] packages in pyproject.toml: {missing}"
+
+
+def test_no_generic_top_level_modules_installed() -> None:
+    mapping = _pyproject()["tool"]["setuptools"]["package-dir"]
+    assert all(name.startswith("causalcache_memory") for name in mapping)
+
+
+def test_runtime_and_integrations_import_under_the_namespace() -> None:
+    import causalcache_memory.integrations as integrations
+    import causalcache_memory.runtime as runtime
+
+    assert Path(runtime.__file__).parent == ROOT / "runtime"
+    assert Path(integrations.__file__).parent == ROOT / "integrations"
+
+
+def test_core_import_is_light() -> None:
+    code = (
+        "import sys, causalcache_memory, causalcache_memory.config, causalcache_memory.controller, "
+        "causalcache_memory.factory, causalcache_memory.cli.main;"
+        "causalcache_memory.cli.main.build_parser();"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"core import pulled heavy modules: {out}"
