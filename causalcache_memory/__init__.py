@@ -17,7 +17,7 @@ from .allocation import (
     make_allocation,
     recent_b,
 )
-from .archive import GCReport, ScreenshotArchive
+from .archive import GCReport, LocalArchive, ScreenshotArchive, open_archive
 from .errors import CausalCacheError, CausalCacheWarning, ConfigError
 from .policy import Generation, Policy
 from .render import BoundPrompt, RenderedPrompt, RenderOptions, render_prompt
@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "GCReport",
     "Generation",
+    "LocalArchive",
     "Policy",
     "RandomPolicy",
     "RecentPolicy",
@@ -47,6 +48,7 @@ __all__ = [
     "Trace",
     "__version__",
     "make_allocation",
+    "open_archive",
     "recent_b",
     "render_prompt",
 ]

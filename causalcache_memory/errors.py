@@ -11,12 +11,14 @@ __all__ = [
     "ActionParseError",
     "AllocationError",
     "ArchiveError",
+    "ArchiveKeyError",
     "BlobCorruptError",
     "BlobNotFoundError",
     "CausalCacheError",
     "CausalCacheWarning",
     "ConfigError",
     "ImageRejectedError",
+    "ImageSpanMismatchError",
     "MissingDependencyError",
     "PolicyError",
     "PolicyResponseError",
@@ -57,6 +59,10 @@ class ArchiveError(CausalCacheError):
     """A screenshot archive operation failed."""
 
 
+class ArchiveKeyError(ArchiveError, ValueError):
+    """An episode id or content hash given to the archive is malformed (for example a path like ``../x``)."""
+
+
 class BlobNotFoundError(ArchiveError, KeyError):
     """A content hash is not in the archive."""
 
@@ -82,6 +88,10 @@ class RenderError(CausalCacheError, ValueError):
 
 class PromptImageError(RenderError):
     """A screenshot needed by a prompt is missing or corrupt; names the event and the hash."""
+
+
+class ImageSpanMismatchError(RenderError):
+    """Encoded image token blocks do not match the prompt's declared images (count, length, framing)."""
 
 
 class PolicyError(CausalCacheError):

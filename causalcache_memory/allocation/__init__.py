@@ -9,12 +9,14 @@ from .base import (
     make_allocation,
     recent_b,
 )
+from .rgb import RGBSimilarityPolicy
 from .simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
 
 __all__ = [
     "Allocation",
     "AllocationContext",
     "AllocationPolicy",
+    "RGBSimilarityPolicy",
     "RandomPolicy",
     "RecentPolicy",
     "SummaryOnlyPolicy",

@@ -1,0 +1,76 @@
+"""Validation of archive keys (content hashes, episode ids) and the shared storage layout.
+
+Layout, identical for every backend (relative to the archive root)::
+
+    blobs/<sha256[:2]>/<sha256>    original image bytes, addressed by their sha256
+    refs/<episode_id>/<sha256>     empty marker: the episode references the blob (retention)
+    tmp/                           temporary files of in-flight writes (local backend only)
+
+Keys are validated before any filesystem call, so a hostile id such as ``../x`` can never name a path
+outside the archive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from ..errors import ArchiveKeyError
+
+__all__ = [
+    "BLOBS",
+    "REFS",
+    "TMP",
+    "blob_relpath",
+    "check_episode_id",
+    "check_hash",
+    "check_hashes",
+    "digest",
+    "is_hash",
+]
+
+BLOBS, REFS, TMP = "blobs", "refs", "tmp"
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+_EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def digest(data: bytes) -> str:
+    """sha256 hex digest: the content address."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_hash(value: object) -> bool:
+    return isinstance(value, str) and _HASH.fullmatch(value) is not None
+
+
+def check_hash(value: object) -> str:
+    """Return ``value`` if it is a sha256 hex digest (64 lower-case hex characters)."""
+    if not is_hash(value):
+        raise ArchiveKeyError(
+            f"sha256={value!r} is not a content hash (64 lower-case hex characters); "
+            "use the value returned by ScreenshotArchive.put()"
+        )
+    return value  # type: ignore[return-value]
+
+
+def check_hashes(values: Iterable[str]) -> list[str]:
+    if isinstance(values, str):
+        raise ArchiveKeyError(
+            f"hashes must be an iterable of sha256 strings, got the single string {values!r}"
+        )
+    return [check_hash(v) for v in values]
+
+
+def check_episode_id(value: object) -> str:
+    """Return ``value`` if it is a safe episode id (no path separators, not ``.``/``..``)."""
+    if not isinstance(value, str) or value in (".", "..") or _EPISODE.fullmatch(value) is None:
+        raise ArchiveKeyError(
+            f"episode_id={value!r} is not a valid archive episode id: use 1-128 characters from "
+            "[A-Za-z0-9._-], starting with a letter or digit (no '/', '\\' or '..')"
+        )
+    return value
+
+
+def blob_relpath(sha256: str) -> str:
+    return f"{BLOBS}/{sha256[:2]}/{sha256}"

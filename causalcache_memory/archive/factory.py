@@ -1,0 +1,37 @@
+"""Open an archive from a path or URL: local directory for paths and ``file://``, fsspec otherwise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from .base import ScreenshotArchive
+from .local import LocalArchive
+
+__all__ = ["open_archive"]
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def open_archive(url_or_path: str | Path, **options: Any) -> ScreenshotArchive:
+    """Open a screenshot archive.
+
+    ``"/data/screens"``, ``Path(...)`` or ``"file:///data/screens"`` give a :class:`LocalArchive`
+    (atomic rename, fsync); any other URL (``"s3://bucket/screens"``, ``"memory://x"``) gives an
+    :class:`~causalcache_memory.archive.remote.FsspecArchive`. ``options`` are ``max_pixels``,
+    ``formats`` and, for URLs, fsspec storage options.
+    """
+    if isinstance(url_or_path, Path):
+        return LocalArchive(url_or_path, **options)
+    text = str(url_or_path)
+    if not _SCHEME.match(text):
+        return LocalArchive(text, **options)
+    if text.lower().startswith("file://"):
+        parsed = urlparse(text)
+        local = parsed.path if parsed.netloc in ("", "localhost") else f"//{parsed.netloc}{parsed.path}"
+        return LocalArchive(unquote(local), **options)
+    from .remote import FsspecArchive
+
+    return FsspecArchive(text, **options)
