@@ -167,7 +167,9 @@ def render_prompt(
             (TextPart(options.current_header), ImagePart(len(images) - 1), TextPart(options.request)),
         )
     )
-    return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, {"t": t})
+    return RenderedPrompt(
+        tuple(messages), tuple(images), allocation, trace.goal, {"t": t, "episode_id": trace.episode_id}
+    )
 
 
 def history_sequence(prompts: Sequence[RenderedPrompt]) -> list[tuple[int | None, ...]]:

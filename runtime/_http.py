@@ -1,0 +1,237 @@
+"""Shared HTTP plumbing of the server runtimes: timeouts, bounded retries, clear errors.
+
+Retry rule: connection errors, timeouts, HTTP 5xx and HTTP 429 are retried up to ``max_retries`` times
+with exponential backoff and full jitter (attempt ``a`` sleeps ``U(0.5, 1) * min(max_backoff_s,
+backoff_s * 2**a)`` seconds, or the server's numeric ``Retry-After`` when it is smaller than
+``max_backoff_s``); any other 4xx is the caller's bug and fails at once. After the last attempt a
+:class:`PolicyUnavailableError` names the URL, the number of attempts and the last failure. A response
+that is not the JSON the caller expects raises :class:`PolicyResponseError` naming the field and showing
+a snippet of the body.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from ..errors import ActionParseError, PolicyError, PolicyResponseError, PolicyUnavailableError
+
+__all__ = [
+    "HttpClient",
+    "PolicyRequestRejectedError",
+    "check_image_limit",
+    "get_field",
+    "parse_response_action",
+    "snippet",
+]
+
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def snippet(text: str | bytes | object, limit: int = 300) -> str:
+    """A short printable excerpt of a response body for error messages."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    elif not isinstance(text, str):
+        text = json.dumps(text, default=str)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+class PolicyRequestRejectedError(PolicyResponseError):
+    """The server answered a 4xx (other than 429): the request itself is wrong. Never retried.
+
+    Attributes:
+        status_code: the HTTP status.
+        body: the response body (text).
+        url: the URL that rejected the request.
+    """
+
+    def __init__(self, message: str, *, status_code: int, body: str, url: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+        self.url = url
+
+
+def get_field(obj: Any, path: str, *, url: str, kind: type | tuple[type, ...] | None = None) -> Any:
+    """``obj[a][b]...`` for ``path = "a.b"`` (integers index lists); a missing or mistyped field raises.
+
+    Raises:
+        PolicyResponseError: naming ``path``, the URL, and a snippet of ``obj``.
+    """
+    cur = obj
+    for key in path.split("."):
+        try:
+            cur = cur[int(key)] if key.isdigit() and isinstance(cur, list) else cur[key]
+        except (KeyError, IndexError, TypeError):
+            raise PolicyResponseError(
+                f"response from {url} has no field `{path}`; is this the expected server/API? "
+                f"body: {snippet(obj)}"
+            ) from None
+    if kind is not None and not _is_kind(cur, _as_tuple(kind)):
+        names = "/".join(k.__name__ for k in _as_tuple(kind))
+        raise PolicyResponseError(
+            f"response field `{path}` from {url} should be {names}, got {type(cur).__name__} "
+            f"{snippet(cur, 120)}"
+        )
+    return cur
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _is_kind(value: Any, kinds: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in kinds:  # JSON true is not a number here
+        return False
+    return isinstance(value, kinds)
+
+
+class HttpClient:
+    """A thread-safe JSON-over-HTTP client with bounded retries.
+
+    Args:
+        timeout_s: read/write/pool timeout of one attempt in seconds (connect uses ``min(timeout_s, 10)``).
+        max_retries: retries after the first attempt (``0`` = one attempt only).
+        backoff_s: base of the exponential backoff in seconds.
+        max_backoff_s: cap of one backoff sleep.
+        headers: extra headers on every request (e.g. ``Authorization``).
+        sleep: injectable sleep (tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 8.0,
+        headers: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s={timeout_s!r} must be > 0 seconds")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries={max_retries!r} must be an integer >= 0")
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self._sleep = sleep
+        self._rng = random.Random()
+        timeout = httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
+        self._client = httpx.Client(timeout=timeout, headers=dict(headers or {}), transport=transport)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ requests
+    def post_json(self, url: str, payload: Any) -> Any:
+        """POST ``payload`` as JSON and return the decoded JSON body (retrying as documented)."""
+        return self._request("POST", url, payload)
+
+    def get_json(self, url: str) -> Any:
+        return self._request("GET", url, None)
+
+    def _backoff(self, attempt: int, retry_after: str | None) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        if retry_after is not None:
+            try:
+                hinted = float(retry_after)
+            except ValueError:
+                hinted = -1.0
+            if 0 <= hinted <= self.max_backoff_s:
+                return hinted
+        return delay * (0.5 + 0.5 * self._rng.random())
+
+    def _request(self, method: str, url: str, payload: Any) -> Any:
+        attempts = self.max_retries + 1
+        last = ""
+        for attempt in range(attempts):
+            retry_after = None
+            try:
+                response = self._client.request(method, url, json=payload)
+            except httpx.TimeoutException as exc:
+                last = f"timed out after {self.timeout_s:g} s ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 400:
+                    return self._decode(response, url)
+                body = response.text
+                if response.status_code not in _RETRY_STATUS:
+                    raise PolicyRequestRejectedError(
+                        f"{url} rejected the request with HTTP {response.status_code}: {snippet(body)}",
+                        status_code=response.status_code,
+                        body=body,
+                        url=url,
+                    )
+                last = f"HTTP {response.status_code}: {snippet(body, 200)}"
+                retry_after = response.headers.get("retry-after")
+            if attempt + 1 < attempts:
+                self._sleep(self._backoff(attempt, retry_after))
+        raise PolicyUnavailableError(
+            f"policy server {url} is unavailable after {attempts} attempt(s) "
+            f"(timeout {self.timeout_s:g} s each); last error: {last}. Check that the server is running "
+            "and reachable, or raise timeout_s/max_retries."
+        )
+
+    @staticmethod
+    def _decode(response: httpx.Response, url: str) -> Any:
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PolicyResponseError(
+                f"{url} answered HTTP {response.status_code} with a body that is not valid JSON ({exc}); "
+                f"body: {snippet(response.content)}"
+            ) from exc
+
+
+# ---------------------------------------------------------------------- shared by the HTTP policies
+def check_image_limit(prompts: Any, limit: int | None, *, server: str) -> None:
+    """Raise before any request when a prompt holds more images than ``limit``.
+
+    Raises:
+        PolicyError: naming the prompt position, its image count, the limit and the fixes.
+    """
+    if limit is None:
+        return
+    for i, prompt in enumerate(prompts):
+        n = len(prompt.images)
+        if n > limit:
+            raise PolicyError(
+                f"prompt {i} has {n} images but max_images_per_prompt={limit} for {server}; "
+                f"lower the budget B to at most {limit - 1} history images, or raise the server's "
+                "per-prompt image limit and max_images_per_prompt"
+            )
+
+
+def parse_response_action(
+    response: str, *, platform: str = "auto", screen_size: tuple[int, int] | None = None
+) -> tuple[Any, str | None]:
+    """``(action, parse_error)`` for a policy response; never raises for an unparsable response.
+
+    Uses :func:`causalcache_memory.actions.parse_action` (imported on use).
+    """
+    try:
+        from ..actions import parse_action
+    except ImportError as exc:  # pragma: no cover - the parser is part of the core package
+        return None, f"action parser unavailable: {exc}"
+    try:
+        return parse_action(response, platform=platform, screen_size=screen_size), None
+    except (ActionParseError, ValueError) as exc:
+        return None, str(exc)

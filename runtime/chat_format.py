@@ -1,0 +1,133 @@
+"""Text chat formats for servers that take a raw prompt string plus an image list (SGLang ``/generate``).
+
+SGLang's native API does not apply a chat template: the client sends the templated text with one image
+placeholder per image and the images in placeholder order. A :class:`ChatFormat` does that rendering for
+one model family. :data:`QWEN_VL` covers Qwen2.5-VL and Qwen3-VL (and GUI policies built on them:
+GUI-Owl, OpenCUA, UI-TARS) in ChatML::
+
+    <|im_start|>system\\n{text}<|im_end|>\\n
+    <|im_start|>user\\n{text}<|vision_start|><|image_pad|><|vision_end|>{text}<|im_end|>\\n
+    ...
+    <|im_start|>assistant\\n                      <- generation prompt
+
+For teacher-forced scoring the continuation is ``target + end_of_turn`` (``target + "<|im_end|>"`` for
+ChatML), so the score also rewards ending the turn after the action, as greedy decoding must.
+
+Another family plugs in with ``ChatFormat(name, render, end_of_turn)`` where ``render`` maps the prompt's
+messages to a :class:`ChatText`; :func:`register_chat_format` makes it selectable by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import ConfigError, RenderError
+from ..render.prompt import ImagePart, Message, TextPart
+
+__all__ = [
+    "QWEN_VL",
+    "ChatFormat",
+    "ChatText",
+    "chatml_render",
+    "get_chat_format",
+    "register_chat_format",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatText:
+    """A templated prompt.
+
+    Attributes:
+        text: the prompt string, ending with the generation prompt.
+        image_indices: ``prompt.images`` index of each image placeholder, in text order.
+    """
+
+    text: str
+    image_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatFormat:
+    """How one model family turns chat messages into a prompt string.
+
+    Attributes:
+        name: registry name (e.g. ``"qwen-vl"``).
+        render: ``messages -> ChatText`` (must end with the generation prompt).
+        end_of_turn: text that closes an assistant turn; appended to scoring targets.
+        image_placeholder: the text standing for one image (the server expands it to image tokens).
+    """
+
+    name: str
+    render: Callable[[Sequence[Message]], ChatText]
+    end_of_turn: str
+    image_placeholder: str = ""
+
+    def format(self, messages: Sequence[Message]) -> ChatText:
+        """Render ``messages`` (the generation prompt included)."""
+        return self.render(messages)
+
+    def target_text(self, target: str) -> str:
+        """The scored continuation for ``target``: ``target + end_of_turn``."""
+        return target + self.end_of_turn
+
+
+QWEN_IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+def chatml_render(
+    messages: Sequence[Message], *, image_placeholder: str = QWEN_IMAGE_PLACEHOLDER
+) -> ChatText:
+    """ChatML rendering of ``messages`` followed by the assistant generation prompt."""
+    if not messages:
+        raise RenderError("cannot format an empty message list; render a prompt first")
+    pieces: list[str] = []
+    images: list[int] = []
+    for message in messages:
+        pieces.append(f"<|im_start|>{message.role}\n")
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                pieces.append(part.text)
+            elif isinstance(part, ImagePart):
+                pieces.append(image_placeholder)
+                images.append(part.image)
+            else:  # pragma: no cover - Message only holds these two
+                raise RenderError(f"unknown message part {part!r}")
+        pieces.append("<|im_end|>\n")
+    pieces.append("<|im_start|>assistant\n")
+    return ChatText("".join(pieces), tuple(images))
+
+
+QWEN_VL = ChatFormat(
+    name="qwen-vl",
+    render=chatml_render,
+    end_of_turn="<|im_end|>",
+    image_placeholder=QWEN_IMAGE_PLACEHOLDER,
+)
+
+_REGISTRY: dict[str, ChatFormat] = {QWEN_VL.name: QWEN_VL}
+
+
+def register_chat_format(chat_format: ChatFormat, *, overwrite: bool = False) -> None:
+    """Make ``chat_format`` selectable by its name."""
+    if not isinstance(chat_format, ChatFormat):
+        raise ConfigError(f"register_chat_format expects a ChatFormat, got {type(chat_format).__name__}")
+    if chat_format.name in _REGISTRY and not overwrite:
+        raise ConfigError(
+            f"chat format {chat_format.name!r} is already registered; pass overwrite=True to replace it"
+        )
+    _REGISTRY[chat_format.name] = chat_format
+
+
+def get_chat_format(chat_format: str | ChatFormat) -> ChatFormat:
+    """A :class:`ChatFormat` by name (or the instance itself)."""
+    if isinstance(chat_format, ChatFormat):
+        return chat_format
+    try:
+        return _REGISTRY[chat_format]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"chat_format={chat_format!r} is not a known chat format; use one of {sorted(_REGISTRY)} "
+            "or pass a ChatFormat(name, render, end_of_turn)"
+        ) from None

@@ -1,0 +1,295 @@
+"""SGLang policy over HTTP: native ``/generate`` for greedy decoding and teacher-forced scoring.
+
+No ``sglang`` import: the client speaks JSON with httpx (``sglang`` is a server-side extra). Request
+and response fields follow SGLang's ``GenerateReqInput`` and the ``meta_info`` its tokenizer manager
+returns (read from the SGLang source, 0.5.x):
+
+* request: ``text`` (the templated prompt with one image placeholder per image, see
+  :mod:`.chat_format`), ``image_data`` (a list of ``data:<mime>;base64,...`` URLs for one request, a list
+  of such lists for a batch), ``sampling_params`` (``temperature: 0`` is greedy), ``return_logprob``,
+  ``logprob_start_len``. A batch is the same request with list-valued ``text`` and per-item lists.
+* response: ``{"text", "meta_info": {"prompt_tokens", "completion_tokens", "cached_tokens",
+  "finish_reason", "input_token_logprobs": [[logprob, token_id, text|None], ...], ...}}``, a list of those
+  for a batch. ``input_token_logprobs`` covers prompt positions ``[logprob_start_len, prompt_tokens)``;
+  the entry of position 0 has logprob ``None``.
+
+Teacher-forced score of target ``y`` after prompt ``x`` (the paper's Q(S)):
+
+    Q = (1/T) * sum_{i=P}^{P+T-1} log p(tok_i | tok_<i),   T = N - P
+
+where ``P`` is the token count of ``x`` alone and ``N`` that of ``x + y + end_of_turn``, both read from
+``meta_info.prompt_tokens`` (image tokens included, so the client needs no tokenizer). ``P`` comes from a
+prompt-only request with ``max_new_tokens: 0`` (its KV stays in the radix cache for the scoring request)
+and is cached per (server, prompt). The scoring request asks for logprobs from ``P - 1`` on and the client
+keeps the last ``T`` entries, which is correct whether or not the server returns the boundary entry.
+
+Routing: with several server URLs, each request goes to the server chosen by rendezvous hashing of a
+route key, so all steps of an episode hit the same server and its radix cache. The key is, in order, the
+``route_key`` argument, ``prompt.prompt.meta["episode_id"]``, else the task goal text. With one URL (a
+single server or an SGLang router) every request goes there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, PolicyResponseError, RenderError
+from ..policy import Generation
+from ._http import HttpClient, check_image_limit, get_field, parse_response_action, snippet
+from .chat_format import QWEN_VL, ChatFormat, get_chat_format
+
+if TYPE_CHECKING:
+    from ..render.bound import BoundPrompt
+
+__all__ = ["SGLangPolicy", "rendezvous_route"]
+
+
+def rendezvous_route(key: str, urls: Sequence[str]) -> str:
+    """The URL with the highest ``sha256(url | key)``: stable per key, spread evenly over URLs."""
+    return max(urls, key=lambda url: hashlib.sha256(f"{url}|{key}".encode()).digest())
+
+
+class SGLangPolicy:
+    """A GUI policy served by SGLang (native API).
+
+    Args:
+        urls: one server/router URL (``http://host:30000``) or several servers (sticky per episode).
+        model_name: name used in logs and label files (:attr:`name`).
+        timeout_s: per-attempt HTTP timeout.
+        max_retries: retries on connection errors, 5xx and 429.
+        max_new_tokens: generation cap.
+        max_images_per_prompt: refuse prompts with more images before sending (None: no limit).
+        platform, screen_size: passed to the action parser (``platform`` e.g. ``"desktop"``/``"mobile"``).
+        chat_format: a :class:`ChatFormat` or its registered name (default Qwen-VL ChatML).
+        score_batch_size: prompts per ``/generate`` batch when scoring.
+        sampling_params: extra sampling parameters merged into generation requests.
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        model_name: str = "sglang",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        max_new_tokens: int = 256,
+        max_images_per_prompt: int | None = None,
+        platform: str = "auto",
+        screen_size: tuple[int, int] | None = None,
+        chat_format: str | ChatFormat = QWEN_VL,
+        score_batch_size: int = 16,
+        sampling_params: dict[str, Any] | None = None,
+        backoff_s: float = 0.25,
+        prompt_len_cache_size: int = 4096,
+    ) -> None:
+        url_list = [urls] if isinstance(urls, str) else list(urls)
+        problems = []
+        if not url_list:
+            problems.append("urls is empty; give at least one server URL such as http://127.0.0.1:30000")
+        for url in url_list:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                problems.append(f"urls entry {url!r} must start with http:// or https://")
+        if len(set(url_list)) != len(url_list):
+            problems.append(f"urls={url_list!r} has duplicates; list each server once")
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            problems.append(f"max_new_tokens={max_new_tokens!r} must be an integer >= 1")
+        if max_images_per_prompt is not None and (
+            not isinstance(max_images_per_prompt, int) or max_images_per_prompt < 1
+        ):
+            problems.append(
+                f"max_images_per_prompt={max_images_per_prompt!r} must be None or an integer >= 1"
+            )
+        if not isinstance(score_batch_size, int) or score_batch_size < 1:
+            problems.append(f"score_batch_size={score_batch_size!r} must be an integer >= 1")
+        if problems:
+            raise ConfigError("invalid SGLangPolicy arguments: " + "; ".join(problems), problems)
+        self.urls = tuple(u.rstrip("/") for u in url_list)
+        self.name = model_name
+        self.max_new_tokens = max_new_tokens
+        self.max_images_per_prompt = max_images_per_prompt
+        self.platform = platform
+        self.screen_size = screen_size
+        self.chat_format = get_chat_format(chat_format)
+        self.score_batch_size = score_batch_size
+        self.sampling_params = dict(sampling_params or {})
+        self._http = HttpClient(timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s)
+        self._prompt_lens: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._cache_size = prompt_len_cache_size
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SGLangPolicy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SGLangPolicy(name={self.name!r}, urls={list(self.urls)!r})"
+
+    # ------------------------------------------------------------------ routing
+    def route(self, prompt: BoundPrompt | None = None, route_key: str | None = None) -> str:
+        """The server URL for ``prompt`` (see the module docstring for the key)."""
+        if len(self.urls) == 1:
+            return self.urls[0]
+        key = route_key
+        if key is None and prompt is not None:
+            episode = prompt.prompt.meta.get("episode_id")
+            key = str(episode) if episode is not None else prompt.prompt.goal
+        return rendezvous_route(key or "", self.urls)
+
+    # ------------------------------------------------------------------ request pieces
+    def _format(self, prompt: BoundPrompt) -> tuple[str, list[str]]:
+        chat = self.chat_format.format(prompt.messages)
+        if sorted(chat.image_indices) != list(range(len(prompt.images))):
+            raise RenderError(
+                f"chat format {self.chat_format.name!r} placed images {list(chat.image_indices)} but the prompt "
+                f"declares {len(prompt.images)} images; every declared image must appear exactly once"
+            )
+        return chat.text, [prompt.data_url(i) for i in chat.image_indices]
+
+    def _prompt_key(self, text: str, prompt: BoundPrompt) -> str:
+        h = hashlib.sha256(text.encode())
+        for ref in prompt.images:
+            h.update(ref.sha256.encode())
+        return h.hexdigest()
+
+    # ------------------------------------------------------------------ generate
+    def generate(self, prompt: BoundPrompt, *, route_key: str | None = None) -> Generation:
+        """Greedy decoding of the next response; the action is parsed, never raising on bad output."""
+        check_image_limit([prompt], self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
+        url = self.route(prompt, route_key)
+        text, images = self._format(prompt)
+        payload: dict[str, Any] = {
+            "text": text,
+            "sampling_params": {
+                **self.sampling_params,
+                "temperature": 0,
+                "max_new_tokens": self.max_new_tokens,
+            },
+        }
+        if images:
+            payload["image_data"] = images
+        start = time.perf_counter()
+        body = self._http.post_json(f"{url}/generate", payload)
+        latency = time.perf_counter() - start
+        if isinstance(body, list) and len(body) == 1:
+            body = body[0]
+        response = get_field(body, "text", url=url, kind=str)
+        meta_info = get_field(body, "meta_info", url=url, kind=dict)
+        action, error = parse_response_action(response, platform=self.platform, screen_size=self.screen_size)
+        meta = {"server": url, "runtime": "sglang"}
+        for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            if isinstance(meta_info.get(key), int):
+                meta[key] = meta_info[key]
+        finish = meta_info.get("finish_reason")
+        if isinstance(finish, dict) and isinstance(finish.get("type"), str):
+            meta["finish_reason"] = finish["type"]
+        return Generation(response, action, error, latency, meta)
+
+    # ------------------------------------------------------------------ score
+    def score(
+        self, prompts: Sequence[BoundPrompt], targets: Sequence[str], *, route_key: str | None = None
+    ) -> list[float]:
+        """Mean target-token log-likelihood of each ``targets[i]`` after ``prompts[i]`` (<= 0)."""
+        if len(prompts) != len(targets):
+            raise ConfigError(
+                f"score got {len(prompts)} prompts but {len(targets)} targets; pass one target per prompt"
+            )
+        for i, target in enumerate(targets):
+            if not isinstance(target, str) or not target:
+                raise ConfigError(f"targets[{i}]={target!r} must be a non-empty string")
+        check_image_limit(prompts, self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
+        groups: dict[str, list[int]] = {}
+        for i, prompt in enumerate(prompts):
+            groups.setdefault(self.route(prompt, route_key), []).append(i)
+        scores: list[float] = [0.0] * len(prompts)
+        for url, indices in groups.items():
+            for start in range(0, len(indices), self.score_batch_size):
+                chunk = indices[start : start + self.score_batch_size]
+                values = self._score_batch(url, [prompts[i] for i in chunk], [targets[i] for i in chunk])
+                for i, value in zip(chunk, values, strict=True):
+                    scores[i] = value
+        return scores
+
+    def _score_batch(self, url: str, prompts: list[BoundPrompt], targets: list[str]) -> list[float]:
+        formatted = [self._format(p) for p in prompts]
+        keys = [(url, self._prompt_key(text, p)) for (text, _), p in zip(formatted, prompts, strict=True)]
+        lens = self._prompt_lengths(url, formatted, keys)
+        texts = [
+            text + self.chat_format.target_text(t) for (text, _), t in zip(formatted, targets, strict=True)
+        ]
+        payload = self._batch_payload(texts, [imgs for _, imgs in formatted])
+        payload["return_logprob"] = True
+        payload["logprob_start_len"] = [max(n - 1, 0) for n in lens]
+        results = self._batch_results(url, payload, len(texts))
+        out = []
+        for j, (result, p_len) in enumerate(zip(results, lens, strict=True)):
+            n_len = get_field(result, "meta_info.prompt_tokens", url=url, kind=int)
+            entries = get_field(result, "meta_info.input_token_logprobs", url=url, kind=list)
+            n_target = n_len - p_len
+            if n_target < 1 or len(entries) < n_target:
+                raise PolicyResponseError(
+                    f"scoring item {j} at {url}: prompt has {p_len} tokens, prompt+target {n_len} tokens and "
+                    f"{len(entries)} input logprobs were returned; expected at least {max(n_target, 1)} target "
+                    f"tokens (target {snippet(targets[j], 60)})"
+                )
+            out.append(_mean_logprob(entries[-n_target:], url=url, item=j))
+        return out
+
+    def _prompt_lengths(
+        self, url: str, formatted: list[tuple[str, list[str]]], keys: list[tuple[str, str]]
+    ) -> list[int]:
+        with self._lock:
+            known = {k: self._prompt_lens[k] for k in keys if k in self._prompt_lens}
+        missing = [j for j, k in enumerate(keys) if k not in known]
+        if missing:
+            payload = self._batch_payload(
+                [formatted[j][0] for j in missing], [formatted[j][1] for j in missing]
+            )
+            results = self._batch_results(url, payload, len(missing))
+            with self._lock:
+                for j, result in zip(missing, results, strict=True):
+                    n = get_field(result, "meta_info.prompt_tokens", url=url, kind=int)
+                    known[keys[j]] = n
+                    self._prompt_lens[keys[j]] = n
+                    self._prompt_lens.move_to_end(keys[j])
+                while len(self._prompt_lens) > self._cache_size:
+                    self._prompt_lens.popitem(last=False)
+        return [known[k] for k in keys]
+
+    @staticmethod
+    def _batch_payload(texts: list[str], images: list[list[str]]) -> dict[str, Any]:
+        payload: dict[str, Any] = {"text": texts, "sampling_params": {"temperature": 0, "max_new_tokens": 0}}
+        if any(images):
+            payload["image_data"] = [imgs or None for imgs in images]
+        return payload
+
+    def _batch_results(self, url: str, payload: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        body = self._http.post_json(f"{url}/generate", payload)
+        if not isinstance(body, list) or len(body) != n or not all(isinstance(r, dict) for r in body):
+            raise PolicyResponseError(
+                f"batch /generate at {url} should answer a list of {n} objects; body: {snippet(body)}"
+            )
+        return body
+
+
+def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
+    total = 0.0
+    for k, entry in enumerate(entries):
+        value = entry[0] if isinstance(entry, (list, tuple)) and entry else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PolicyResponseError(
+                f"`meta_info.input_token_logprobs` entry {k} of scoring item {item} from {url} should be "
+                f"[logprob, token_id, text]; got {snippet(entry, 80)}"
+            )
+        total += float(value)
+    return total / len(entries)
