@@ -21,6 +21,7 @@ __all__ = [
     "ImageSpanMismatchError",
     "MissingDependencyError",
     "PolicyError",
+    "PolicyInputError",
     "PolicyResponseError",
     "PolicyUnavailableError",
     "PromptImageError",
@@ -96,6 +97,10 @@ class ImageSpanMismatchError(RenderError):
 
 class PolicyError(CausalCacheError):
     """A policy runtime failed."""
+
+
+class PolicyInputError(PolicyError, ValueError):
+    """A policy call was made with invalid arguments (e.g. prompts and targets of different lengths)."""
 
 
 class PolicyUnavailableError(PolicyError, ConnectionError):

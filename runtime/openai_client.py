@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PolicyError, PolicyResponseError
+from ..errors import ConfigError, PolicyError, PolicyInputError, PolicyResponseError
 from ..policy import Generation
 from ._http import (
     HttpClient,
@@ -178,7 +178,7 @@ class OpenAIPolicy:
     def score(self, prompts: Sequence[BoundPrompt], targets: Sequence[str]) -> list[float]:
         """Mean target-token log-likelihood (<= 0) per prompt; needs vLLM-style prompt logprobs."""
         if len(prompts) != len(targets):
-            raise ConfigError(
+            raise PolicyInputError(
                 f"score got {len(prompts)} prompts but {len(targets)} targets; pass one target per prompt"
             )
         for i, target in enumerate(targets):

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PolicyResponseError, RenderError
+from ..errors import ConfigError, PolicyInputError, PolicyResponseError, RenderError
 from ..policy import Generation
 from ._http import HttpClient, check_image_limit, get_field, parse_response_action, snippet
 from .chat_format import QWEN_VL, ChatFormat, get_chat_format
@@ -201,12 +201,12 @@ class SGLangPolicy:
     ) -> list[float]:
         """Mean target-token log-likelihood of each ``targets[i]`` after ``prompts[i]`` (<= 0)."""
         if len(prompts) != len(targets):
-            raise ConfigError(
+            raise PolicyInputError(
                 f"score got {len(prompts)} prompts but {len(targets)} targets; pass one target per prompt"
             )
         for i, target in enumerate(targets):
             if not isinstance(target, str) or not target:
-                raise ConfigError(f"targets[{i}]={target!r} must be a non-empty string")
+                raise PolicyInputError(f"targets[{i}]={target!r} must be a non-empty string")
         check_image_limit(prompts, self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
         groups: dict[str, list[int]] = {}
         for i, prompt in enumerate(prompts):

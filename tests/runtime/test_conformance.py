@@ -13,11 +13,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 import pytest
-from causalcache_memory.runtime.openai_client import OpenAIPolicy, PromptLogprobsUnsupportedError
-from causalcache_memory.runtime.sglang_client import SGLangPolicy
 from loopback import MemoryArchive, OpenAILoopback, SGLangLoopback, make_prompt
 
 from causalcache_memory.policy import Generation, Policy
+from causalcache_memory.runtime.openai_client import OpenAIPolicy, PromptLogprobsUnsupportedError
+from causalcache_memory.runtime.sglang_client import SGLangPolicy
 
 
 @dataclass
@@ -55,7 +55,13 @@ def _openai_vllm(stack: ExitStack, request: pytest.FixtureRequest) -> RuntimeCas
     return RuntimeCase(policy)
 
 
+def _transformers(stack: ExitStack, request: pytest.FixtureRequest) -> RuntimeCase:
+    # the embedded runtime on the tiny offline Qwen2.5-VL model (session fixture in conftest.py)
+    return RuntimeCase(request.getfixturevalue("policy"))
+
+
 RUNTIMES: dict[str, Callable[[ExitStack, pytest.FixtureRequest], RuntimeCase]] = {
+    "transformers": _transformers,
     "sglang": _sglang,
     "openai": _openai,
     "openai-vllm": _openai_vllm,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from causalcache_memory.runtime._http import PolicyRequestRejectedError
-from causalcache_memory.runtime.openai_client import OpenAIPolicy, PromptLogprobsUnsupportedError
-from causalcache_memory.runtime.sglang_client import SGLangPolicy
 from loopback import MemoryArchive, OpenAILoopback, SGLangLoopback, free_port_url, make_prompt
 
 from causalcache_memory.errors import ConfigError, PolicyError, PolicyUnavailableError
+from causalcache_memory.runtime._http import PolicyRequestRejectedError
+from causalcache_memory.runtime.openai_client import OpenAIPolicy, PromptLogprobsUnsupportedError
+from causalcache_memory.runtime.sglang_client import SGLangPolicy
 
 TARGET = "pyautogui.click(x=0.3, y=0.4)"
 

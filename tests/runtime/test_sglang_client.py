@@ -7,6 +7,16 @@ import time
 from collections import Counter
 
 import pytest
+from loopback import FakeModel, MemoryArchive, SGLangLoopback, decode_image, free_port_url, make_prompt
+
+from causalcache_memory.errors import (
+    ConfigError,
+    PolicyError,
+    PolicyInputError,
+    PolicyResponseError,
+    PolicyUnavailableError,
+)
+from causalcache_memory.render import ImagePart, Message, TextPart
 from causalcache_memory.runtime._http import PolicyRequestRejectedError, get_field
 from causalcache_memory.runtime.chat_format import (
     QWEN_VL,
@@ -17,10 +27,6 @@ from causalcache_memory.runtime.chat_format import (
     register_chat_format,
 )
 from causalcache_memory.runtime.sglang_client import SGLangPolicy, rendezvous_route
-from loopback import FakeModel, MemoryArchive, SGLangLoopback, decode_image, free_port_url, make_prompt
-
-from causalcache_memory.errors import ConfigError, PolicyError, PolicyResponseError, PolicyUnavailableError
-from causalcache_memory.render import ImagePart, Message, TextPart
 
 TARGET = "pyautogui.click(x=0.3, y=0.4)"
 
@@ -185,9 +191,9 @@ def test_score_chunks_batches(server, prompt):
 
 def test_score_argument_errors(server, prompt):
     with _policy(server.url) as policy:
-        with pytest.raises(ConfigError, match="targets"):
+        with pytest.raises(PolicyInputError, match="targets"):
             policy.score([prompt], [TARGET, TARGET])
-        with pytest.raises(ConfigError, match="non-empty"):
+        with pytest.raises(PolicyInputError, match="non-empty"):
             policy.score([prompt], [""])
     assert server.requests == []
 

@@ -1,0 +1,287 @@
+"""Embedded policy runtime: a Qwen2.5-VL / Qwen3-VL model run in-process with transformers.
+
+``generate`` decodes greedily; ``score`` is Q(S) of the paper: the teacher-forced mean log-likelihood of
+a target response given a rendered prompt,
+
+    score(prompt, target) = (1/n) * sum_{k=1..n} log p(y_k | prompt, y_<k),
+
+where ``y_1..y_n`` are the target's tokens followed by the closing ``<|im_end|>`` (the assistant turn
+ends there, so a response that should have stopped earlier or later is penalised). Targets are tokenized
+as the assistant continuation right after the generation prompt ``<|im_start|>assistant\\n``.
+Prompts are right-padded, so a prompt's score does not depend on its batch.
+
+Adapters (the HGKV gate) plug in through :class:`ForwardAdapter`: every forward pass of ``generate`` and
+``score`` runs inside ``adapter.forward_context(model, batch)``, which receives the
+:class:`~.qwen_encoding.EncodedBatch` (with ``history_mask()``) and installs/removes its token gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .._optional import require
+from ..errors import ActionParseError, ConfigError, PolicyInputError
+from ..policy import Generation
+from .qwen_encoding import (
+    EncodedBatch,
+    EncodedPrompt,
+    QwenTokens,
+    collate,
+    encode_prompt,
+    image_only_processor_class,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..render.bound import BoundPrompt
+
+__all__ = ["SUPPORTED_FAMILIES", "ForwardAdapter", "TransformersPolicy"]
+
+#: ``config.model_type`` values this runtime loads
+SUPPORTED_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+
+
+@runtime_checkable
+class ForwardAdapter(Protocol):
+    """Something that modifies the model during one forward pass (e.g. the HGKV token gate).
+
+    ``forward_context(model, batch)`` returns a context manager; the policy holds it around every
+    forward pass over ``batch``. During ``generate`` it is held for the whole decoding loop: the batch
+    describes the prompt only, and positions past the prompt (generated tokens) are never history tokens.
+    """
+
+    def forward_context(self, model: Any, batch: EncodedBatch) -> contextlib.AbstractContextManager[Any]: ...
+
+
+def _resolve_dtype(torch: Any, dtype: Any, device: str) -> Any:
+    if dtype is None:
+        return torch.float32 if str(device).startswith("cpu") else torch.bfloat16
+    if isinstance(dtype, str):
+        value = getattr(torch, dtype, None)
+        if not isinstance(value, torch.dtype):
+            raise ConfigError(f"dtype={dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
+        return value
+    return dtype
+
+
+def _model_type(config_path: Path) -> object:
+    import json
+
+    try:
+        return json.loads(config_path.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{config_path} is not a readable JSON model config: {exc}") from exc
+
+
+def _read_chat_template(path: Path, tokenizer: Any) -> str:
+    """The model's own chat template: ``chat_template.jinja``, ``chat_template.json``, or the tokenizer's."""
+    import json
+
+    jinja = path / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    as_json = path / "chat_template.json"
+    if as_json.is_file():
+        return str(json.loads(as_json.read_text(encoding="utf-8"))["chat_template"])
+    if getattr(tokenizer, "chat_template", None):
+        return str(tokenizer.chat_template)
+    raise ConfigError(
+        f"model directory {path} has no chat template (chat_template.jinja/.json or tokenizer's)"
+    )
+
+
+class TransformersPolicy:
+    """A Qwen-VL policy run with transformers. Build it with :meth:`from_pretrained`."""
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        family: str,
+        name: str,
+        max_new_tokens: int = 64,
+        platform: str = "auto",
+        screen_size: tuple[int, int] | None = None,
+        adapter: ForwardAdapter | None = None,
+    ) -> None:
+        self.model = model
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.family = family
+        self.name = name
+        self.max_new_tokens = max_new_tokens
+        self.platform = platform
+        self.screen_size = screen_size
+        self.adapter = adapter
+        config = model.config
+        self.tokens = QwenTokens(
+            image_pad=int(config.image_token_id),
+            vision_start=int(config.vision_start_token_id),
+            vision_end=int(config.vision_end_token_id),
+            merge_size=int(processor.image_processor.merge_size),
+        )
+        self.im_end_id = int(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else self.im_end_id)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "cpu",
+        dtype: Any = None,
+        max_new_tokens: int = 64,
+        platform: str = "auto",
+        screen_size: tuple[int, int] | None = None,
+        adapter: ForwardAdapter | None = None,
+    ) -> TransformersPolicy:
+        """Load a model directory (local only: nothing is downloaded).
+
+        ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere.
+        """
+        root = Path(path)
+        if not (root / "config.json").is_file():
+            raise ConfigError(
+                f"path={str(path)!r} is not a local model directory with a config.json; download the model "
+                "first (e.g. `huggingface-cli download <repo> --local-dir DIR`) and pass DIR"
+            )
+        family = _model_type(root / "config.json")
+        if family not in SUPPORTED_FAMILIES:
+            raise ConfigError(
+                f"model_type={family!r} in {root / 'config.json'} is not supported by TransformersPolicy; "
+                f"supported families: {', '.join(SUPPORTED_FAMILIES)}"
+            )
+        torch = require("torch", purpose="TransformersPolicy")
+        transformers = require("transformers", purpose="TransformersPolicy")
+        model = transformers.AutoModelForImageTextToText.from_pretrained(
+            root, local_files_only=True, dtype=_resolve_dtype(torch, dtype, device)
+        )
+        model.to(device).eval()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(root, local_files_only=True)
+        image_processor = transformers.Qwen2VLImageProcessorPil.from_pretrained(root, local_files_only=True)
+        processor = image_only_processor_class(family)(
+            image_processor=image_processor,
+            tokenizer=tokenizer,
+            chat_template=_read_chat_template(root, tokenizer),
+        )
+        return cls(
+            model,
+            processor,
+            family=family,
+            name=f"transformers:{root.name}",
+            max_new_tokens=max_new_tokens,
+            platform=platform,
+            screen_size=screen_size,
+            adapter=adapter,
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ encoding and hooks
+    def encode(self, prompt: BoundPrompt) -> EncodedPrompt:
+        """Encode one prompt with the model's processor; image spans are checked fail-closed."""
+        return encode_prompt(prompt, self.processor, self.tokens)
+
+    @contextlib.contextmanager
+    def forward_context(self, batch: EncodedBatch) -> Iterator[None]:
+        """Context held around forward passes over ``batch``; delegates to the adapter if one is set."""
+        if self.adapter is None:
+            yield
+            return
+        with self.adapter.forward_context(self.model, batch):
+            yield
+
+    def target_ids(self, target: str) -> list[int]:
+        """Token ids scored for ``target``: its text tokens then ``<|im_end|>``."""
+        ids = self.tokenizer(target, add_special_tokens=False)["input_ids"]
+        return [int(i) for i in ids] + [self.im_end_id]
+
+    # ------------------------------------------------------------------ Policy protocol
+    def generate(self, prompt: BoundPrompt) -> Generation:
+        """Greedy decoding; an unparsable response gives ``action=None`` and ``parse_error``, not an error."""
+        torch = require("torch", purpose="TransformersPolicy.generate")
+        transformers = require("transformers", purpose="TransformersPolicy.generate")
+        batch = collate([self.encode(prompt)], pad_token_id=self.pad_token_id)
+        config = transformers.GenerationConfig(
+            max_new_tokens=self.max_new_tokens,
+            do_sample=False,
+            eos_token_id=self.im_end_id,
+            pad_token_id=self.pad_token_id,
+        )
+        start = time.perf_counter()
+        with torch.inference_mode(), self.forward_context(batch):
+            out = self.model.generate(**batch.model_inputs(self.device), generation_config=config)
+        latency = time.perf_counter() - start
+        new = out[0, batch.input_ids.shape[1] :]
+        response = self.tokenizer.decode(new, skip_special_tokens=True)
+        action, error = self._parse(response)
+        meta = {"prompt_tokens": int(batch.input_ids.shape[1]), "completion_tokens": int(new.shape[0])}
+        return Generation(response, action, error, latency, meta)
+
+    def _parse(self, response: str) -> tuple[Any, str | None]:
+        try:
+            from ..actions import parse_action  # type: ignore[attr-defined]
+        except ImportError:
+            return None, "no action parser available (causalcache_memory.actions.parse_action is missing)"
+        try:
+            return parse_action(response, platform=self.platform, screen_size=self.screen_size), None
+        except ActionParseError as exc:
+            return None, str(exc)
+
+    def score(
+        self, prompts: Sequence[BoundPrompt], targets: Sequence[str], *, batch_size: int | None = None
+    ) -> list[float]:
+        """Mean target-token log-likelihood of each ``(prompt, target)``; see the module docstring."""
+        if len(prompts) != len(targets):
+            raise PolicyInputError(
+                f"score got {len(prompts)} prompts but {len(targets)} targets; pass one target each"
+            )
+        if batch_size is not None and batch_size < 1:
+            raise ConfigError(f"batch_size={batch_size} must be >= 1 (or None for one batch)")
+        step = batch_size or max(len(prompts), 1)
+        scores: list[float] = []
+        for lo in range(0, len(prompts), step):
+            encoded = [self.encode(p) for p in prompts[lo : lo + step]]
+            ids = [self.target_ids(t) for t in targets[lo : lo + step]]
+            scores.extend(self.score_encoded(collate(encoded, ids, pad_token_id=self.pad_token_id)))
+        return scores
+
+    def score_encoded(self, batch: EncodedBatch) -> list[float]:
+        """Scores of an already collated batch (each row's ``target_ranges`` entry is scored)."""
+        logprobs = self.target_logprobs(batch)
+        return [float(lp.mean()) if lp.numel() else float("nan") for lp in logprobs]
+
+    def target_logprobs(self, batch: EncodedBatch, *, grad: bool = False) -> list[torch.Tensor]:
+        """Per row, ``(n_target,)`` float32 log-probabilities of the target tokens (teacher forcing).
+
+        Token at position ``p`` is predicted by the logits at ``p - 1``. Only logits from the earliest
+        target position on are computed (``logits_to_keep``). With ``grad=True`` gradients flow (adapter
+        training).
+        """
+        torch = require("torch", purpose="TransformersPolicy.score")
+        width = int(batch.input_ids.shape[1])
+        first = min((s for s, e in batch.target_ranges if e > s), default=width)
+        keep = width - (first - 1)
+        grad_ctx = contextlib.nullcontext() if grad else torch.inference_mode()
+        with grad_ctx, self.forward_context(batch):
+            out = self.model(**batch.model_inputs(self.device), use_cache=False, logits_to_keep=keep)
+        logp = torch.log_softmax(
+            out.logits.float(), dim=-1
+        )  # (batch, keep, vocab); column c is position width-keep+c
+        offset = width - keep
+        ids = batch.input_ids.to(logp.device)
+        result = []
+        for row, (start, end) in enumerate(batch.target_ranges):
+            positions = torch.arange(start, end, device=logp.device)
+            result.append(logp[row, positions - 1 - offset].gather(-1, ids[row, positions, None])[:, 0])
+        return result
