@@ -1,5 +1,16 @@
 """Evaluation: bootstrap statistics, the closed-loop harness, reports."""
 
+from .plots import plot_budget_curve, plot_split_bars
+from .report import format_table, write_report
 from .stats import Estimate, cluster_bootstrap, paired_difference, split_interaction
 
-__all__ = ["Estimate", "cluster_bootstrap", "paired_difference", "split_interaction"]
+__all__ = [
+    "Estimate",
+    "cluster_bootstrap",
+    "format_table",
+    "paired_difference",
+    "plot_budget_curve",
+    "plot_split_bars",
+    "split_interaction",
+    "write_report",
+]
