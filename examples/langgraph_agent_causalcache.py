@@ -1,0 +1,115 @@
+"""The baseline agent of ``langgraph_agent_baseline.py`` with CausalCacheMemory added.
+
+The graph, nodes, model and environment are unchanged; the differences are marked ``# CausalCache``:
+one line creates the memory and two ``add_node`` lines wrap the screenshot and model nodes. The wrapped
+screenshot node archives each screenshot and keeps only its sha256 in state; the wrapped model node is
+called with the memory's prompt (every past step as a one-line summary, ``B = 4`` past steps in full,
+the current screen) and, when the allocation policy displaces a recent step for an older one, a second
+time with the re-allocated prompt, whose answer replaces the first.
+
+The allocation policy here is a small rule standing in for the learned selector (it promotes past steps
+whose summary mentions the target of the proposed action); with the learned selector installed, use
+``CausalCacheMemory.from_yaml("examples/causalcache.yaml")`` instead.
+
+Run: ``python examples/langgraph_agent_causalcache.py``
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import SystemMessage
+from langgraph.graph import END, START, StateGraph
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from langgraph_agent_baseline import (
+    GOAL,
+    KEEP_PAST_SCREENSHOTS,
+    MAX_STEPS,
+    AgentState,
+    FakeDesktop,
+    ScriptedVisionModel,
+    keep_last_screenshots,
+    parse_action,
+    screenshot_message,
+)
+
+from causalcache_memory.allocation import AllocationContext, make_allocation, recent_b
+from causalcache_memory.config import CausalCacheConfig
+from causalcache_memory.integrations.langgraph import CausalCacheMemory
+
+
+class SummaryMatchSelector:
+    """Stand-in witness policy: promote past steps whose summary mentions the proposal's target words."""
+
+    name = "summary_match"
+    uses_witness = True
+
+    def allocate(self, ctx: AllocationContext) -> Any:
+        recent = list(recent_b(ctx.t, ctx.budget))
+        words = re.findall(r"[a-z]{3,}", (ctx.witness.target or "").lower()) if ctx.witness else []
+        older = [e for e in ctx.trace.events if e.index not in recent]
+        hits = [e.index for e in reversed(older) if any(w in e.summary.lower() for w in words)]
+        keep = recent[len(hits[: len(recent)]) :]
+        return make_allocation([*hits[: len(recent)], *keep], t=ctx.t, budget=ctx.budget, policy=self.name)
+
+
+def build_agent(
+    env: FakeDesktop, model: BaseChatModel, memory: CausalCacheMemory, *, checkpointer: Any = None
+) -> Any:
+    def screenshot(state: AgentState) -> dict[str, Any]:
+        return {"messages": [screenshot_message(env.screenshot())]}
+
+    def call_model(state: AgentState) -> dict[str, Any]:
+        prompt = [
+            SystemMessage(f"Task: {state['goal']}"),
+            *keep_last_screenshots(state["messages"], KEEP_PAST_SCREENSHOTS),
+        ]
+        reply = model.invoke(prompt)
+        return {"messages": [reply], "action": parse_action(reply.text)}
+
+    def execute(state: AgentState) -> dict[str, Any]:
+        env.step(state.get("action"))
+        return {"steps": state.get("steps", 0) + 1}
+
+    def route(state: AgentState) -> str:
+        return END if env.finished or state.get("steps", 0) >= MAX_STEPS else "screenshot"
+
+    builder = StateGraph(AgentState)
+    builder.add_node("screenshot", memory.observe_node(screenshot))  # CausalCache
+    builder.add_node("model", memory.decide_node(call_model))  # CausalCache
+    builder.add_node("execute", execute)
+    builder.add_edge(START, "screenshot")
+    builder.add_edge("screenshot", "model")
+    builder.add_edge("model", "execute")
+    builder.add_conditional_edges("execute", route, ["screenshot", END])
+    return builder.compile(checkpointer=checkpointer)
+
+
+def main(workdir: str | None = None) -> dict[str, Any]:
+    root = Path(workdir or tempfile.mkdtemp(prefix="causalcache-example-"))
+    config = CausalCacheConfig(
+        archive={"url": str(root / "archive")},
+        checkpointer={"kind": "sqlite", "path": str(root / "checkpoints.sqlite")},
+    )
+    memory = CausalCacheMemory(budget=4, config=config, allocation=SummaryMatchSelector())  # CausalCache
+    env = FakeDesktop()
+    graph = build_agent(env, ScriptedVisionModel(), memory, checkpointer=memory.checkpointer())
+    config = {"configurable": {"thread_id": "causalcache"}, "recursion_limit": 100}
+    for mode, chunk in graph.stream({"goal": GOAL, "steps": 0}, config, stream_mode=["custom", "updates"]):
+        if mode == "custom":
+            print(
+                f"step {chunk['t']}: S*={chunk['selected']} k={chunk['k']} second_pass={chunk['second_pass']}"
+            )
+    print(f"causalcache: final screen={env.screen}, steps={graph.get_state(config).values['steps']}")
+    return {"screen": env.screen, "graph": graph, "config": config, "memory": memory}
+
+
+if __name__ == "__main__":
+    main()

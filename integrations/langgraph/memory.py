@@ -1,0 +1,262 @@
+"""``CausalCacheMemory``: the LangGraph drop-in (StateGraph nodes, create_agent middleware, checkpointer).
+
+One object configures the memory (budget ``B``, allocation policy, archive, prompt text) and hands out:
+
+* nodes for a hand-written ``StateGraph`` (:meth:`observe_node`, :meth:`decide_node`, :meth:`record_node`);
+* :meth:`middleware` for LangChain ``create_agent``;
+* :meth:`checkpointer`, the configured LangGraph saver (SQLite by default);
+* :meth:`episode_log` / :meth:`trace`, to read an episode back from a checkpoint.
+
+The archive and policy come from the constructor, from LangGraph's runtime context
+(:class:`CausalCacheContext`), or from the config, in that order of precedence (context first); never
+from graph state, which holds only text and content hashes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..._optional import require
+from ...allocation.base import AllocationContext, AllocationPolicy
+from ...allocation.registry import build_allocation_policy
+from ...config import CausalCacheConfig, load_config, parse_config
+from ...controller import MemoryController, StepDecision
+from ...errors import ConfigError, PolicyError
+from ...factory import build_archive, build_policy, render_options
+from ...trace import Trace
+from .context import context_from_runtime
+from .state import load_trace
+
+if TYPE_CHECKING:
+    from ...actions.model import Action
+    from ...allocation.base import Allocation
+    from ...archive.base import ScreenshotArchive
+    from ...policy import Policy
+
+__all__ = ["STEP_EVENT", "CausalCacheMemory"]
+
+#: ``event`` field of the custom stream events and episode-log records.
+STEP_EVENT = "causalcache.step"
+
+
+class _UnavailablePolicy:
+    """Stands in for an allocation policy that could not be built: every step falls back to Recent-B."""
+
+    uses_witness = True
+
+    def __init__(self, name: str, error: Exception) -> None:
+        self.name = name
+        self.error = error
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        raise PolicyError(f"could not be built: {type(self.error).__name__}: {self.error}") from self.error
+
+
+class _NoPolicy:
+    name = "none"
+
+    def generate(self, prompt: Any) -> Any:  # pragma: no cover - observe/record never generate
+        raise PolicyError("this controller only records steps")
+
+    score = generate
+
+
+class CausalCacheMemory:
+    """Budgeted fidelity-restoration memory for LangGraph agents.
+
+    Args:
+        budget: ``B``, history steps shown at high fidelity (overrides ``config.budget``).
+        config: full configuration (default :class:`CausalCacheConfig`); see :meth:`from_yaml`.
+        policy: the GUI policy (else the runtime context's, else built from ``config.policy``).
+        archive: the screenshot archive (else the runtime context's, else opened from ``config.archive``).
+        allocation: the allocation policy (else built from ``config.allocation``; a policy that cannot be
+            built makes every step fall back to Recent-B with a warning).
+        goal_key: state key holding the task instruction (else the first human message's text is used).
+        messages_key: state key of the chat messages (prompts are passed to a wrapped model node there).
+        action_key: state key of the decided action dict (read from a wrapped model node's update, or
+            written by :meth:`decide_node` when the user's schema has that key).
+    """
+
+    def __init__(
+        self,
+        budget: int | None = None,
+        *,
+        config: CausalCacheConfig | None = None,
+        policy: Policy | None = None,
+        archive: ScreenshotArchive | None = None,
+        allocation: AllocationPolicy | None = None,
+        goal_key: str = "goal",
+        messages_key: str = "messages",
+        action_key: str = "action",
+    ) -> None:
+        require("langgraph", purpose="CausalCacheMemory")
+        config = config or CausalCacheConfig()
+        if not isinstance(config, CausalCacheConfig):
+            raise ConfigError(f"config must be a CausalCacheConfig, got {type(config).__name__}")
+        if budget is not None:
+            config = parse_config({**config.model_dump(), "budget": budget}, source="CausalCacheMemory")
+        self.config = config
+        self._policy = policy
+        self._archive = archive
+        self._allocation = allocation
+        self.goal_key = goal_key
+        self.messages_key = messages_key
+        self.action_key = action_key
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:
+        """Build from a YAML config file (validated; every problem reported at once)."""
+        return cls(config=load_config(path), **kwargs)
+
+    @property
+    def budget(self) -> int:
+        return self.config.budget
+
+    # ------------------------------------------------------------------ resolution
+    def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
+        ctx = context_from_runtime(runtime)
+        if ctx is not None and ctx.archive is not None:
+            return ctx.archive
+        if self._archive is None:
+            self._archive = build_archive(self.config.archive)
+        return self._archive
+
+    def resolve_policy(self, runtime: Any = None) -> Policy:
+        ctx = context_from_runtime(runtime)
+        if ctx is not None and ctx.policy is not None:
+            return ctx.policy
+        if self._policy is None:
+            self._policy = build_policy(self.config.policy)
+        return self._policy
+
+    @property
+    def allocation(self) -> AllocationPolicy:
+        if self._allocation is None:
+            name = self.config.allocation.policy
+            try:
+                self._allocation = build_allocation_policy(self.config.allocation)
+            except Exception as exc:  # surfaced per step as a Recent-B fallback warning
+                self._allocation = _UnavailablePolicy(name, exc)
+        return self._allocation
+
+    def controller(self, runtime: Any = None, policy: Policy | None = None) -> MemoryController:
+        """A :class:`MemoryController` for one step (``policy=None``: recording only)."""
+        cfg = self.config
+        return MemoryController(
+            policy=policy if policy is not None else _NoPolicy(),  # type: ignore[arg-type]
+            archive=self.resolve_archive(runtime),
+            allocation_policy=self.allocation,
+            budget=cfg.budget,
+            two_pass=cfg.two_pass,
+            render_options=render_options(cfg),
+            selector_timeout_s=cfg.allocation.selector.timeout_ms / 1000.0,
+        )
+
+    @staticmethod
+    def step_record(decision: StepDecision, trace: Trace) -> dict[str, Any]:
+        """The small JSON record of one decision (stream event and episode-log entry)."""
+        return {"event": STEP_EVENT, "episode": trace.episode_id, **decision.to_record()}
+
+    # ------------------------------------------------------------------ StateGraph nodes
+    def observe_node(self, screenshot_node: Callable[..., Any], *, schema: type | None = None) -> Any:
+        """Wrap the node that takes a screenshot: archive it, keep its hash, record a pending step.
+
+        ``screenshot_node(state[, runtime])`` may return a state update holding the screenshot anywhere
+        (raw bytes, a PIL image, image blocks in messages) or the screenshot itself. The image is archived
+        and replaced by its hash; the newest one becomes the current screen. If a decided step is pending,
+        it is recorded with this screenshot as its post-action screen.
+        """
+        from .nodes import make_observe_node
+
+        return make_observe_node(self, screenshot_node, schema=schema, require_pending=False)
+
+    def record_node(self, screenshot_node: Callable[..., Any], *, schema: type | None = None) -> Any:
+        """Like :meth:`observe_node`, but a pending decided step is required (graphs that split the two)."""
+        from .nodes import make_observe_node
+
+        return make_observe_node(self, screenshot_node, schema=schema, require_pending=True)
+
+    def decide_node(self, model_node: Callable[..., Any] | None = None, *, schema: type | None = None) -> Any:
+        """The decision node: two-pass re-decision through :class:`MemoryController`.
+
+        With ``model_node`` (the user's own model node), each pass calls it with ``state[messages_key]``
+        replaced by the memory's prompt (pixels exist only for that call) and takes the action from its
+        update; the final pass's update is returned. Without it, the configured policy is called.
+        """
+        from .nodes import make_decide_node
+
+        return make_decide_node(self, model_node, schema=schema)
+
+    # ------------------------------------------------------------------ create_agent
+    def middleware(self, *, parse: Callable[[Any], Action | None] | None = None) -> Any:
+        """An ``AgentMiddleware`` for LangChain ``create_agent`` (see :mod:`.middleware`).
+
+        ``parse`` reads the action from the model's reply (default: first tool call, named after its
+        action type, else the reply text).
+        """
+        from .middleware import CausalCacheMiddleware
+
+        return CausalCacheMiddleware(self, parse=parse)
+
+    def screenshot_message(self, screenshot: Any, text: str = "", *, runtime: Any = None) -> Any:
+        """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now).
+
+        Use it for the first message of a ``create_agent`` run, so not even the input checkpoint holds
+        pixels.
+        """
+        from langchain_core.messages import HumanMessage
+
+        from .images import screenshot_ref
+
+        sha = self.resolve_archive(runtime).put(screenshot)
+        blocks = [{"type": "text", "text": text}] if text else []
+        return HumanMessage(content=[*blocks, {"type": "text", "text": screenshot_ref(sha)}])
+
+    # ------------------------------------------------------------------ persistence
+    def checkpointer(self) -> Any:
+        """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default)."""
+        cfg = self.config.checkpointer
+        if cfg.kind == "memory":
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            return InMemorySaver()
+        if cfg.kind == "sqlite":
+            sqlite_mod = require("langgraph.checkpoint.sqlite", purpose="the SQLite checkpointer")
+            if cfg.path != ":memory:":
+                Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(cfg.path, check_same_thread=False)
+            return sqlite_mod.SqliteSaver(conn)
+        postgres = require("langgraph.checkpoint.postgres", purpose="the PostgreSQL checkpointer")
+        psycopg = require("psycopg", purpose="the PostgreSQL checkpointer")
+        rows = require("psycopg.rows", purpose="the PostgreSQL checkpointer")
+        conn = psycopg.connect(cfg.uri, autocommit=True, prepare_threshold=0, row_factory=rows.dict_row)
+        saver = postgres.PostgresSaver(conn)
+        saver.setup()
+        return saver
+
+    @staticmethod
+    def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
+        if isinstance(graph_or_state, dict):
+            return graph_or_state
+        if config is None:
+            raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
+        return dict(graph_or_state.get_state(config).values)
+
+    def episode_log(self, graph_or_state: Any, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Per-decision records (S*, k, second_pass, pass latencies) of a thread, from its checkpoint."""
+        return [dict(r) for r in self._values(graph_or_state, config).get("cc_log") or []]
+
+    def trace(self, graph_or_state: Any, config: dict[str, Any] | None = None) -> Trace | None:
+        """The episode trace stored in a thread's checkpoint (None before the first observation)."""
+        return load_trace(self._values(graph_or_state, config))
+
+    @staticmethod
+    def action(state: dict[str, Any]) -> Action | None:
+        """The decided action awaiting execution (from ``state['cc_pending']``)."""
+        from ...actions.model import Action
+
+        pending = state.get("cc_pending") or {}
+        return Action.from_dict(pending["action"]) if pending.get("action") else None

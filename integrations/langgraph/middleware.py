@@ -1,0 +1,198 @@
+"""``CausalCacheMiddleware``: the memory inside LangChain ``create_agent``'s model and tool calls.
+
+* ``wrap_model_call`` archives any screenshot still in the conversation (replacing it by a reference),
+  renders the memory's prompt from the trace and the archive, calls the model handler for pass 1 and,
+  when the allocation displaces a recent step, a second time for pass 2. The final reply is returned
+  with a ``Command`` (``ExtendedModelResponse``) writing the trace, the pending step and its log record.
+* ``wrap_tool_call`` archives the screenshot a GUI tool returns, replaces it by a reference in the
+  ``ToolMessage`` and records the executed step with it as the post-action screen.
+
+GUI agents act once per step: one tool call per model reply is recorded (the first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.messages import AIMessage, SystemMessage
+from langgraph.types import Command
+
+from ...actions.model import Action
+from ...errors import TraceError
+from ...policy import Generation
+from .images import find_screenshot_refs, strip_images
+from .nodes import new_trace
+from .policies import ActionParser, generation_from_message, prompt_messages
+from .state import CausalCacheState, dump_trace, load_trace
+
+if TYPE_CHECKING:
+    from ...render.bound import BoundPrompt
+    from .memory import CausalCacheMemory
+
+__all__ = ["CausalCacheAgentState", "CausalCacheMiddleware"]
+
+
+class CausalCacheAgentState(AgentState, CausalCacheState):  # type: ignore[misc]
+    """``create_agent`` state with the memory's ``cc_*`` keys."""
+
+
+class _HandlerPolicy:
+    """The agent's model handler as a policy: each pass calls ``handler`` with the rendered prompt."""
+
+    def __init__(
+        self, request: ModelRequest, handler: Callable[..., Any], parse: ActionParser | None
+    ) -> None:
+        self.request, self.handler, self.parse = request, handler, parse
+        self.name = getattr(request.model, "model_name", None) or type(request.model).__name__
+        self.last: ModelResponse | AIMessage | None = None
+
+    def generate(self, prompt: BoundPrompt) -> Generation:
+        messages = prompt_messages(prompt)
+        system = messages.pop(0).text if messages and isinstance(messages[0], SystemMessage) else ""
+        if self.request.system_message is not None:
+            system = f"{self.request.system_message.text}\n\n{system}".strip()
+        request = self.request.override(messages=messages, system_message=SystemMessage(content=system))
+        self.last = self.handler(request)
+        return generation_from_message(_reply(self.last), parse=self.parse)
+
+    def score(self, prompts: Any, targets: Any) -> list[float]:  # pragma: no cover - not used
+        raise NotImplementedError("the agent's model handler cannot score targets")
+
+
+def _reply(result: Any) -> AIMessage:
+    if isinstance(result, AIMessage):
+        return result
+    for message in getattr(result, "result", []):
+        if isinstance(message, AIMessage):
+            return message
+    raise TraceError(f"the model handler returned no AIMessage ({type(result).__name__})")
+
+
+def _plain(result: Any, stripped_update: dict[str, Any], message: Any) -> Any:
+    if isinstance(result, Command):
+        return Command(update=stripped_update, goto=result.goto, graph=result.graph)
+    return message
+
+
+class CausalCacheMiddleware(AgentMiddleware):
+    """Budgeted fidelity-restoration memory for ``create_agent`` (see the module docstring)."""
+
+    state_schema = CausalCacheAgentState
+
+    def __init__(self, memory: CausalCacheMemory, *, parse: ActionParser | None = None) -> None:
+        super().__init__()
+        self.memory = memory
+        self.parse = parse
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:
+        result, record = self._model_call(request, handler)
+        request.runtime.stream_writer(record)
+        return result
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:
+        """Async form: the controller runs in a worker thread; each pass awaits ``handler`` on this loop."""
+        loop = asyncio.get_running_loop()
+
+        def call(req: ModelRequest) -> Any:
+            return asyncio.run_coroutine_threadsafe(handler(req), loop).result()
+
+        result, record = await asyncio.to_thread(self._model_call, request, call)
+        request.runtime.stream_writer(record)
+        return result
+
+    def _model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
+        memory, runtime, state = self.memory, request.runtime, request.state
+        archive = memory.resolve_archive(runtime)
+        messages, replaced = (
+            [],
+            [],
+        )  # replaced: stripped copies keeping their ids (add_messages swaps them in)
+        for message in request.messages:
+            stripped, shas = strip_images(message, archive.put)
+            messages.append(stripped)
+            if shas:
+                replaced.append(stripped)
+        trace = load_trace(state) or new_trace(memory, {**state, "messages": messages}, runtime)
+        controller = memory.controller(runtime, _HandlerPolicy(request, handler, self.parse))
+        last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
+        refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
+        if refs and refs[-1] != trace.current_screenshot:
+            controller.observe(trace, refs[-1])  # the user sent a new screen (tool screens are recorded)
+        if trace.current_screenshot is None:
+            raise TraceError(
+                "no screenshot in the conversation: start the run with a message holding the current "
+                "screen (an image block, or memory-archived '[screenshot sha256:...]' reference)"
+            )
+        try:
+            decision = controller.decide(trace)
+        finally:
+            controller.close()
+        record = memory.step_record(decision, trace)
+        policy = controller.policy
+        assert isinstance(policy, _HandlerPolicy) and policy.last is not None
+        result = policy.last
+        response = result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
+        action = decision.action.to_dict() if decision.action else None
+        calls = _reply(result).tool_calls
+        pending = {"t": trace.t, "response": decision.response, "action": action}
+        pending["tool_call_id"] = calls[0].get("id") if calls else None
+        update = {
+            "cc_trace": dump_trace(trace),
+            "cc_screenshot": trace.current_screenshot,
+            "cc_pending": pending,
+            "cc_log": [record],
+        }
+        if replaced:
+            update["messages"] = replaced
+        return ExtendedModelResponse(model_response=response, command=Command(update=update)), record
+
+    def wrap_tool_call(self, request: Any, handler: Callable[..., Any]) -> Any:
+        return self._after_tool(request, handler(request))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[..., Any]) -> Any:
+        result = await handler(request)
+        return await asyncio.to_thread(self._after_tool, request, result)
+
+    def _after_tool(self, request: Any, result: Any) -> Any:
+        """Archive the screenshot a tool returned and record the executed step with it."""
+        archive = self.memory.resolve_archive(request.runtime)
+        if isinstance(result, Command):
+            update = result.update if isinstance(result.update, dict) else {}
+            stripped_update, shas = strip_images(update, archive.put)
+            message = None
+        else:
+            message, shas = strip_images(result, archive.put)
+            stripped_update = {"messages": [message]}
+        state = request.state if isinstance(request.state, dict) else {}
+        pending = state.get("cc_pending") or {}
+        call_id = (getattr(request, "tool_call", None) or {}).get("id")
+        if not shas or (pending.get("tool_call_id") and call_id != pending["tool_call_id"]):
+            # no screen, or a parallel tool call that is not the step's action: references only
+            return (
+                result
+                if isinstance(result, Command) and not shas
+                else _plain(result, stripped_update, message)
+            )
+        trace = load_trace(state)
+        extra: dict[str, Any] = {"cc_screenshot": shas[-1]}
+        if trace is not None:
+            controller = self.memory.controller(request.runtime)
+            if pending.get("action") and pending.get("t") == trace.t:
+                action = Action.from_dict(pending["action"])
+                controller.record(trace, action, shas[-1], response=pending["response"])
+                extra["cc_pending"] = None
+            else:
+                controller.observe(trace, shas[-1])
+            extra["cc_trace"] = dump_trace(trace)
+        if isinstance(result, Command):
+            return Command(update={**stripped_update, **extra}, goto=result.goto, graph=result.graph)
+        return Command(update={**stripped_update, **extra})

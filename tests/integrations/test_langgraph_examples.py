@@ -1,0 +1,106 @@
+"""The shipped examples run, the example YAML validates, and the integration imports lazily."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from causalcache_memory.config import load_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _load(name: str):
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # typing.get_type_hints resolves the state schema through it
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
+def test_baseline_and_causalcache_examples(tmp_path, capsys):
+    from causalcache_memory.integrations.langgraph import find_image_data
+
+    baseline = _load("langgraph_agent_baseline").main()
+    memory_run = _load("langgraph_agent_causalcache").main(str(tmp_path / "cc"))
+    # the baseline trims the code screen away; the memory restores it with a second pass
+    assert baseline["screen"] == "failure" and memory_run["screen"] == "success"
+    log = memory_run["memory"].episode_log(memory_run["graph"], memory_run["config"])
+    assert [r["t"] for r in log if r["second_pass"]] == [9]
+    assert find_image_data(baseline["graph"].get_state(baseline["config"]).values)  # pixels in messages
+    assert find_image_data(memory_run["graph"].get_state(memory_run["config"]).values) == []
+    assert (tmp_path / "cc" / "checkpoints.sqlite").exists()
+    assert "second_pass=True" in capsys.readouterr().out
+
+
+def test_create_agent_example(tmp_path):
+    run = _load("create_agent_causalcache").main(str(tmp_path / "agent"))
+    assert run["screen"] == "success"
+    log = run["memory"].episode_log(run["graph"], run["config"])
+    assert sum(r["second_pass"] for r in log) == 1
+
+
+def test_example_yaml_validates_and_builds_memory(tmp_path):
+    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+
+    config = load_config(EXAMPLES / "causalcache.yaml")
+    assert config.budget == 4 and config.checkpointer.kind == "sqlite"
+    memory = CausalCacheMemory.from_yaml(EXAMPLES / "causalcache.yaml", budget=2)
+    assert memory.budget == 2 and memory.config.allocation.policy == "causalcache"
+
+
+def test_checkpointer_from_config(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from causalcache_memory.config import CausalCacheConfig
+    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+
+    path = tmp_path / "sub" / "cp.sqlite"
+    sqlite = CausalCacheMemory(config=CausalCacheConfig(checkpointer={"kind": "sqlite", "path": str(path)}))
+    saver = sqlite.checkpointer()
+    assert isinstance(saver, SqliteSaver) and path.parent.is_dir()
+    saver.conn.close()
+    memory = CausalCacheMemory(config=CausalCacheConfig(checkpointer={"kind": "memory"}))
+    assert isinstance(memory.checkpointer(), InMemorySaver)
+
+
+def test_importing_the_integration_does_not_import_langgraph():
+    code = (
+        "import sys, causalcache_memory, causalcache_memory.integrations.langgraph\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain', 'langchain_core')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_missing_langgraph_names_the_extra():
+    code = (
+        "import sys\n"
+        "sys.modules['langgraph'] = None\n"
+        "from causalcache_memory.errors import MissingDependencyError\n"
+        "from causalcache_memory.integrations.langgraph import CausalCacheMemory\n"
+        "try:\n"
+        "    CausalCacheMemory(budget=4)\n"
+        "except MissingDependencyError as exc:\n"
+        "    assert 'causalcache-memory[langgraph]' in str(exc), exc\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bad_budget_is_a_config_error():
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+
+    with pytest.raises(ConfigError, match="budget: got -1"):
+        CausalCacheMemory(budget=-1)

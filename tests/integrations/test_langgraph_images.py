@@ -1,0 +1,77 @@
+"""Screenshot stripping: every supported image form is archived and replaced by a reference."""
+
+from __future__ import annotations
+
+import base64
+import operator
+from typing import Annotated, get_type_hints
+
+import pytest
+from conftest import screen_png
+from langchain_core.messages import HumanMessage, ToolMessage
+from PIL import Image
+from typing_extensions import TypedDict
+
+from causalcache_memory.errors import ImageRejectedError
+from causalcache_memory.integrations.langgraph import (
+    find_image_data,
+    find_screenshot_refs,
+    screenshot_ref,
+    strip_images,
+)
+from causalcache_memory.integrations.langgraph.state import CausalCacheState, merge_schema
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        lambda d: {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _b64(d)}},
+        lambda d: {"type": "image_url", "image_url": "data:image/png;base64," + _b64(d)},
+        lambda d: {"type": "image", "base64": _b64(d), "mime_type": "image/png"},
+        lambda d: {"type": "image", "source_type": "base64", "data": _b64(d), "mime_type": "image/png"},
+        lambda d: {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _b64(d)}},
+    ],
+    ids=["openai", "openai-str", "v1", "v0", "anthropic"],
+)
+def test_image_blocks_become_references(archive, block):
+    png = screen_png(5)
+    message = HumanMessage(content=[{"type": "text", "text": "hi"}, block(png)], id="m1")
+    assert find_image_data(message)
+    stripped, shas = strip_images({"messages": [message]}, archive.put)
+    out = stripped["messages"][0]
+    assert shas == [archive.put(png)] and out.id == "m1"
+    assert out.content[1] == {"type": "text", "text": screenshot_ref(shas[0])}
+    assert find_screenshot_refs([out]) == shas and find_image_data(stripped) == []
+
+
+def test_raw_values_pil_and_artifacts(archive):
+    png = screen_png(6)
+    pil = Image.new("RGB", (20, 10), (1, 2, 3))
+    tool = ToolMessage(content="ok", tool_call_id="c1", artifact=png)
+    stripped, shas = strip_images({"shot": png, "thumb": pil, "messages": [tool], "n": 3}, archive.put)
+    assert len(shas) == 3 and stripped["shot"] == shas[0] and stripped["n"] == 3
+    assert stripped["messages"][0].artifact == {"screenshot": shas[2]}
+    assert all(sha in archive for sha in shas) and find_image_data(stripped) == []
+
+
+def test_remote_urls_are_left_alone_and_garbage_is_rejected(archive):
+    remote = HumanMessage(content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}])
+    assert strip_images(remote, archive.put) == (remote, [])
+    with pytest.raises(ImageRejectedError):
+        strip_images(b"not an image", archive.put)
+
+
+class User(TypedDict):
+    items: Annotated[list, operator.add]
+    goal: str
+
+
+def test_merge_schema_keeps_user_reducers():
+    merged = merge_schema(User)
+    hints = get_type_hints(merged, include_extras=True)
+    assert set(hints) == {"items", "goal", *CausalCacheState.__annotations__}
+    assert hints["items"].__metadata__ == (operator.add,) and merge_schema(None) is CausalCacheState

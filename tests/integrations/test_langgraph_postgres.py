@@ -1,0 +1,51 @@
+"""PostgresSaver: run with CAUSALCACHE_POSTGRES_URI set (see docs/LANGGRAPH.md)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from conftest import KeyPolicy, PromoteKeyOnWitness, Screens, screen_png
+from lg_graphs import build_loop, run_config
+
+from causalcache_memory.config import CausalCacheConfig
+from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_image_data
+
+URI = os.environ.get("CAUSALCACHE_POSTGRES_URI")
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not URI, reason="set CAUSALCACHE_POSTGRES_URI to run the PostgreSQL tests"),
+]
+
+
+def _memory(archive) -> CausalCacheMemory:
+    key = archive.put(screen_png(1, key=True))
+    config = CausalCacheConfig(checkpointer={"kind": "postgres", "uri": URI})
+    return CausalCacheMemory(
+        budget=2,
+        config=config,
+        policy=KeyPolicy(),
+        archive=archive,
+        allocation=PromoteKeyOnWitness(lambda: key),
+    )
+
+
+def test_postgres_episode_resumes_from_checkpoint(archive):
+    pytest.importorskip("langgraph.checkpoint.postgres")
+    cfg = run_config(f"pg-{uuid.uuid4().hex[:12]}")
+    screens = Screens()
+    memory = _memory(archive)
+    graph = build_loop(memory, screens, steps=6, checkpointer=memory.checkpointer(), interrupt_before=["act"])
+    graph.invoke({"goal": "g", "steps": 0}, cfg)
+    graph.invoke(None, cfg)
+    memory2 = _memory(archive)
+    graph2 = build_loop(
+        memory2, screens, steps=6, checkpointer=memory2.checkpointer(), interrupt_before=["act"]
+    )
+    while graph2.get_state(cfg).next:
+        graph2.invoke(None, cfg)
+    log = memory2.episode_log(graph2, cfg)
+    assert [r["t"] for r in log] == list(range(1, 7))
+    assert [r["t"] for r in log if r["second_pass"]] == [4, 5, 6]
+    assert find_image_data(graph2.get_state(cfg).values) == []
