@@ -1,0 +1,58 @@
+"""``causalcache eval <what>``: evaluations. ``eval ladder``: the selector chooser ladder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _ladder(args: argparse.Namespace) -> int:
+    from ..selector.ladder import format_table, held_out, run_ladder
+    from ..selector.onnx_scorer import OnnxSelector
+    from ..selector.recipe import load_recipe, resolve
+
+    recipe = load_recipe(args.recipe)
+    res = resolve(recipe)
+    model_dir = args.model or recipe.train.output_dir
+    learned = OnnxSelector(model_dir)
+    ablation_dir = args.no_recency_model or recipe.train.no_recency_output_dir
+    no_recency = OnnxSelector(ablation_dir) if ablation_dir and Path(ablation_dir).exists() else None
+    trajectories = held_out(
+        res.trajectories, model_dir if Path(model_dir).is_dir() else None, recipe.ladder.split
+    )
+    thumbs = None
+    if hasattr(res.archive, "open_image"):
+        from ..archive.thumbs import ThumbnailCache
+
+        thumbs = ThumbnailCache(res.archive, size=32)
+    report = run_ladder(
+        res.policy,
+        res.archive,
+        trajectories,
+        learned=learned,
+        no_recency=no_recency,
+        thumbnails=thumbs,
+        config=recipe.ladder_config(),
+        progress=not args.no_progress,
+    )
+    report["model"] = str(model_dir)
+    print(format_table(report))
+    out = args.json or recipe.ladder.json_path
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=1))
+        print(f"wrote {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval", help="evaluations (chooser ladder, ...)")
+    sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
+    ladder = sub.add_parser("ladder", help="selector chooser ladder: margin over Recent-B with clustered CIs")
+    ladder.add_argument("--recipe", required=True, help="selector recipe YAML")
+    ladder.add_argument("--json", help="write the JSON report here (default: recipe ladder.json)")
+    ladder.add_argument("--model", help="learned model directory or .onnx (default: recipe train.output_dir)")
+    ladder.add_argument("--no-recency-model", help="model retrained without recency features")
+    ladder.add_argument("--no-progress", action="store_true")
+    ladder.set_defaults(handler=_ladder)

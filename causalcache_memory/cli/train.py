@@ -1,0 +1,69 @@
+"""``causalcache train selector --recipe YAML``: train, select on dev, export the set scorer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _extractor(recipe, archive):  # type: ignore[no-untyped-def]
+    from ..selector.features import FeatureExtractor
+
+    if not recipe.train.image_features or not hasattr(archive, "open_image"):
+        return FeatureExtractor()
+    from ..archive.thumbs import ThumbnailCache
+
+    return FeatureExtractor(ThumbnailCache(archive, size=32))
+
+
+def _train_selector(args: argparse.Namespace) -> int:
+    from ..selector.labels import read_labels
+    from ..selector.recipe import RECENCY_FEATURES, load_recipe, resolve
+    from ..selector.train import build_examples, train_selector
+
+    recipe = load_recipe(args.recipe)
+    res = resolve(recipe, need_policy=False)
+    labels = args.labels or recipe.labels.output
+    header, records = read_labels(labels)
+    overrides = {"epochs": args.epochs} if args.epochs else {}
+    runs = [(args.output_dir or recipe.train.output_dir, recipe.train_config(**overrides))]
+    if recipe.train.no_recency_output_dir and not args.skip_ablation:
+        base = recipe.train_config(**overrides)
+        drop = tuple(dict.fromkeys((*base.drop_features, *RECENCY_FEATURES)))
+        runs.append(
+            (recipe.train.no_recency_output_dir, recipe.train_config(**overrides, drop_features=drop))
+        )
+    trajectories = {t.trajectory_id: t for t in res.trajectories}
+    examples = build_examples(
+        records,
+        trajectories,
+        extractor=_extractor(recipe, res.archive),
+        witness=runs[0][1].witness,
+        seed=runs[0][1].seed,
+    )
+    for output_dir, cfg in runs:
+        result = train_selector(
+            examples,
+            cfg,
+            output_dir=output_dir,
+            data_description=recipe.train.description,
+            label_header=header,
+            log=print if args.verbose else None,
+        )
+        m = result.metadata["metrics"]
+        print(f"{output_dir}: best epoch {result.metadata['best_epoch']}, states {result.metadata['states']}")
+        print("  " + json.dumps({k: {n: round(v, 5) for n, v in d.items()} for k, d in m.items()}))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("train", help="train learned components")
+    sub = parser.add_subparsers(dest="train_command", metavar="WHAT", required=True)
+    sel = sub.add_parser("selector", help="train the set-conditional selector scorer from a labels file")
+    sel.add_argument("--recipe", required=True, help="selector recipe YAML")
+    sel.add_argument("--labels", help="labels file (default: recipe labels.output)")
+    sel.add_argument("--output-dir", help="model directory (default: recipe train.output_dir)")
+    sel.add_argument("--epochs", type=int, default=None, help="override train.epochs")
+    sel.add_argument("--skip-ablation", action="store_true", help="do not train the no-recency ablation")
+    sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
+    sel.set_defaults(handler=_train_selector)

@@ -1,0 +1,91 @@
+"""The learned selector as an allocation policy: features -> ONNX set scorer -> exact-B beam.
+
+``LearnedSelectorPolicy().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
+action (the pass-1 proposal in the two-pass controller), scores conditioning sets with onnxruntime and
+returns the beam's exact-B set; ``Recent-B`` when every swap is declined. No torch is imported.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+from pathlib import Path
+
+from ..allocation.base import Allocation, AllocationContext, make_allocation
+from ..errors import SelectorError
+from .beam import beam_search
+from .features import FeatureExtractor, context_features
+from .onnx_scorer import OnnxSelector
+
+__all__ = ["BUNDLED_MODEL", "LearnedSelectorPolicy", "bundled_model_path"]
+
+#: where the bundled scorer lives inside the package
+BUNDLED_MODEL = ("causalcache_memory", "assets/selector/selector.onnx")
+
+
+def bundled_model_path() -> Path:
+    """Path of the bundled ``selector.onnx``; :class:`SelectorError` when this build ships none."""
+    ref = resources.files(BUNDLED_MODEL[0]).joinpath(BUNDLED_MODEL[1])
+    if not ref.is_file():
+        raise SelectorError(
+            "no bundled selector model: causalcache_memory/assets/selector/selector.onnx is missing from this "
+            "installation; pass LearnedSelectorPolicy(model_path=...) with a model trained by "
+            "`causalcache train selector`, or install a release that bundles one"
+        )
+    return Path(str(ref))
+
+
+class LearnedSelectorPolicy:
+    """Learned budget-aware restoration selector (:class:`AllocationPolicy`).
+
+    Args:
+        model_path: ``.onnx`` file or model directory; None loads the bundled model.
+        beam_width: beam size of the exact-B search.
+        threads: onnxruntime intra-op threads.
+        inverted: negate every predicted marginal (specificity control of the chooser ladder).
+        thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
+    """
+
+    name = "causalcache"
+    uses_witness = True
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        beam_width: int = 4,
+        threads: int = 1,
+        inverted: bool = False,
+        thumbnail_size: int = 32,
+    ) -> None:
+        if beam_width < 1:
+            raise SelectorError(f"beam_width={beam_width} must be >= 1")
+        self.model = OnnxSelector(
+            model_path if model_path is not None else bundled_model_path(), threads=threads
+        )
+        self.beam_width = beam_width
+        self.inverted = inverted
+        self.thumbnail_size = thumbnail_size
+        if inverted:
+            self.name = "causalcache_inverted"
+        self._extractor = FeatureExtractor()
+        self._archive: object | None = None
+        self._lock = threading.Lock()
+
+    def _features(self, ctx: AllocationContext):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if ctx.archive is not None and ctx.archive is not self._archive:
+                from ..archive.thumbs import ThumbnailCache
+
+                self._archive = ctx.archive
+                self._extractor = FeatureExtractor(ThumbnailCache(ctx.archive, size=self.thumbnail_size))
+            return self._extractor(ctx.trace, ctx.budget, ctx.witness)
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        t, budget = ctx.t, ctx.budget
+        events = self._features(ctx)
+        scorer = self.model.scorer(
+            events, context_features(t, budget, ctx.witness), sign=-1.0 if self.inverted else 1.0
+        )
+        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width)
+        return make_allocation(result.selected, t=t, budget=budget, policy=self.name, scores=result.scores)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from selector_synth import FakeThumbs, make_trajectories
+
+from causalcache_memory.errors import ConfigError
+
+torch = pytest.importorskip("torch")
+
+from causalcache_memory.selector.beam import beam_search  # noqa: E402
+from causalcache_memory.selector.features import FeatureExtractor, context_features, feature_index  # noqa: E402
+from causalcache_memory.selector.train import TorchSetScorer, TrainConfig, load_model, split_of  # noqa: E402
+
+
+def test_training_reduces_loss_and_is_selected_on_dev(trained):
+    result, out, _ = trained
+    meta = result.metadata
+    hist = meta["history"]
+    assert hist[-1]["train_loss"] < 0.5 * hist[0]["train_loss"]
+    best = meta["best_epoch"]
+    assert 1 <= best <= len(hist)
+    assert meta["metrics"]["dev"]["loss"] == pytest.approx(hist[best - 1]["dev"]["loss"], rel=1e-5)
+    splits = {k: set(v) for k, v in meta["splits"].items()}
+    assert not (splits["train"] & splits["dev"]) and not (splits["train"] & splits["test"])
+    assert not (splits["dev"] & splits["test"]) and all(splits.values())
+    on_disk = json.loads((out / "metadata.json").read_text())
+    assert on_disk["schema_hash"] == meta["schema_hash"] and (out / "selector.onnx").is_file()
+
+
+def test_split_is_deterministic_and_trajectory_level():
+    a = [split_of(f"t{i}", 0, (0.7, 0.15, 0.15)) for i in range(200)]
+    assert a == [split_of(f"t{i}", 0, (0.7, 0.15, 0.15)) for i in range(200)]
+    assert 100 < a.count("train") < 180 and a.count("dev") > 5 and a.count("test") > 5
+
+
+def test_ranks_the_useful_event_first_on_held_out_states(trained):
+    result, _, _ = trained
+    trajs, useful = make_trajectories(10, length=14, seed=99)  # unseen trajectories
+    ext = FeatureExtractor(FakeThumbs())
+    hits = total = 0
+    for traj in trajs:
+        for t in range(9, 15):
+            target = traj.steps[t - 1]
+            good = {
+                j for j in range(1, t - 2) if traj.steps[j - 1].screenshot_after in useful[target.response]
+            }
+            if not good:
+                continue
+            trace = traj.trace_at(t)
+            scorer = TorchSetScorer(
+                result.model, ext(trace, 2, target.action), context_features(t, 2, target.action)
+            )
+            res = beam_search(scorer, t=t, budget=2)
+            distant = {j: s for j, s in res.scores.items() if j < t - 2}
+            hits += max(distant, key=distant.get) in good
+            total += 1
+    assert total >= 10 and hits / total >= 0.8
+
+
+def test_dropped_features_do_not_influence_scores(world, labelled, tmp_path):
+    from causalcache_memory.selector.train import build_examples, train_selector
+
+    trajs, _ = world
+    _, _header, records = labelled
+    examples = build_examples(records[:40], {t.trajectory_id: t for t in trajs})
+    drop = ("in_recent", "recent_rank", "is_oldest_recent")
+    res = train_selector(examples, TrainConfig(epochs=2, drop_features=drop), export_onnx=False)
+    x = torch.from_numpy(examples[0].events.copy())
+    sets, mask, ctx = torch.tensor([[0, 1]]), torch.ones(1, 2), torch.from_numpy(examples[0].context)
+    before = res.model(x, sets, mask, ctx)
+    x[:, [feature_index(n) for n in drop]] = 7.0
+    torch.testing.assert_close(res.model(x, sets, mask, ctx), before)
+
+
+def test_training_is_deterministic(world, labelled):
+    from causalcache_memory.selector.train import build_examples, train_selector
+
+    trajs, _ = world
+    _, _, records = labelled
+    ex = build_examples(records[:30], {t.trajectory_id: t for t in trajs})
+    a = train_selector(ex, TrainConfig(epochs=2, seed=3), export_onnx=False)
+    b = train_selector(ex, TrainConfig(epochs=2, seed=3), export_onnx=False)
+    for (k, va), vb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
+        assert torch.equal(va, vb), k
+
+
+def test_load_model_roundtrip(trained):
+    result, out, examples = trained
+    model, _meta = load_model(out)
+    ex = examples[0]
+    s1 = TorchSetScorer(model, ex.events, ex.context)([(1, 2)])
+    s2 = TorchSetScorer(result.model, ex.events, ex.context)([(1, 2)])
+    np.testing.assert_array_equal(s1, s2)
+
+
+def test_bad_train_config_lists_every_problem():
+    with pytest.raises(ConfigError) as info:
+        TrainConfig(splits=(0.5, 0.1, 0.1), witness="maybe", drop_features=("nope",))
+    assert len(info.value.errors) == 3
