@@ -141,11 +141,13 @@ class TransformersPolicy:
         max_new_tokens: int = 64,
         platform: str = "auto",
         screen_size: tuple[int, int] | None = None,
-        adapter: ForwardAdapter | None = None,
+        adapter: ForwardAdapter | str | Path | None = None,
     ) -> TransformersPolicy:
         """Load a model directory (local only: nothing is downloaded).
 
-        ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere.
+        ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere. ``adapter`` is an adapter object or the
+        directory of a saved HGKV / ungated adapter (``causalcache train hgkv`` output); it is attached to the
+        loaded model. Use ``policy.adapter.disable_adapter()`` for the frozen arm.
         """
         root = Path(path)
         if not (root / "config.json").is_file():
@@ -172,6 +174,10 @@ class TransformersPolicy:
             tokenizer=tokenizer,
             chat_template=_read_chat_template(root, tokenizer),
         )
+        if isinstance(adapter, (str, Path)):
+            from ..hgkv.adapter import resolve_adapter
+
+            adapter = resolve_adapter(adapter)
         return cls(
             model,
             processor,

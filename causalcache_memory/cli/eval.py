@@ -56,3 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ladder.add_argument("--no-recency-model", help="model retrained without recency features")
     ladder.add_argument("--no-progress", action="store_true")
     ladder.set_defaults(handler=_ladder)
+    from .train_hgkv import register_did
+
+    register_did(sub)

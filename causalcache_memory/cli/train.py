@@ -67,3 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sel.add_argument("--skip-ablation", action="store_true", help="do not train the no-recency ablation")
     sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
     sel.set_defaults(handler=_train_selector)
+    from .train_hgkv import register_hgkv
+
+    register_hgkv(sub)
