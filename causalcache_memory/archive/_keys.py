@@ -3,7 +3,8 @@
 Layout, identical for every backend (relative to the archive root)::
 
     blobs/<sha256[:2]>/<sha256>    original image bytes, addressed by their sha256
-    refs/<episode_id>/<sha256>     empty marker: the episode references the blob (retention)
+    records/<sha256[:2]>/<sha256>  small JSON records (trace chain nodes), addressed by their sha256
+    refs/<episode_id>/<sha256>     empty marker: the episode references the blob or record (retention)
     tmp/                           temporary files of in-flight writes (local backend only)
 
 Keys are validated before any filesystem call, so a hostile id such as ``../x`` can never name a path
@@ -20,17 +21,20 @@ from ..errors import ArchiveKeyError
 
 __all__ = [
     "BLOBS",
+    "RECORDS",
     "REFS",
     "TMP",
     "blob_relpath",
     "check_episode_id",
     "check_hash",
     "check_hashes",
+    "check_record_bytes",
     "digest",
     "is_hash",
+    "record_relpath",
 ]
 
-BLOBS, REFS, TMP = "blobs", "refs", "tmp"
+BLOBS, RECORDS, REFS, TMP = "blobs", "records", "refs", "tmp"
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -74,3 +78,18 @@ def check_episode_id(value: object) -> str:
 
 def blob_relpath(sha256: str) -> str:
     return f"{BLOBS}/{sha256[:2]}/{sha256}"
+
+
+def record_relpath(sha256: str) -> str:
+    return f"{RECORDS}/{sha256[:2]}/{sha256}"
+
+
+def check_record_bytes(data: object) -> bytes:
+    """Return ``data`` as bytes if it is a bytes-like record payload."""
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if not isinstance(data, bytes):
+        raise ArchiveKeyError(
+            f"record data must be bytes (for example json.dumps(...).encode()), got {type(data).__name__}"
+        )
+    return data

@@ -39,8 +39,11 @@ class ScreenshotArchive(Protocol):
     * ``get_bytes`` re-hashes what it read and raises ``BlobCorruptError`` on mismatch and
       ``BlobNotFoundError`` when absent: never wrong pixels.
     * ``open_image`` decodes lazily with Pillow's decompression-bomb limit enforced.
-    * ``retain``/``release`` record which episodes reference which blobs; ``gc`` deletes blobs no live
-      episode references (blobs younger than ``grace_seconds`` are kept, so a concurrent writer's
+    * ``put_record``/``get_record`` store and read small JSON records (trace chain nodes) under their own
+      prefix with the same atomicity, de-duplication and integrity check, but no image validation;
+      records are not listed by ``iter_hashes`` and ``in`` tests blobs only.
+    * ``retain``/``release`` record which episodes reference which blobs and records; ``gc`` deletes
+      blobs and records no live episode references (blobs younger than ``grace_seconds`` are kept, so a concurrent writer's
       just-stored blob is not collected before its episode records the reference).
     """
 
@@ -49,6 +52,10 @@ class ScreenshotArchive(Protocol):
     def put(self, data: bytes | Image.Image) -> str: ...
 
     def get_bytes(self, sha256: str) -> bytes: ...
+
+    def put_record(self, data: bytes) -> str: ...
+
+    def get_record(self, sha256: str) -> bytes: ...
 
     def open_image(self, sha256: str) -> Image.Image: ...
 

@@ -6,6 +6,10 @@ see partial blobs, and two writers of the same bytes race harmlessly (both renam
 Retention uses one empty marker file per (episode, blob), so ``retain`` from many processes needs no lock
 and no read-modify-write.
 
+Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.trace_store`) use the same
+atomic write, de-duplication and integrity check under ``root/records/ab/<sha256>``, without image
+validation; ``retain`` and ``gc`` treat a record hash exactly like a blob hash.
+
 ``gc`` and writers coordinate through time, not locks: a blob younger than ``grace_seconds`` is never
 collected, and re-putting an existing blob refreshes its mtime. Call ``retain`` within the grace period
 of ``put`` (the default hour is ample); ``grace_seconds=0`` is for tests and offline maintenance.
@@ -23,7 +27,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ArchiveError, BlobCorruptError, BlobNotFoundError
-from ._keys import BLOBS, REFS, TMP, blob_relpath, check_episode_id, check_hash, check_hashes, digest, is_hash
+from ._keys import (
+    BLOBS,
+    RECORDS,
+    REFS,
+    TMP,
+    blob_relpath,
+    check_episode_id,
+    check_hash,
+    check_hashes,
+    check_record_bytes,
+    digest,
+    is_hash,
+    record_relpath,
+)
 from .base import GCReport
 from .images import (
     DEFAULT_FORMATS,
@@ -74,7 +91,7 @@ class LocalArchive:
         self.root = Path(root).expanduser().resolve()
         self.max_pixels = check_max_pixels(max_pixels)
         self.formats = check_formats(formats)
-        for sub in (BLOBS, REFS, TMP):
+        for sub in (BLOBS, RECORDS, REFS, TMP):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.url = self.root.as_uri()
 
@@ -119,6 +136,42 @@ class LocalArchive:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
 
+    # ------------------------------------------------------------------ records
+    def put_record(self, data: bytes) -> str:
+        """Store a small record (any bytes, not image-validated) atomically; return its sha256."""
+        raw = check_record_bytes(data)
+        sha = digest(raw)
+        path = self.root / record_relpath(sha)
+        if path.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(path)  # refresh the gc grace period for a re-put record
+            return sha
+        self._write_atomic(path, raw)
+        return sha
+
+    def get_record(self, sha256: str) -> bytes:
+        """The bytes of record ``sha256``, re-hashed: raises on absence or corruption."""
+        path = self.root / record_relpath(check_hash(sha256))
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"record {sha256} is not in archive {self.url}") from None
+        except OSError as exc:
+            raise ArchiveError(f"could not read record {sha256} from {path}: {exc}") from exc
+        actual = digest(raw)
+        if actual != sha256:
+            raise BlobCorruptError(
+                f"record {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; delete {path}"
+            )
+        return raw
+
+    def has_record(self, sha256: object) -> bool:
+        return is_hash(sha256) and (self.root / record_relpath(sha256)).is_file()  # type: ignore[arg-type]
+
+    def iter_records(self) -> Iterator[str]:
+        """Every stored record hash (fan-out order, not sorted)."""
+        return self._iter_fanout(RECORDS)
+
     def get_bytes(self, sha256: str) -> bytes:
         """The original bytes of blob ``sha256``, re-hashed: raises on absence or corruption."""
         path = self._blob(check_hash(sha256))
@@ -145,7 +198,13 @@ class LocalArchive:
 
     def iter_hashes(self) -> Iterator[str]:
         """Every stored blob hash (fan-out order, not sorted)."""
-        for fan in sorted((self.root / BLOBS).iterdir()):
+        return self._iter_fanout(BLOBS)
+
+    def _iter_fanout(self, sub: str) -> Iterator[str]:
+        base = self.root / sub
+        if not base.is_dir():
+            return
+        for fan in sorted(base.iterdir()):
             if not fan.is_dir():
                 continue
             for entry in fan.iterdir():
@@ -197,7 +256,7 @@ class LocalArchive:
         return refs
 
     def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
-        """Delete blobs no live episode references and older than ``grace_seconds`` (by mtime).
+        """Delete blobs and records no live episode references, older than ``grace_seconds`` (by mtime).
 
         Also removes temporary files older than ``max(grace_seconds, TEMP_GRACE_SECONDS)`` left by
         crashed writers. ``dry_run`` reports what would be deleted and deletes nothing.
@@ -207,11 +266,12 @@ class LocalArchive:
         live = self._referenced()
         now = time.time()
         kept = deleted = freed = recent = 0
-        for sha in list(self.iter_hashes()):
+        stored = [(sha, self._blob(sha)) for sha in self.iter_hashes()]
+        stored += [(sha, self.root / record_relpath(sha)) for sha in self.iter_records()]
+        for sha, path in stored:
             if sha in live:
                 kept += 1
                 continue
-            path = self._blob(sha)
             try:
                 st = path.stat()
             except FileNotFoundError:

@@ -9,7 +9,11 @@ workers on different machines can share one archive:
   without atomic object writes (SFTP, some FUSE mounts) prefer a local path, which uses rename.
 * an existence check before writing gives de-duplication (a racing duplicate upload only costs bandwidth);
 * every read is re-hashed (``BlobCorruptError`` on mismatch);
-* retention markers are empty objects ``refs/<episode>/<sha256>``; ``gc`` lists ``blobs/`` and ``refs/``.
+* retention markers are empty objects ``refs/<episode>/<sha256>``; ``gc`` lists ``blobs/``, ``records/``
+  and ``refs/``.
+* small JSON records (trace chain nodes, :mod:`causalcache_memory.trace_store`) live under
+  ``records/ab/<sha256>`` with the same whole-object write, de-duplication and re-hash on read, without
+  image validation; retention and ``gc`` treat them like blobs.
   Blob age comes from the store's modification/creation time; objects without one are treated as old.
 """
 
@@ -22,7 +26,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArchiveError, BlobCorruptError, BlobNotFoundError
-from ._keys import BLOBS, REFS, blob_relpath, check_episode_id, check_hash, check_hashes, digest, is_hash
+from ._keys import (
+    BLOBS,
+    RECORDS,
+    REFS,
+    blob_relpath,
+    check_episode_id,
+    check_hash,
+    check_hashes,
+    check_record_bytes,
+    digest,
+    is_hash,
+    record_relpath,
+)
 from .base import GCReport
 from .images import (
     DEFAULT_FORMATS,
@@ -110,6 +126,42 @@ class FsspecArchive:
             raise ArchiveError(f"could not write blob {sha} to {self.url}: {exc}") from exc
         return sha
 
+    # ------------------------------------------------------------------ records
+    def put_record(self, data: bytes) -> str:
+        """Upload a small record (any bytes, not image-validated) in one write; return its sha256."""
+        raw = check_record_bytes(data)
+        sha = digest(raw)
+        path = self._path(record_relpath(sha))
+        if self.fs.exists(path):
+            return sha
+        try:
+            self.fs.pipe_file(path, raw)
+        except OSError as exc:
+            raise ArchiveError(f"could not write record {sha} to {self.url}: {exc}") from exc
+        return sha
+
+    def get_record(self, sha256: str) -> bytes:
+        """The bytes of record ``sha256``, re-hashed: raises on absence or corruption."""
+        path = self._path(record_relpath(check_hash(sha256)))
+        try:
+            raw = bytes(self.fs.cat_file(path))
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"record {sha256} is not in archive {self.url}") from None
+        except OSError as exc:
+            raise ArchiveError(f"could not read record {sha256} from {self.url}: {exc}") from exc
+        actual = digest(raw)
+        if actual != sha256:
+            raise BlobCorruptError(
+                f"record {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; delete {path}"
+            )
+        return raw
+
+    def has_record(self, sha256: object) -> bool:
+        return is_hash(sha256) and bool(self.fs.exists(self._path(record_relpath(sha256))))  # type: ignore[arg-type]
+
+    def iter_records(self) -> Iterator[str]:
+        yield from sorted(self._list(RECORDS))
+
     def get_bytes(self, sha256: str) -> bytes:
         """The original bytes of blob ``sha256``, re-hashed: raises on absence or corruption."""
         path = self._path(blob_relpath(check_hash(sha256)))
@@ -135,8 +187,11 @@ class FsspecArchive:
         return is_hash(sha256) and bool(self.fs.exists(self._path(blob_relpath(sha256))))  # type: ignore[arg-type]
 
     def _list_blobs(self) -> dict[str, Mapping[str, Any]]:
+        return self._list(BLOBS)
+
+    def _list(self, sub: str) -> dict[str, Mapping[str, Any]]:
         try:
-            found = self.fs.find(self._path(BLOBS), detail=True)
+            found = self.fs.find(self._path(sub), detail=True)
         except FileNotFoundError:
             return {}
         out = {}
@@ -188,7 +243,7 @@ class FsspecArchive:
         return {n for n in self._ls_names(folder) if is_hash(n)}
 
     def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
-        """Delete blobs no live episode references and older than ``grace_seconds``."""
+        """Delete blobs and records no live episode references and older than ``grace_seconds``."""
         if grace_seconds < 0:
             raise ValueError(f"grace_seconds={grace_seconds!r} must be >= 0")
         live: set[str] = set()
@@ -196,7 +251,9 @@ class FsspecArchive:
             live |= self.references(episode)
         now = time.time()
         kept = deleted = freed = recent = 0
-        for sha, info in self._list_blobs().items():
+        stored = [(sha, info, blob_relpath(sha)) for sha, info in self._list_blobs().items()]
+        stored += [(sha, info, record_relpath(sha)) for sha, info in self._list(RECORDS).items()]
+        for sha, info, rel in stored:
             if sha in live:
                 kept += 1
                 continue
@@ -206,7 +263,7 @@ class FsspecArchive:
                 continue
             if not dry_run:
                 try:
-                    self.fs.rm_file(self._path(blob_relpath(sha)))
+                    self.fs.rm_file(self._path(rel))
                 except FileNotFoundError:
                     continue
             deleted += 1

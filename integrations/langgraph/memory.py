@@ -7,6 +7,11 @@ One object configures the memory (budget ``B``, allocation policy, archive, prom
 * :meth:`checkpointer`, the configured LangGraph saver (SQLite by default);
 * :meth:`episode_log` / :meth:`trace`, to read an episode back from a checkpoint.
 
+Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
+chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and
+state keeps the chain's head hash. One :class:`TraceStore` (with its in-process cache) is kept per archive
+object, so a step appends to a cached head without reading the archive.
+
 The archive and policy come from the constructor, from LangGraph's runtime context
 (:class:`CausalCacheContext`), or from the config, in that order of precedence (context first); never
 from graph state, which holds only text and content hashes.
@@ -27,8 +32,9 @@ from ...controller import MemoryController, StepDecision
 from ...errors import ConfigError, PolicyError
 from ...factory import build_archive, build_policy, render_options
 from ...trace import Trace
+from ...trace_store import TraceStore
 from .context import context_from_runtime
-from .state import load_trace
+from .state import head_of, load_trace
 
 if TYPE_CHECKING:
     from ...actions.model import Action
@@ -40,6 +46,11 @@ __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 
 #: ``event`` field of the custom stream events and episode-log records.
 STEP_EVENT = "causalcache.step"
+
+
+def _has_record(archive: Any, sha: str) -> bool:
+    has = getattr(archive, "has_record", None)
+    return bool(has(sha)) if callable(has) else False
 
 
 class _UnavailablePolicy:
@@ -105,6 +116,7 @@ class CausalCacheMemory:
         self.goal_key = goal_key
         self.messages_key = messages_key
         self.action_key = action_key
+        self._stores: dict[int, tuple[ScreenshotArchive, TraceStore]] = {}
 
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:
@@ -131,6 +143,19 @@ class CausalCacheMemory:
         if self._policy is None:
             self._policy = build_policy(self.config.policy)
         return self._policy
+
+    def trace_store(self, runtime: Any = None) -> TraceStore:
+        """The :class:`TraceStore` over the resolved archive (one per archive object, cache kept)."""
+        return self._store_for(self.resolve_archive(runtime))
+
+    def _store_for(self, archive: ScreenshotArchive) -> TraceStore:
+        entry = self._stores.get(id(archive))
+        if entry is None or entry[0] is not archive:
+            entry = (archive, TraceStore(archive))
+            self._stores[id(archive)] = entry
+            while len(self._stores) > 8:  # run-context archives come and go; keep the newest stores
+                self._stores.pop(next(iter(self._stores)))
+        return entry[1]
 
     @property
     def allocation(self) -> AllocationPolicy:
@@ -245,13 +270,38 @@ class CausalCacheMemory:
             raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
         return dict(graph_or_state.get_state(config).values)
 
-    def episode_log(self, graph_or_state: Any, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Per-decision records (S*, k, second_pass, pass latencies) of a thread, from its checkpoint."""
-        return [dict(r) for r in self._values(graph_or_state, config).get("cc_log") or []]
+    def episode_log(
+        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
+    ) -> list[dict[str, Any]]:
+        """Per-decision records (S*, k, second_pass, pass latencies) of a thread, oldest first.
 
-    def trace(self, graph_or_state: Any, config: dict[str, Any] | None = None) -> Trace | None:
-        """The episode trace stored in a thread's checkpoint (None before the first observation)."""
-        return load_trace(self._values(graph_or_state, config))
+        Reads ``cc_head`` from a graph's checkpoint (``graph, config``) or from a state dict, then walks
+        the trace chain in the archive: ``archive=`` if given, else one this memory has written to
+        (including a run-context archive), else the constructor's/config's archive.
+        """
+        state = self._values(graph_or_state, config)
+        head = head_of(state)
+        if head is None:
+            return []
+        return self._reader(head, archive).load_log(head, episode_id=state.get("cc_episode"))
+
+    def trace(
+        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
+    ) -> Trace | None:
+        """The episode trace at a thread's checkpoint or a state dict (None before the first observation)."""
+        state = self._values(graph_or_state, config)
+        head = head_of(state)
+        return None if head is None else load_trace(state, self._reader(head, archive))
+
+    def _reader(self, head: str, archive: ScreenshotArchive | None) -> TraceStore:
+        """The store holding ``head``: ``archive`` if given, else an archive this memory wrote to (a
+        run-context archive included), else the constructor's/config's archive."""
+        if archive is not None:
+            return self._store_for(archive)
+        for known, store in reversed(list(self._stores.values())):
+            if store.cached(head) or _has_record(known, head):
+                return store
+        return self.trace_store()
 
     @staticmethod
     def action(state: dict[str, Any]) -> Action | None:

@@ -3,9 +3,13 @@
 * ``wrap_model_call`` archives any screenshot still in the conversation (replacing it by a reference),
   renders the memory's prompt from the trace and the archive, calls the model handler for pass 1 and,
   when the allocation displaces a recent step, a second time for pass 2. The final reply is returned
-  with a ``Command`` (``ExtendedModelResponse``) writing the trace, the pending step and its log record.
+  with a ``Command`` (``ExtendedModelResponse``) writing the new trace-chain head (the step's log record
+  and any new screen are one small record in the archive) and the pending step.
 * ``wrap_tool_call`` archives the screenshot a GUI tool returns, replaces it by a reference in the
   ``ToolMessage`` and records the executed step with it as the post-action screen.
+
+State stays O(1) in the episode length: only ``cc_head``/``cc_episode``/``cc_t``/``cc_screenshot``/``cc_pending`` (see
+:mod:`.state`); the trace and log are read through the memory's trace store.
 
 GUI agents act once per step: one tool call per model reply is recorded (the first).
 """
@@ -32,7 +36,7 @@ from ...policy import Generation
 from .images import find_screenshot_refs, strip_images
 from .nodes import new_trace
 from .policies import ActionParser, generation_from_message, prompt_messages
-from .state import CausalCacheState, dump_trace, load_trace
+from .state import CausalCacheState, head_of, load_trace, state_update
 
 if TYPE_CHECKING:
     from ...render.bound import BoundPrompt
@@ -121,7 +125,9 @@ class CausalCacheMiddleware(AgentMiddleware):
             messages.append(stripped)
             if shas:
                 replaced.append(stripped)
-        trace = load_trace(state) or new_trace(memory, {**state, "messages": messages}, runtime)
+        store = memory.trace_store(runtime)
+        head = head_of(state)
+        trace = load_trace(state, store) or new_trace(memory, {**state, "messages": messages}, runtime)
         controller = memory.controller(runtime, _HandlerPolicy(request, handler, self.parse))
         last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
         refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
@@ -145,12 +151,7 @@ class CausalCacheMiddleware(AgentMiddleware):
         calls = _reply(result).tool_calls
         pending = {"t": trace.t, "response": decision.response, "action": action}
         pending["tool_call_id"] = calls[0].get("id") if calls else None
-        update = {
-            "cc_trace": dump_trace(trace),
-            "cc_screenshot": trace.current_screenshot,
-            "cc_pending": pending,
-            "cc_log": [record],
-        }
+        update = {**state_update(store.commit(head, trace, [record]), trace), "cc_pending": pending}
         if replaced:
             update["messages"] = replaced
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), record
@@ -182,7 +183,9 @@ class CausalCacheMiddleware(AgentMiddleware):
                 if isinstance(result, Command) and not shas
                 else _plain(result, stripped_update, message)
             )
-        trace = load_trace(state)
+        store = self.memory.trace_store(request.runtime)
+        head = head_of(state)
+        trace = load_trace(state, store)
         extra: dict[str, Any] = {"cc_screenshot": shas[-1]}
         if trace is not None:
             controller = self.memory.controller(request.runtime)
@@ -192,7 +195,7 @@ class CausalCacheMiddleware(AgentMiddleware):
                 extra["cc_pending"] = None
             else:
                 controller.observe(trace, shas[-1])
-            extra["cc_trace"] = dump_trace(trace)
+            extra.update(state_update(store.commit(head, trace), trace))
         if isinstance(result, Command):
             return Command(update={**stripped_update, **extra}, goto=result.goto, graph=result.graph)
         return Command(update={**stripped_update, **extra})

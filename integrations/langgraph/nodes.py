@@ -1,5 +1,9 @@
 """StateGraph nodes of :class:`CausalCacheMemory`: observe/record a screenshot, decide the action.
 
+Each node loads the trace at ``state['cc_head']`` through the memory's trace store (cached in process),
+lets :class:`MemoryController` extend it, commits one small chain record and returns the new head: the
+observe node commits the observation or the recorded step, the decide node commits the step's log record.
+
 Each node's first parameter is annotated with the user's schema merged with
 :class:`~.state.CausalCacheState`, so ``StateGraph.add_node`` registers the ``cc_*`` channels itself.
 """
@@ -17,7 +21,7 @@ from ...trace import Trace
 from .context import episode_id_for
 from .images import SCREENSHOT_REF, strip_images
 from .policies import generation_from_message, message_text, prompt_messages, response_text
-from .state import dump_trace, load_trace, merge_schema
+from .state import head_of, load_trace, merge_schema, state_update
 
 if TYPE_CHECKING:
     from ...render.bound import BoundPrompt
@@ -101,7 +105,9 @@ def make_observe_node(
                 f"observe node {label!r} returned no screenshot: return the image (bytes/PIL) or a state "
                 "update holding it (raw, or as an image block in a message)"
             )
-        trace = load_trace(state) or new_trace(memory, state, runtime)
+        store = memory.trace_store(runtime)
+        head = head_of(state)
+        trace = load_trace(state, store) or new_trace(memory, state, runtime)
         controller = memory.controller(runtime)
         pending = state.get("cc_pending")
         if require_pending and not pending:
@@ -116,7 +122,8 @@ def make_observe_node(
             )
         else:  # first screen, or the reply had no executable action: nothing was done
             controller.observe(trace, shas[-1])
-        return {**update, "cc_trace": dump_trace(trace), "cc_screenshot": shas[-1], "cc_pending": None}
+        head = store.commit(head, trace)
+        return {**update, **state_update(head, trace), "cc_pending": None}
 
     return _annotate(observe, merged, f"causalcache_observe[{label}]")
 
@@ -161,7 +168,9 @@ def make_decide_node(
     label = getattr(model_node, "__name__", "policy") if model_node else "policy"
 
     def decide(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        trace = load_trace(state)
+        store = memory.trace_store(runtime)
+        head = head_of(state)
+        trace = load_trace(state, store)
         if trace is None or trace.current_screenshot is None:
             raise TraceError("decide ran before any screenshot was observed; put the observe node first")
         if state.get("cc_pending"):
@@ -190,6 +199,7 @@ def make_decide_node(
 
                 update[memory.messages_key] = [AIMessage(content=decision.response)]
         pending = {"t": trace.t, "response": decision.response, "action": action}
-        return {**update, "cc_pending": pending, "cc_log": [record]}
+        head = store.commit(head, trace, [record])
+        return {**update, **state_update(head, trace), "cc_pending": pending}
 
     return _annotate(decide, merged, f"causalcache_decide[{label}]")

@@ -1,67 +1,90 @@
-"""The graph-state keys CausalCacheMemory brings into a LangGraph schema (JSON text and hashes only).
+"""The graph-state keys CausalCacheMemory brings into a LangGraph schema: O(1) in the episode length.
 
 Every key is prefixed ``cc_`` so it merges into a user's schema without clashing:
 
-* ``cc_trace``: :meth:`Trace.to_dict` of the episode (summaries, verbatim responses, screenshot hashes);
+* ``cc_head``: sha256 of the head of the episode's trace chain (:mod:`causalcache_memory.trace_store`);
+  the trace (summaries, verbatim responses, screenshot hashes) and the per-decision log live in the
+  archive as content-addressed JSON records, one small record per append;
+* ``cc_episode``: the episode id (the run's ``thread_id``, made archive-safe), named in error messages;
+* ``cc_t``: index of the next decision ``t`` (events recorded + 1);
 * ``cc_screenshot``: sha256 of the current screen ``x_t``;
-* ``cc_pending``: the decided, not yet recorded step ``{"t", "response", "action"}`` (None after recording);
-* ``cc_log``: the per-episode log, one :meth:`StepDecision.to_record` per decision (append reducer).
+* ``cc_pending``: the decided, not yet recorded step ``{"t", "response", "action"}`` (None after recording).
 
-Pixels never enter state: screenshots live in the archive and state holds their content hashes, so a
-checkpointer (SQLite, PostgreSQL) stores a few hundred bytes per step instead of the images.
+No key grows with ``t``, so a checkpointer that stores the whole state at every step (``SqliteSaver``)
+writes the same few hundred bytes per step at step 5 and at step 500. Pixels never enter state either:
+screenshots live in the archive and state holds their content hashes. Read the trace and the log back
+with :meth:`CausalCacheMemory.trace` and :meth:`CausalCacheMemory.episode_log`.
 """
 
 from __future__ import annotations
 
-import operator
 import sys
-from typing import Annotated, Any, get_type_hints
+from typing import Any, get_type_hints
 
 from typing_extensions import TypedDict
 
 from ...errors import TraceError
-from ...trace import Trace
+from ...trace import Trace, check_sha256
 
 __all__ = [
     "STATE_KEYS",
     "CausalCacheState",
-    "dump_trace",
+    "head_of",
     "load_trace",
     "merge_schema",
+    "state_update",
 ]
 
 
 class CausalCacheState(TypedDict, total=False):
     """State keys of the memory (merge into any ``StateGraph`` schema or ``create_agent`` state)."""
 
-    cc_trace: dict[str, Any] | None
-    """The serialized trace (:meth:`Trace.to_dict`): text and sha256 hashes."""
+    cc_head: str | None
+    """sha256 of the trace chain's head record in the archive (None before the first observation)."""
+    cc_episode: str | None
+    """The episode id the chain is retained under."""
+    cc_t: int | None
+    """Index of the next decision (number of recorded events + 1)."""
     cc_screenshot: str | None
     """sha256 of the current screen ``x_t``."""
     cc_pending: dict[str, Any] | None
     """The decided step awaiting its post-action screenshot: ``{"t", "response", "action"}``."""
-    cc_log: Annotated[list[dict[str, Any]], operator.add]
-    """One small record per decision: S*, k, whether pass 2 fired, each pass's latency."""
 
 
 STATE_KEYS: tuple[str, ...] = tuple(CausalCacheState.__annotations__)
 
 
-def load_trace(state: dict[str, Any]) -> Trace | None:
-    """The trace stored in ``state`` (None before the first observation)."""
-    data = state.get("cc_trace")
-    if not data:
+def head_of(state: dict[str, Any]) -> str | None:
+    """The trace chain head stored in ``state`` (None before the first observation)."""
+    head = state.get("cc_head")
+    if not head:
+        if state.get("cc_trace"):
+            raise TraceError(
+                "state holds 'cc_trace' written by an older CausalCacheMemory (trace kept in state); "
+                "this version keeps the trace in the archive under 'cc_head': finish that episode with the "
+                "old version or start a new thread"
+            )
         return None
-    if not isinstance(data, dict):
-        raise TraceError(
-            f"state['cc_trace'] must be the dict written by CausalCacheMemory, got {type(data).__name__}; "
-            "do not overwrite the memory's cc_* keys"
-        )
-    return Trace.from_dict(data)
+    try:
+        return check_sha256(head, what="state['cc_head']")
+    except TraceError as exc:
+        raise TraceError(f"{exc}; do not overwrite the memory's cc_* keys") from None
 
 
-def dump_trace(trace: Trace) -> dict[str, Any]:
-    return trace.to_dict()
+def load_trace(state: dict[str, Any], store: Any) -> Trace | None:
+    """The trace at ``state['cc_head']`` read through ``store`` (a :class:`TraceStore`), or None."""
+    head = head_of(state)
+    return None if head is None else store.load_trace(head, episode_id=state.get("cc_episode"))
+
+
+def state_update(head: str, trace: Trace) -> dict[str, Any]:
+    """The ``cc_*`` values after committing ``trace`` at ``head`` (``cc_pending`` is set by the caller)."""
+    return {
+        "cc_head": head,
+        "cc_episode": trace.episode_id,
+        "cc_t": trace.t,
+        "cc_screenshot": trace.current_screenshot,
+    }
 
 
 def _hints(schema: type) -> dict[str, Any]:

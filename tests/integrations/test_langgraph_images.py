@@ -7,8 +7,8 @@ import operator
 from typing import Annotated, get_type_hints
 
 import pytest
-from conftest import screen_png
 from langchain_core.messages import HumanMessage, ToolMessage
+from lg_support import screen_png
 from PIL import Image
 from typing_extensions import TypedDict
 

@@ -6,10 +6,17 @@ import base64
 from typing import Any
 
 import pytest
-from conftest import KeyChatModel, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from lg_support import (
+    FailingAllocation,
+    KeyChatModel,
+    PromoteKeyOnWitness,
+    Screens,
+    relaxed_config,
+    screen_png,
+)
 
 from causalcache_memory.allocation import RecentPolicy
 from causalcache_memory.errors import CausalCacheWarning
@@ -98,8 +105,6 @@ def test_screenshot_message_keeps_pixels_out_of_every_checkpoint(archive, saver_
 
 
 def test_middleware_selector_failure_falls_back(archive):
-    from conftest import FailingAllocation
-
     memory = CausalCacheMemory(
         config=relaxed_config(), budget=BUDGET, archive=archive, allocation=FailingAllocation()
     )
@@ -108,7 +113,7 @@ def test_middleware_selector_failure_falls_back(archive):
     agent = create_agent(model, tools=_tools(screens), middleware=[memory.middleware()])
     with pytest.warns(CausalCacheWarning, match="Recent-B"):
         state = agent.invoke({"messages": [_first_message(screens)]})
-    log = state["cc_log"]
+    log = memory.episode_log(state)  # read back through the trace chain in the archive
     assert len(log) == 5 and all(r["fallback"] and r["selected"] == r["recent"] for r in log)
     assert len(model.calls) == 5
 

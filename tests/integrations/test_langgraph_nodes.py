@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FailingAllocation, KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 from lg_graphs import LoopState, build_loop, run_config
+from lg_support import FailingAllocation, KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 
 from causalcache_memory.allocation import RecentPolicy, recent_b
 from causalcache_memory.archive import LocalArchive

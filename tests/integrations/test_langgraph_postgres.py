@@ -6,8 +6,8 @@ import os
 import uuid
 
 import pytest
-from conftest import KeyPolicy, PromoteKeyOnWitness, Screens, screen_png
 from lg_graphs import build_loop, run_config
+from lg_support import KeyPolicy, PromoteKeyOnWitness, Screens, screen_png
 
 from causalcache_memory.config import CausalCacheConfig
 from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_image_data

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 from lg_graphs import build_loop, run_config
+from lg_support import KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.integrations.langgraph import CausalCacheMemory

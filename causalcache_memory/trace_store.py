@@ -1,0 +1,311 @@
+"""A hash-chained, content-addressed store of episode traces and decision logs, kept in the archive.
+
+Graph state and checkpoints must not grow with the episode: a checkpointer such as LangGraph's
+``SqliteSaver`` rewrites the whole state at every step, so a trace kept in state costs ``O(t)`` bytes per
+step and ``O(t^2)`` per episode. Here the trace lives in the archive as a chain of small JSON records
+(:meth:`ScreenshotArchive.put_record`), and state keeps only the sha256 of the chain's head.
+
+Chain node (one archive record, canonical JSON, ``sort_keys``)::
+
+    {"v": 1,
+     "parent": <sha256 of the previous node> | null,
+     "episode": {"goal", "episode_id", "platform"}     # the root node only
+     "event": Event.to_dict() | null,                  # the step recorded by this node, if any
+     "current": <sha256 of the current screen x_t> | null,
+     "log": [<decision record>, ...]}                  # decision records added since the parent
+
+``current`` (not in the first design sketch) is kept in every node so an observation with no event (the
+first screen, or a step with no executable action) is part of the chain: ``load_trace(head)`` restores
+:attr:`Trace.current_screenshot` exactly. Each append writes one node of ``O(1)`` bytes, whatever ``t``.
+
+Heads are content addresses, so they are immutable: an older checkpoint keeps pointing at the trace as it
+was then (time travel and forks in LangGraph work unchanged), and re-running a step after a crash that
+writes the same node yields the same head. Every node is retained under its episode id
+(:meth:`ScreenshotArchive.retain`), so ``archive.gc`` keeps the chains of live episodes and collects the
+chains of released ones.
+
+:class:`TraceStore` keeps an in-process LRU cache of decoded nodes keyed by head; a node links to its
+parent's cache entry, so appending to a cached head reads nothing from the archive, and a cold load (new
+process, empty cache) walks the chain once. A missing or corrupt node raises :class:`TraceError` naming
+the record hash and the episode.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ArchiveError, TraceError
+from .trace import Event, Trace, check_sha256
+
+if TYPE_CHECKING:
+    from .archive.base import ScreenshotArchive
+
+__all__ = ["CHAIN_FORMAT_VERSION", "TraceStore"]
+
+CHAIN_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """A decoded chain node linked to its decoded parent (``None`` for the root)."""
+
+    head: str
+    parent: _Node | None
+    episode: Mapping[str, str]
+    event: Event | None
+    current: str | None
+    log: tuple[Mapping[str, Any], ...]
+    n_events: int  # events in the chain up to and including this node
+
+
+def _encode(node: Mapping[str, Any]) -> bytes:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class TraceStore:
+    """Episode traces and decision logs as hash chains of archive records.
+
+    Args:
+        archive: any archive with ``put_record``/``get_record``/``retain``
+            (:class:`~causalcache_memory.archive.LocalArchive`, :class:`~causalcache_memory.archive.FsspecArchive`).
+        cache_size: heads kept in the in-process LRU cache.
+    """
+
+    def __init__(self, archive: ScreenshotArchive, *, cache_size: int = 1024) -> None:
+        for method in ("put_record", "get_record", "retain"):
+            if not callable(getattr(archive, method, None)):
+                raise TraceError(
+                    f"archive {archive!r} has no {method}(): the trace store needs an archive with JSON "
+                    "records (LocalArchive or FsspecArchive)"
+                )
+        if cache_size < 1:
+            raise ValueError(f"cache_size={cache_size!r} must be >= 1")
+        self.archive = archive
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, _Node] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ writing
+    def append(
+        self,
+        head: str | None,
+        *,
+        episode: Mapping[str, str] | None = None,
+        event: Event | None = None,
+        current: str | None = None,
+        log: Sequence[Mapping[str, Any]] = (),
+    ) -> str:
+        """Write one node after ``head`` (``None``: a new chain) and return the new head.
+
+        ``episode`` (``goal``, ``episode_id``, ``platform``) is required for the root and refused after it.
+        ``current`` defaults to the event's screenshot, else the parent's current screen.
+        """
+        parent = self._node(head, None) if head is not None else None
+        if parent is None:
+            if not episode:
+                raise TraceError("the first node of a trace chain needs episode={goal, episode_id, platform}")
+            meta = {k: str(episode[k]) for k in ("goal", "episode_id", "platform")}
+        elif episode is not None:
+            raise TraceError(f"episode metadata belongs to the root node only (appending after {head})")
+        else:
+            meta = dict(parent.episode)
+        n_events = parent.n_events if parent is not None else 0
+        if event is not None:
+            if event.index != n_events + 1:
+                raise TraceError(
+                    f"trace chain {head} of episode {meta['episode_id']!r} has {n_events} events; "
+                    f"cannot append event {event.index}"
+                )
+            n_events += 1
+        if current is None:
+            current = event.screenshot if event is not None else (parent.current if parent else None)
+        if current is not None:
+            check_sha256(current, what="current screenshot")
+        record: dict[str, Any] = {
+            "v": CHAIN_FORMAT_VERSION,
+            "parent": head,
+            "event": event.to_dict() if event is not None else None,
+            "current": current,
+            "log": [dict(r) for r in log],
+        }
+        if parent is None:
+            record["episode"] = meta
+        try:
+            sha = self.archive.put_record(_encode(record))
+            self.archive.retain(meta["episode_id"], [sha])
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"trace node of episode {meta['episode_id']!r} is not JSON data: {exc}") from exc
+        frozen_log = tuple(json.loads(_encode({"log": record["log"]}))["log"])  # detached from the caller
+        node = _Node(sha, parent, meta, event, current, frozen_log, n_events)
+        self._remember(node)
+        return sha
+
+    def commit(self, head: str | None, trace: Trace, log: Sequence[Mapping[str, Any]] = ()) -> str:
+        """Append what ``trace`` gained since ``head`` (new events, new current screen) and ``log``.
+
+        ``trace`` must extend the chain at ``head`` (typically it was loaded from it and then mutated).
+        Writes one node per new event (the log goes on the last), or one node when only the current
+        screen or the log changed; returns ``head`` itself when nothing changed.
+        """
+        node = self._node(head, trace.episode_id) if head is not None else None
+        known = node.n_events if node is not None else 0
+        if len(trace) < known:
+            raise TraceError(
+                f"trace of episode {trace.episode_id!r} has {len(trace)} events but its chain head {head} "
+                f"has {known}: commit a trace loaded from that head"
+            )
+        episode = None
+        if node is None:
+            episode = {"goal": trace.goal, "episode_id": trace.episode_id, "platform": trace.platform}
+        new = trace.events[known:]
+        if not new and node is not None and not log and trace.current_screenshot == node.current:
+            return head  # type: ignore[return-value]
+        for i, event in enumerate(new):
+            last = i == len(new) - 1
+            current = trace.current_screenshot if last else event.screenshot
+            head = self.append(head, episode=episode, event=event, current=current, log=log if last else ())
+            episode = None
+        if not new:
+            head = self.append(head, episode=episode, current=trace.current_screenshot, log=log)
+        return head  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ reading
+    def load_trace(self, head: str, *, episode_id: str | None = None) -> Trace:
+        """The trace at ``head`` (a fresh, mutable :class:`Trace`)."""
+        node = self._node(head, episode_id)
+        events: list[Event] = []
+        walk: _Node | None = node
+        while walk is not None:
+            if walk.event is not None:
+                events.append(walk.event)
+            walk = walk.parent
+        meta = node.episode
+        trace = Trace(meta["goal"], episode_id=meta["episode_id"], platform=meta["platform"])
+        for event in reversed(events):
+            trace.append(event)
+        trace.current_screenshot = node.current
+        return trace
+
+    def load_log(self, head: str, *, episode_id: str | None = None) -> list[dict[str, Any]]:
+        """Every decision record in the chain up to ``head``, oldest first (fresh dict copies)."""
+        chunks: list[tuple[Mapping[str, Any], ...]] = []
+        walk: _Node | None = self._node(head, episode_id)
+        while walk is not None:
+            if walk.log:
+                chunks.append(walk.log)
+            walk = walk.parent
+        return [json.loads(json.dumps(r)) for chunk in reversed(chunks) for r in chunk]
+
+    def heads(self, head: str, *, episode_id: str | None = None) -> list[str]:
+        """Hashes of every node from the root to ``head`` (the records an episode's chain retains)."""
+        out: list[str] = []
+        walk: _Node | None = self._node(head, episode_id)
+        while walk is not None:
+            out.append(walk.head)
+            walk = walk.parent
+        return out[::-1]
+
+    def cached(self, head: str) -> bool:
+        """Whether ``head`` is decoded in this store's cache (no archive access)."""
+        with self._lock:
+            return head in self._cache
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # ------------------------------------------------------------------ chain walking
+    def _remember(self, node: _Node) -> None:
+        with self._lock:
+            self._cache[node.head] = node
+            self._cache.move_to_end(node.head)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def _cached(self, head: str) -> _Node | None:
+        with self._lock:
+            node = self._cache.get(head)
+            if node is not None:
+                self._cache.move_to_end(head)
+            return node
+
+    def _node(self, head: str | None, episode_id: str | None) -> _Node:
+        """The decoded node ``head``: from the cache, else by walking the archive down to a cached node."""
+        check_sha256(head, what="trace chain head")
+        hit = self._cached(head)  # type: ignore[arg-type]
+        if hit is not None:
+            return hit
+        pending: list[tuple[str, dict[str, Any]]] = []
+        sha: str | None = head
+        base: _Node | None = None
+        while sha is not None:
+            base = self._cached(sha)
+            if base is not None:
+                break
+            data = self._read(sha, episode_id)
+            pending.append((sha, data))
+            sha = data["parent"]
+        for sha, data in reversed(pending):
+            base = self._decode(sha, data, base, episode_id)
+            self._remember(base)
+        assert base is not None
+        return base
+
+    def _read(self, sha: str, episode_id: str | None) -> dict[str, Any]:
+        where = f"episode {episode_id!r}" if episode_id else "this episode"
+        try:
+            raw = self.archive.get_record(sha)
+        except ArchiveError as exc:
+            raise TraceError(
+                f"trace record {sha} of {where} cannot be read from archive "
+                f"{getattr(self.archive, 'url', self.archive)!r} ({exc}); the episode's trace chain is "
+                "broken: restore the archive or start a new episode"
+            ) from exc
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise TraceError(f"trace record {sha} of {where} is not JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("v") != CHAIN_FORMAT_VERSION:
+            raise TraceError(
+                f"trace record {sha} of {where} is not a version-{CHAIN_FORMAT_VERSION} chain node "
+                f"(v={data.get('v') if isinstance(data, dict) else type(data).__name__!r})"
+            )
+        parent = data.get("parent")
+        if parent is not None:
+            check_sha256(parent, what=f"parent of trace record {sha}")
+        return data
+
+    def _decode(self, sha: str, data: dict[str, Any], parent: _Node | None, episode_id: str | None) -> _Node:
+        if parent is None:
+            meta = data.get("episode")
+            if not isinstance(meta, dict) or not all(k in meta for k in ("goal", "episode_id", "platform")):
+                raise TraceError(f"trace record {sha} is a chain root without episode metadata")
+            meta = {k: str(meta[k]) for k in ("goal", "episode_id", "platform")}
+        else:
+            meta = dict(parent.episode)
+        if episode_id is not None and meta["episode_id"] != episode_id:
+            raise TraceError(
+                f"trace record {sha} belongs to episode {meta['episode_id']!r}, not {episode_id!r}"
+            )
+        n_events = parent.n_events if parent is not None else 0
+        event = None
+        if data.get("event") is not None:
+            event = Event.from_dict(data["event"])
+            if event.index != n_events + 1:
+                raise TraceError(
+                    f"trace record {sha} of episode {meta['episode_id']!r} holds event {event.index}, "
+                    f"expected {n_events + 1}"
+                )
+            n_events += 1
+        current = data.get("current")
+        if current is not None:
+            check_sha256(current, what=f"current screenshot in trace record {sha}")
+        log = data.get("log") or []
+        if not isinstance(log, list) or not all(isinstance(r, dict) for r in log):
+            raise TraceError(f"trace record {sha}: 'log' must be a list of objects")
+        return _Node(sha, parent, meta, event, current, tuple(log), n_events)
