@@ -57,3 +57,54 @@ def test_core_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"core import pulled heavy modules: {out}"
+
+
+def test_wheel_ships_namespaced_packages_and_the_bundled_selector(tmp_path) -> None:
+    """Build a wheel, install it into an empty target and load the bundled scorer from there."""
+    import zipfile
+
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next(tmp_path.glob("causalcache_memory-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "causalcache_memory/assets/selector/selector.onnx" in names
+    assert "causalcache_memory/runtime/sglang_client.py" in names
+    assert "causalcache_memory/integrations/langgraph/memory.py" in names
+    assert not [n for n in names if n.split("/")[0] in ("runtime", "integrations")]
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr[-2000:]
+    code = (
+        "import causalcache_memory, pathlib;"
+        "from causalcache_memory.selector.policy import LearnedSelectorPolicy, bundled_model_path;"
+        "p = LearnedSelectorPolicy(); print(causalcache_memory.__file__); print(bundled_model_path())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split()
+    assert lines[0].startswith(str(target)) and lines[1].startswith(str(target))

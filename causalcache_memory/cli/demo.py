@@ -43,7 +43,7 @@ def write_results(results: dict[str, Any], out: Path, *, plots: bool = True) -> 
 
 def run_demo(args: argparse.Namespace) -> int:
     from ..eval.closed_loop import ClosedLoopSettings, run_closed_loop
-    from ..eval.report import contrast_sentences, format_table
+    from ..eval.report import format_table
 
     settings = ClosedLoopSettings(
         tasks=args.tasks,
@@ -63,8 +63,6 @@ def run_demo(args: argparse.Namespace) -> int:
     results = run_closed_loop(settings, out, progress=not args.quiet)
     results["meta"]["command"] = "causalcache " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print(format_table(results))
-    for line in contrast_sentences(results):
-        print(line)
     results_path, report = write_results(results, out, plots=not args.no_plots)
     print(f"\nwrote {results_path} and {report} ({results['meta']['wall_s']:.0f} s)")
     return 0

@@ -472,7 +472,7 @@ def generate_tasks(
     seen: set[str] = set()
     idx = 0
     while len(tasks) < n:
-        plat = platform if platform != "mixed" else ("mobile", "desktop")[idx % 2]
+        plat = platform if platform != "mixed" else ("mobile", "desktop")[(idx // 2) % 2]
         world_seed = rng.randrange(2**31)
         memory = int((idx + 1) * memory_fraction) > int(idx * memory_fraction)
         task = (_memory_task if memory else _control_task)(idx, plat, world_seed, rng)

@@ -66,3 +66,13 @@ def test_demonstrations_never_leak_the_value_before_it_is_needed(mixed_tasks, ar
             assert task.value not in event.summary
             assert task.value not in event.response
         assert task.value in traj.steps[need - 1].response  # the typing step is where it appears
+
+
+def test_mixed_platform_does_not_confound_split_with_platform() -> None:
+    from collections import Counter
+
+    from causalcache_memory.world import generate_tasks
+
+    counts = Counter((t.platform, t.split) for t in generate_tasks(40, 3, platform="mixed"))
+    assert set(counts) == {(p, s) for p in ("mobile", "desktop") for s in ("memory_critical", "control")}
+    assert max(counts.values()) - min(counts.values()) <= 2
