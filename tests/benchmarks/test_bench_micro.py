@@ -1,0 +1,77 @@
+"""Micro-benchmarks of the per-step pieces (``make bench`` measures them; normal runs execute each once)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from causalcache_memory.allocation import AllocationContext, RecentPolicy
+from causalcache_memory.archive import LocalArchive
+from causalcache_memory.bench.episode import GOAL, step_action, step_response
+from causalcache_memory.bench.naive import NaiveMessageMemory
+from causalcache_memory.bench.screens import screenshot_pool, unique_variant
+from causalcache_memory.render import render_prompt
+from causalcache_memory.trace import Trace
+
+SMALL_SCREEN = (320, 180)  # the CLI uses 1920x1080; the suite keeps normal runs fast
+
+N_EVENTS = 200
+
+
+@pytest.fixture(scope="module")
+def pool() -> tuple[bytes, ...]:
+    return screenshot_pool(3, SMALL_SCREEN)
+
+
+@pytest.fixture
+def trace_200(tmp_path, pool):
+    archive = LocalArchive(tmp_path / "archive")
+    trace = Trace(GOAL, episode_id="micro")
+    trace.observe(archive.put(unique_variant(pool[0], 0)))
+    for j in range(1, N_EVENTS + 1):
+        action = step_action(j)
+        trace.record(action, step_response(j, action), archive.put(unique_variant(pool[j % 3], j)))
+    return trace, archive
+
+
+def test_archive_put(benchmark, tmp_path, pool) -> None:
+    archive = LocalArchive(tmp_path / "archive")
+    counter = itertools.count()
+    sha = benchmark(lambda: archive.put(unique_variant(pool[0], next(counter))))
+    assert sha in archive
+
+
+def test_render_bind_recent4_t200(benchmark, trace_200) -> None:
+    trace, archive = trace_200
+    allocation = RecentPolicy().allocate(AllocationContext(trace, 4, archive))
+    bound = benchmark(lambda: render_prompt(trace, allocation).bind(archive))
+    assert len(bound.images) == 5
+
+
+def test_selector_allocate_t200(benchmark, trace_200, selector_model) -> None:
+    from causalcache_memory.selector.policy import LearnedSelectorPolicy
+
+    trace, archive = trace_200
+    policy = LearnedSelectorPolicy(selector_model, threads=1)
+    ctx = AllocationContext(trace, 4, archive, witness=step_action(999))
+    policy.allocate(ctx)  # warm the per-trace feature cache and thumbnails
+    allocation = benchmark(policy.allocate, ctx)
+    assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
+
+
+def test_naive_step_t200(benchmark, pool) -> None:
+    pytest.importorskip("langchain_core")
+    memory = NaiveMessageMemory(GOAL, past=4)
+    for j in range(N_EVENTS):
+        memory.record_reply(step_response(j, step_action(j)))
+        memory.observe(pool[j % 3])
+
+    def step() -> int:
+        prompt = memory.prompt()
+        return sum(
+            isinstance(m.content, list) and any(b.get("type") == "image_url" for b in m.content)
+            for m in prompt
+        )
+
+    assert benchmark(step) == 5  # the current screen plus four past ones
