@@ -89,6 +89,9 @@ class CausalCacheMemory:
         messages_key: state key of the chat messages (prompts are passed to a wrapped model node there).
         action_key: state key of the decided action dict (read from a wrapped model node's update, or
             written by :meth:`decide_node` when the user's schema has that key).
+        app_key: state key naming the foreground app (optional); the value in state when a step is
+            recorded becomes the event's ``app`` (the app the action was taken in), which summaries show
+            as ``[App]`` and the selector reads as app markers.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class CausalCacheMemory:
         goal_key: str = "goal",
         messages_key: str = "messages",
         action_key: str = "action",
+        app_key: str = "app",
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
         config = config or CausalCacheConfig()
@@ -116,6 +120,8 @@ class CausalCacheMemory:
         self.goal_key = goal_key
         self.messages_key = messages_key
         self.action_key = action_key
+        self.app_key = app_key
+        self._screen_sizes: dict[str, tuple[int, int]] = {}
         self._stores: dict[int, tuple[ScreenshotArchive, TraceStore]] = {}
 
     @classmethod
@@ -126,6 +132,19 @@ class CausalCacheMemory:
     @property
     def budget(self) -> int:
         return self.config.budget
+
+    def screen_size(self, archive: ScreenshotArchive, sha256: str | None) -> tuple[int, int] | None:
+        """Pixel size of an archived screenshot (header only, cached per hash)."""
+        if sha256 is None:
+            return None
+        size = self._screen_sizes.get(sha256)
+        if size is None:
+            with archive.open_image(sha256) as image:
+                size = (int(image.width), int(image.height))
+            if len(self._screen_sizes) > 4096:
+                self._screen_sizes.clear()
+            self._screen_sizes[sha256] = size
+        return size
 
     # ------------------------------------------------------------------ resolution
     def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:

@@ -107,7 +107,9 @@ def make_observe_node(
             )
         store = memory.trace_store(runtime)
         head = head_of(state)
-        trace = load_trace(state, store) or new_trace(memory, state, runtime)
+        trace = load_trace(state, store)
+        if trace is None:  # (a Trace with no events is falsy: test for None)
+            trace = new_trace(memory, state, runtime)
         controller = memory.controller(runtime)
         pending = state.get("cc_pending")
         if require_pending and not pending:
@@ -117,8 +119,14 @@ def make_observe_node(
                 raise TraceError(
                     f"pending decision is for step {pending.get('t')} but the trace is at step {trace.t}"
                 )
+            app = state.get(memory.app_key)
             controller.record(
-                trace, Action.from_dict(pending["action"]), shas[-1], response=pending["response"]
+                trace,
+                Action.from_dict(pending["action"]),
+                shas[-1],
+                response=pending["response"],
+                app=app if isinstance(app, str) and app else None,
+                screen_size=memory.screen_size(archive, trace.current_screenshot),
             )
         else:  # first screen, or the reply had no executable action: nothing was done
             controller.observe(trace, shas[-1])
