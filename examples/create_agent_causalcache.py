@@ -27,7 +27,6 @@ from langchain_core.tools import tool
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langgraph_agent_baseline import GOAL, FakeDesktop, ScriptedVisionModel
-from langgraph_agent_causalcache import SummaryMatchSelector
 
 from causalcache_memory.config import CausalCacheConfig
 from causalcache_memory.integrations.langgraph import CausalCacheMemory
@@ -90,7 +89,7 @@ def main(workdir: str | None = None) -> dict[str, Any]:
         archive={"url": str(root / "archive")},
         checkpointer={"kind": "sqlite", "path": str(root / "checkpoints.sqlite")},
     )
-    memory = CausalCacheMemory(budget=4, config=config, allocation=SummaryMatchSelector())
+    memory = CausalCacheMemory(budget=4, config=config)
     env = FakeDesktop()
     agent = create_agent(
         ToolCallingVisionModel(),

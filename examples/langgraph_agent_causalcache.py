@@ -7,16 +7,15 @@ called with the memory's prompt (every past step as a one-line summary, ``B = 4`
 the current screen) and, when the allocation policy displaces a recent step for an older one, a second
 time with the re-allocated prompt, whose answer replaces the first.
 
-The allocation policy here is a small rule standing in for the learned selector (it promotes past steps
-whose summary mentions the target of the proposed action); with the learned selector installed, use
-``CausalCacheMemory.from_yaml("examples/causalcache.yaml")`` instead.
+The allocation policy is the default one, the learned selector with the scorer bundled in the package
+(trained on the synthetic world, used here zero-shot on this toy desktop); configure everything from YAML
+with ``CausalCacheMemory.from_yaml("examples/causalcache.yaml")``.
 
 Run: ``python examples/langgraph_agent_causalcache.py``
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -40,24 +39,8 @@ from langgraph_agent_baseline import (
     screenshot_message,
 )
 
-from causalcache_memory.allocation import AllocationContext, make_allocation, recent_b
 from causalcache_memory.config import CausalCacheConfig
 from causalcache_memory.integrations.langgraph import CausalCacheMemory
-
-
-class SummaryMatchSelector:
-    """Stand-in witness policy: promote past steps whose summary mentions the proposal's target words."""
-
-    name = "summary_match"
-    uses_witness = True
-
-    def allocate(self, ctx: AllocationContext) -> Any:
-        recent = list(recent_b(ctx.t, ctx.budget))
-        words = re.findall(r"[a-z]{3,}", (ctx.witness.target or "").lower()) if ctx.witness else []
-        older = [e for e in ctx.trace.events if e.index not in recent]
-        hits = [e.index for e in reversed(older) if any(w in e.summary.lower() for w in words)]
-        keep = recent[len(hits[: len(recent)]) :]
-        return make_allocation([*hits[: len(recent)], *keep], t=ctx.t, budget=ctx.budget, policy=self.name)
 
 
 def build_agent(
@@ -98,7 +81,7 @@ def main(workdir: str | None = None) -> dict[str, Any]:
         archive={"url": str(root / "archive")},
         checkpointer={"kind": "sqlite", "path": str(root / "checkpoints.sqlite")},
     )
-    memory = CausalCacheMemory(budget=4, config=config, allocation=SummaryMatchSelector())  # CausalCache
+    memory = CausalCacheMemory(budget=4, config=config)  # CausalCache
     env = FakeDesktop()
     graph = build_agent(env, ScriptedVisionModel(), memory, checkpointer=memory.checkpointer())
     config = {"configurable": {"thread_id": "causalcache"}, "recursion_limit": 100}

@@ -31,10 +31,13 @@ def test_baseline_and_causalcache_examples(tmp_path, capsys):
 
     baseline = _load("langgraph_agent_baseline").main()
     memory_run = _load("langgraph_agent_causalcache").main(str(tmp_path / "cc"))
-    # the baseline trims the code screen away; the memory restores it with a second pass
+    # the baseline trims the code screen away; the memory (bundled learned selector) restores it
     assert baseline["screen"] == "failure" and memory_run["screen"] == "success"
     log = memory_run["memory"].episode_log(memory_run["graph"], memory_run["config"])
-    assert [r["t"] for r in log if r["second_pass"]] == [9]
+    assert all(r["policy"] == "causalcache" for r in log)
+    typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
+    assert typing_step["second_pass"] and 1 in typing_step["selected"]  # v_1 = the codes screen
+    assert typing_step["proposal"]["text"] == "0000"  # pass 1 on Recent-4 could not read the code
     assert find_image_data(baseline["graph"].get_state(baseline["config"]).values)  # pixels in messages
     assert find_image_data(memory_run["graph"].get_state(memory_run["config"]).values) == []
     assert (tmp_path / "cc" / "checkpoints.sqlite").exists()
@@ -45,7 +48,8 @@ def test_create_agent_example(tmp_path):
     run = _load("create_agent_causalcache").main(str(tmp_path / "agent"))
     assert run["screen"] == "success"
     log = run["memory"].episode_log(run["graph"], run["config"])
-    assert sum(r["second_pass"] for r in log) == 1
+    typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
+    assert typing_step["second_pass"] and 1 in typing_step["selected"]
 
 
 def test_example_yaml_validates_and_builds_memory(tmp_path):
