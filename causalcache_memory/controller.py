@@ -171,7 +171,23 @@ class MemoryController:
         else:
             sha = self.archive.put(screenshot)
         self.archive.retain(trace.episode_id, [sha])
+        self._prepare(sha)
         return sha
+
+    def _prepare(self, sha: str) -> None:
+        """Call the allocation policy's optional ``prepare(archive, sha256)`` hook (e.g. thumbnail prefetch)."""
+        prepare = getattr(self.allocation_policy, "prepare", None)
+        if prepare is None:
+            return
+        try:
+            prepare(self.archive, sha)
+        except Exception as exc:  # a preparation is an optimization: never fail the step for it
+            warnings.warn(
+                f"allocation policy {self.allocation_policy.name!r} prepare() failed for screenshot {sha}: "
+                f"{type(exc).__name__}: {exc}; the policy will compute what it needs when it allocates",
+                CausalCacheWarning,
+                stacklevel=4,
+            )
 
     # ------------------------------------------------------------------ decisions
     def decide(self, trace: Trace) -> StepDecision:

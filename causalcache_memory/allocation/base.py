@@ -166,6 +166,13 @@ class AllocationPolicy(Protocol):
     ``uses_witness`` tells the two-pass controller whether the policy wants the pass-1 proposal: policies
     without a witness run a single pass. A learned selector scores the complete trace, takes the witness,
     and returns an exact-B set (Recent-B when it declines every swap).
+
+    Optional hook (not part of the structural check): ``prepare(archive, sha256) -> None``. When a policy
+    defines it, :class:`~causalcache_memory.controller.MemoryController` calls it each time a screenshot
+    is archived (``observe`` and ``record``), before the next decision's model call. It must return
+    quickly and may start background work whose result :meth:`allocate` later uses; the learned selector
+    prefetches the screenshot's thumbnail there, so the PNG decode overlaps the pass-1 model call. An
+    exception from ``prepare`` is turned into a ``CausalCacheWarning``, never a failed step.
     """
 
     name: str

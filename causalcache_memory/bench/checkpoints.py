@@ -11,10 +11,11 @@ screenshot and growth is quadratic).
 Bytes are the checkpoint, metadata and pending-write blobs in the database, attributed to the agent
 step (three supersteps) that wrote them; ``db_file_kb`` is the SQLite file size at the end.
 
-``causalcache_memory_only`` is the CausalCache graph without a message history of its own (the
-screenshot node returns the image, the model node only the action), so its growth is what the memory's
-state keys add; in ``causalcache`` the graph's ``messages`` (replies and screenshot references) also grow
-with the episode, as in the example graph.
+``causalcache`` is the example-shaped CausalCache graph as a CausalCache agent should write it: the
+screenshot node returns the image for the memory's observe node to archive (no screenshot message) and
+the model node keeps only its latest reply in ``messages`` (the previous one is removed), since the
+memory renders prompts from its trace. ``causalcache_memory_only`` has no ``messages`` at all, so its
+growth is exactly what the memory's state keys add.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def _state_type() -> Any:
 
 
 def _build(variant: str, steps: int, pool: Sequence[bytes], counter: itertools.count, root: Path) -> Any:
-    from langchain_core.messages import AIMessage
+    from langchain_core.messages import AIMessage, RemoveMessage
     from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
     from .naive import keep_last_images, screenshot_message
 
@@ -63,8 +65,8 @@ def _build(variant: str, steps: int, pool: Sequence[bytes], counter: itertools.c
 
     def screenshot(state: dict[str, Any]) -> dict[str, Any]:
         png = unique_variant(pool[state.get("steps", 0) % len(pool)], next(counter))
-        if variant == "causalcache_memory_only":
-            return png  # the observe node archives it; the graph keeps no message history
+        if variant.startswith("causalcache"):
+            return png  # the observe node archives it; the memory's trace, not `messages`, holds it
         message = screenshot_message(png)
         if variant == "naive":
             old = list(state.get("messages", []))
@@ -79,6 +81,10 @@ def _build(variant: str, steps: int, pool: Sequence[bytes], counter: itertools.c
         if variant == "causalcache_memory_only":
             return {"action": action.to_dict()}
         reply = AIMessage(content=f"Step {t}: acting. {json.dumps(action.to_dict())}")
+        if variant == "causalcache":
+            # the memory builds prompts from its trace (and passes this node the prompt as `messages`):
+            # the graph keeps only the latest reply
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), reply], "action": action.to_dict()}
         return {"messages": [reply], "action": action.to_dict()}
 
     def execute(state: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 
 from ..actions.model import Action
@@ -39,7 +40,9 @@ class InstantPolicy:
     """A :class:`~causalcache_memory.policy.Policy` that answers instantly, so timings exclude model calls.
 
     ``generate`` returns step ``self.step``'s action and keeps the prompt it was given (``last_prompt``)
-    so a benchmark can time building the request from it separately.
+    so a benchmark can time building the request from it separately. With ``delay_s > 0`` every call
+    sleeps that long first: a simulated model call (no CPU, the GIL released) that background work such
+    as a thumbnail prefetch can overlap.
     """
 
     name = "instant"
@@ -48,8 +51,11 @@ class InstantPolicy:
         self.calls = 0
         self.step = 1
         self.last_prompt: object | None = None
+        self.delay_s = 0.0
 
     def generate(self, prompt: object) -> Generation:
+        if self.delay_s > 0.0:
+            time.sleep(self.delay_s)
         self.calls += 1
         self.last_prompt = prompt
         action = step_action(self.step)

@@ -7,9 +7,17 @@ One step at decision ``t`` (trace of ``t - 1`` events) is, for the CausalCache m
   screenshot, onnxruntime, beam; two passes render two prompts), prompt rendering and binding;
 * ``archive``: ``archive.put`` of the new 1920x1080 PNG plus ``retain`` (the write the target excludes);
 * ``record``: ``trace.record`` of the executed action;
-* ``thumbnail`` (learned selector only): decoding the new screenshot into the selector's thumbnail cache,
-  timed on its own right after the write (so ``allocate`` is features + onnxruntime + beam); a
-  deployment can overlap it with the model call.
+* ``thumbnail`` (``causalcache``, the learned selector with the decode on the critical path): decoding
+  the new screenshot into the selector's thumbnail cache, timed on its own right after the write (so
+  ``allocate`` is features + onnxruntime + beam);
+* ``prepare`` (``causalcache_prefetch``, the same selector as deployed through the controller): the
+  policy's ``prepare`` hook right after the write, which only submits the decode to the prefetch thread.
+  Each timed step's pass-1 model call is then simulated by a ``model_delay_ms`` sleep (subtracted like
+  any model time), which the decode overlaps; whatever is left of it when features need the thumbnail
+  shows up in ``allocate``.
+
+``step_cpu_ms`` is the process CPU time of each timed step (all threads, so the prefetched decode is
+counted even though it is off the critical path; ``request_build_ms`` is excluded, as from the totals).
 
 Not part of the step total, ``request_build_ms`` times turning the final prompt into OpenAI-style
 messages (reading, re-hashing and base64-encoding its ``B + 1`` images), which an HTTP policy client does
@@ -41,7 +49,9 @@ from .stats import owns_workdir, percentiles
 __all__ = ["POLICIES", "run_step_overhead"]
 
 #: policy key in the results -> how the step is run
-POLICIES = ("recent4", "causalcache", "naive")
+POLICIES = ("recent4", "causalcache", "causalcache_prefetch", "naive")
+#: simulated pass-1 model call of the prefetch variant (a real VLM call takes seconds)
+MODEL_DELAY_MS = 50.0
 SCREEN = (1920, 1080)
 
 
@@ -63,6 +73,8 @@ def _causalcache_episode(
     pool: Sequence[bytes],
     counter: itertools.count,
     screen: tuple[int, int] = SCREEN,
+    prefetch: bool = False,
+    model_delay_ms: float = MODEL_DELAY_MS,
 ) -> dict[str, Any]:
     from ..controller import MemoryController
     from ..trace import Trace
@@ -75,11 +87,15 @@ def _causalcache_episode(
     controller.observe(trace, pool[0])
     samples: dict[int, dict[str, float]] = {}
     requests: dict[int, float] = {}
+    cpu: dict[int, float] = {}
     second = fallbacks = 0
+    prepare = getattr(allocation_policy, "prepare", None) if prefetch else None
     try:
         for t in range(1, last + 1):
             policy.step = t
+            policy.delay_s = model_delay_ms / 1000.0 if prefetch and t in timed else 0.0
             png = unique_variant(pool[t % len(pool)], next(counter)) if t in fresh else pool[t % len(pool)]
+            cpu_start = time.process_time()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CausalCacheWarning)
                 start = time.perf_counter()
@@ -87,27 +103,34 @@ def _causalcache_episode(
                 decide_ms = (time.perf_counter() - start) * 1000.0
             fallbacks += sum(issubclass(w.category, CausalCacheWarning) for w in caught)
             model_ms = sum(decision.pass_latency_s) * 1000.0
+            request_cpu = time.process_time()
             request_ms = _request_ms(policy.last_prompt) if t in timed else 0.0
+            request_cpu = time.process_time() - request_cpu  # not part of the step: excluded from its CPU
             start = time.perf_counter()
             sha = archive.put(png)
             archive.retain(trace.episode_id, [sha])
             archive_ms = (time.perf_counter() - start) * 1000.0
-            thumbs = _thumbnail_cache(allocation_policy)
             start = time.perf_counter()
-            if thumbs is not None:
-                thumbs.get(sha)
+            if prepare is not None:
+                prepare(archive, sha)  # what MemoryController.record does: start the decode, return
+            else:
+                thumbs = _thumbnail_cache(allocation_policy)
+                if thumbs is not None:
+                    thumbs.get(sha)
             thumb_ms = (time.perf_counter() - start) * 1000.0
             start = time.perf_counter()
             trace.record(
                 decision.action or step_action(t), decision.response, sha, app="Shop", screen_size=screen
             )
             record_ms = (time.perf_counter() - start) * 1000.0
+            cpu_ms = (time.process_time() - cpu_start - request_cpu) * 1000.0
             if t in timed:
+                cpu[t] = cpu_ms
                 second += decision.second_pass
                 allocate_ms = decision.selector_latency_s * 1000.0
                 samples[t] = {
                     "archive": archive_ms,
-                    "thumbnail": thumb_ms,
+                    ("prepare" if prefetch else "thumbnail"): thumb_ms,
                     "record": record_ms,
                     "allocate": allocate_ms,
                     "render_bind": decide_ms - model_ms - allocate_ms,
@@ -115,7 +138,16 @@ def _causalcache_episode(
                 requests[t] = request_ms
     finally:
         controller.close()
-    return {"samples": samples, "second_pass": second, "fallbacks": fallbacks, "requests": requests}
+        close = getattr(allocation_policy, "close", None)
+        if close is not None:
+            close()
+    return {
+        "samples": samples,
+        "second_pass": second,
+        "fallbacks": fallbacks,
+        "requests": requests,
+        "cpu": cpu,
+    }
 
 
 def _request_ms(prompt: Any) -> float:
@@ -141,8 +173,10 @@ def _naive_episode(
     memory = NaiveMessageMemory(GOAL, past=past)
     memory.observe(pool[0])
     samples: dict[int, dict[str, float]] = {}
+    cpu: dict[int, float] = {}
     for t in range(1, last + 1):
         png = unique_variant(pool[t % len(pool)], next(counter)) if t in fresh else pool[t % len(pool)]
+        cpu_start = time.process_time()
         start = time.perf_counter()
         prompt = memory.prompt()
         prompt_ms = (time.perf_counter() - start) * 1000.0
@@ -153,8 +187,9 @@ def _naive_episode(
         store_ms = (time.perf_counter() - start) * 1000.0
         if t in timed:
             samples[t] = {"render_bind": prompt_ms, "record": store_ms}
+            cpu[t] = (time.process_time() - cpu_start) * 1000.0
         del prompt
-    return {"samples": samples, "second_pass": 0, "fallbacks": 0}
+    return {"samples": samples, "second_pass": 0, "fallbacks": 0, "cpu": cpu}
 
 
 def _summarize(runs: list[dict[str, Any]], ts: Sequence[int], window: int) -> dict[str, Any]:
@@ -163,6 +198,7 @@ def _summarize(runs: list[dict[str, Any]], ts: Sequence[int], window: int) -> di
     breakdown: dict[str, Any] = {}
     request: dict[str, Any] = {}
     nodecode: dict[str, Any] = {}
+    cpu: dict[str, Any] = {}
     for t in ts:
         rows = [r["samples"][s] for r in runs for s in range(t - window, t + window + 1) if s in r["samples"]]
         key = f"t{t}"
@@ -181,7 +217,11 @@ def _summarize(runs: list[dict[str, Any]], ts: Sequence[int], window: int) -> di
         ]
         if requests:
             request[key] = percentiles(requests)
+        cpus = [r["cpu"][s] for r in runs if "cpu" in r for s in window_steps if s in r["cpu"]]
+        if cpus:
+            cpu[key] = percentiles(cpus)
     return {
+        "cpu": cpu,
         "total": total,
         "noarchive": noarchive,
         "nodecode": nodecode,
@@ -202,12 +242,14 @@ def run_step_overhead(
     workdir: str | Path | None = None,
     selector_model: str | Path | None = None,
     screen: tuple[int, int] = SCREEN,
+    model_delay_ms: float = MODEL_DELAY_MS,
 ) -> dict[str, Any]:
     """Per-step memory overhead (ms) at each ``t`` for each policy.
 
     Returns ``{"step_overhead_ms": {policy: {"t<t>": {"p50", "p99", "mean", "n"}}},
     "step_overhead_noarchive_ms": {...}, "step_breakdown_ms": {policy: {"t<t>": {part: mean}}},
-    "step_overhead_info": {...}}``.
+    "step_overhead_info": {...}, "step_cpu_ms": {policy: {"t<t>": stats}}}``; ``causalcache_prefetch`` runs
+    the selector with its thumbnail prefetched during a ``model_delay_ms`` simulated model call.
     """
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
@@ -222,6 +264,7 @@ def run_step_overhead(
         "step_overhead_noarchive_ms": {},
         "step_breakdown_ms": {},
         "request_build_ms": {},
+        "step_cpu_ms": {},
     }
     info: dict[str, Any] = {
         "episodes": episodes,
@@ -229,6 +272,7 @@ def run_step_overhead(
         "budget": budget,
         "screen": list(screen),
         "png_bytes_mean": round(sum(map(len, pool)) / len(pool)),
+        "model_delay_ms_prefetch": model_delay_ms,
     }
     for name in policies:
         runs = []
@@ -251,6 +295,8 @@ def run_step_overhead(
                     pool=pool,
                     counter=counter,
                     screen=tuple(screen),
+                    prefetch=name == "causalcache_prefetch",
+                    model_delay_ms=model_delay_ms,
                 )
             )
         summary = _summarize(runs, ts, window)
@@ -259,6 +305,8 @@ def run_step_overhead(
         out["step_breakdown_ms"][name] = summary["breakdown"]
         if name == "causalcache":
             out["step_overhead_noarchive_nothumbnail_ms"] = {name: summary["nodecode"]}
+        if summary["cpu"]:
+            out["step_cpu_ms"][name] = summary["cpu"]
         if summary["request"]:
             out["request_build_ms"][name] = summary["request"]
         n_timed = sum(len(r["samples"]) for r in runs)

@@ -131,7 +131,7 @@ def _run_one(
     if name == "overhead":
         from .overhead import POLICIES, run_step_overhead
 
-        policies = [p for p in POLICIES if p != "causalcache" or model is not None]
+        policies = [p for p in POLICIES if not p.startswith("causalcache") or model is not None]
         return run_step_overhead(
             policies=policies,
             ts=sizes.overhead_ts,
@@ -188,7 +188,7 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         return {"value": value, "limit": limit, "met": ok}
 
     out: dict[str, Any] = {}
-    for policy in ("recent4", "causalcache"):
+    for policy in ("recent4", "causalcache", "causalcache_prefetch"):
         value = _get(results, "step_overhead_noarchive_ms", policy, "t200", "p50")
         out[f"step_overhead_noarchive_t200_p50_ms.{policy}"] = target(value, 5.0)
     value = _get(results, "step_overhead_noarchive_nothumbnail_ms", "causalcache", "t200", "p50")
@@ -220,6 +220,7 @@ def format_table(results: dict[str, Any]) -> str:
         "step_overhead_noarchive_ms",
         "step_overhead_noarchive_nothumbnail_ms",
         "request_build_ms",
+        "step_cpu_ms",
     ):
         for policy, by_t in (results.get(key) or {}).items():
             for t, stats in by_t.items():

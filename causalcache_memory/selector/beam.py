@@ -51,55 +51,71 @@ class BeamResult:
 def beam_search(
     scorer: SetScorer, *, t: int, budget: int, beam_width: int = 4, max_swaps: int | None = None
 ) -> BeamResult:
-    """Best exact-B set under ``scorer`` reachable from Recent-B by admissible swaps (see module doc)."""
+    """Best exact-B set under ``scorer`` reachable from Recent-B by admissible swaps (see module doc).
+
+    Vectorized over candidate moves: the beam is an ``(W, m)`` array of ascending sets (``m = |S|``);
+    every step scores the ``K`` conditioning sets ``S \\ {r}`` in one call, masks the ``(K, N)`` gain
+    matrix, keeps each row's ``beam_width`` best swaps, and ranks the new sets by
+    ``(-accumulated gain, set)`` keeping each set's best total, as a dictionary-based search would.
+    """
     if beam_width < 1:
         raise ValueError(f"beam_width={beam_width} must be >= 1")
     recent = recent_b(t, budget)
     n_events = t - 1
     if not recent or n_events == len(recent):
         return BeamResult(recent, 0.0)
-    recent_set = frozenset(recent)
-    limit = len(recent) if max_swaps is None else min(max_swaps, len(recent))
-    beam: list[tuple[float, frozenset[int]]] = [(0.0, recent_set)]
-    best = (0.0, recent_set)
+    m = len(recent)
+    limit = m if max_swaps is None else min(max_swaps, m)
+    is_recent = np.zeros(n_events + 1, dtype=bool)  # indexed by event number
+    is_recent[list(recent)] = True
+    recent_cols = np.asarray(recent, dtype=np.intp) - 1
+    sets = np.array([recent], dtype=np.int64)  # (W, m) ascending
+    accs = np.zeros(1, dtype=np.float64)
+    best_total, best_set = 0.0, sets[0]
     first_scores: dict[int, float] = {}
     calls = 0
-    distant = np.ones(n_events, dtype=bool)
-    distant[[r - 1 for r in recent]] = False
+    width = min(beam_width, n_events)
     for _ in range(limit):
-        moves = [(acc, s, r) for acc, s in beam for r in sorted(s & recent_set)]
-        if not moves:
+        w_idx, c_idx = np.nonzero(is_recent[sets])  # moves in beam order, then r ascending
+        n_moves = len(w_idx)
+        if n_moves == 0:
             break
-        conds = [tuple(sorted(s - {r})) for _, s, r in moves]
-        scores = np.asarray(scorer(conds), dtype=np.float64)
+        rows = np.arange(n_moves)
+        parents = sets[w_idx]  # (K, m)
+        outs = parents[rows, c_idx]  # evicted recent event r per move
+        keep = np.ones(parents.shape, dtype=bool)
+        keep[rows, c_idx] = False
+        conds = parents[keep].reshape(n_moves, m - 1)  # S \ {r}, ascending
+        scores = np.asarray(scorer([tuple(c) for c in conds.tolist()]), dtype=np.float64)
         calls += 1
-        if scores.shape != (len(conds), n_events):
-            raise ValueError(f"scorer returned shape {scores.shape}, expected {(len(conds), n_events)}")
+        if scores.shape != (n_moves, n_events):
+            raise ValueError(f"scorer returned shape {scores.shape}, expected {(n_moves, n_events)}")
         if not first_scores:
-            oldest = min(recent)
-            row = moves.index(next(m for m in moves if m[2] == oldest))
-            first_scores = {j: float(scores[row, j - 1] - scores[row, oldest - 1]) for j in range(1, t)}
-        candidates: dict[frozenset[int], float] = {}
-        free = np.tile(distant, (len(moves), 1))
-        for k, (_, s, _) in enumerate(moves):
-            free[k, [j - 1 for j in s]] = False
-        outs = np.array([r - 1 for _, _, r in moves])
-        gains = scores - scores[np.arange(len(moves)), outs][:, None]
-        gains[~free] = -np.inf
-        width = min(beam_width, n_events)
-        top = np.argpartition(-gains, width - 1, axis=1)[:, :width]
-        for k, (acc, s, r) in enumerate(moves):
-            for idx in top[k]:
-                gain = float(gains[k, idx])
-                if not gain > 0.0:
-                    continue
-                new = (s - {r}) | {int(idx) + 1}
-                if acc + gain > candidates.get(new, -np.inf):
-                    candidates[new] = acc + gain
-        if not candidates:
+            oldest = recent[0]
+            row = int(np.flatnonzero(outs == oldest)[0])
+            diff = scores[row] - scores[row, oldest - 1]
+            first_scores = dict(zip(range(1, t), diff.tolist(), strict=True))
+        gains = scores - scores[rows, outs - 1][:, None]
+        gains[:, recent_cols] = -np.inf  # Recent-B never re-enters by a swap
+        gains[rows[:, None], parents - 1] = -np.inf  # nor does an event already in S
+        top = np.argpartition(-gains, width - 1, axis=1)[:, :width]  # (K, width) column indices
+        top_gains = gains[rows[:, None], top]
+        kk, ii = np.nonzero(top_gains > 0.0)  # admissible swaps (NaN and -inf excluded)
+        if len(kk) == 0:
             break
-        ranked = sorted(candidates.items(), key=lambda kv: (-kv[1], sorted(kv[0])))[:beam_width]
-        beam = [(total, s) for s, total in ranked]
-        if beam[0][0] > best[0]:
-            best = beam[0]
-    return BeamResult(tuple(sorted(best[1])), float(best[0]), first_scores, calls)
+        new_sets = np.sort(np.concatenate([conds[kk], top[kk, ii, None] + 1], axis=1), axis=1)
+        totals = accs[w_idx[kk]] + top_gains[kk, ii]
+        # rank by (-total, set); the first occurrence of a set carries its best total
+        order = np.lexsort((*new_sets.T[::-1], -totals))
+        seen: set[tuple[int, ...]] = set()
+        chosen: list[int] = []
+        for i, key in zip(order.tolist(), map(tuple, new_sets[order].tolist()), strict=True):
+            if key not in seen:
+                seen.add(key)
+                chosen.append(i)
+                if len(chosen) == beam_width:
+                    break
+        sets, accs = new_sets[chosen], totals[chosen]
+        if accs[0] > best_total:
+            best_total, best_set = float(accs[0]), sets[0]
+    return BeamResult(tuple(int(j) for j in best_set), float(best_total), first_scores, calls)

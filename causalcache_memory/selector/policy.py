@@ -10,12 +10,16 @@ from __future__ import annotations
 import threading
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..allocation.base import Allocation, AllocationContext, make_allocation
 from ..errors import SelectorError
 from .beam import beam_search
 from .features import FeatureExtractor, context_features
 from .onnx_scorer import OnnxSelector
+
+if TYPE_CHECKING:
+    from ..archive.base import ScreenshotArchive
 
 __all__ = ["BUNDLED_MODEL", "LearnedSelectorPolicy", "bundled_model_path"]
 
@@ -72,14 +76,39 @@ class LearnedSelectorPolicy:
         self._archive: object | None = None
         self._lock = threading.Lock()
 
+    def _extractor_for(self, archive: object | None) -> FeatureExtractor:
+        """The feature extractor, with a thumbnail cache bound to ``archive`` (call under ``_lock``)."""
+        if archive is not None and archive is not self._archive:
+            from ..archive.thumbs import ThumbnailCache
+
+            old = getattr(self._extractor, "thumbnails", None)
+            if isinstance(old, ThumbnailCache):
+                old.close()
+            self._archive = archive
+            self._extractor = FeatureExtractor(ThumbnailCache(archive, size=self.thumbnail_size))  # type: ignore[arg-type]
+        return self._extractor
+
     def _features(self, ctx: AllocationContext):  # type: ignore[no-untyped-def]
         with self._lock:
-            if ctx.archive is not None and ctx.archive is not self._archive:
-                from ..archive.thumbs import ThumbnailCache
+            return self._extractor_for(ctx.archive)(ctx.trace, ctx.budget, ctx.witness)
 
-                self._archive = ctx.archive
-                self._extractor = FeatureExtractor(ThumbnailCache(ctx.archive, size=self.thumbnail_size))
-            return self._extractor(ctx.trace, ctx.budget, ctx.witness)
+    def prepare(self, archive: ScreenshotArchive, sha256: str) -> None:
+        """Start decoding screenshot ``sha256``'s thumbnail in the background (optional policy hook).
+
+        The controller calls this when a screenshot is archived, so the decode overlaps the pass-1 model
+        call; the next :meth:`allocate` finds the thumbnail cached, or waits for the running decode.
+        """
+        with self._lock:
+            thumbs = self._extractor_for(archive).thumbnails
+        prefetch = getattr(thumbs, "prefetch", None)
+        if prefetch is not None:
+            prefetch(sha256)
+
+    def close(self) -> None:
+        """Stop the thumbnail prefetch thread, if one was started."""
+        close = getattr(self._extractor.thumbnails, "close", None)
+        if close is not None:
+            close()
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget

@@ -40,13 +40,23 @@ def test_step_overhead_keys_and_parts(benchmark, tmp_path, selector_model) -> No
         iterations=1,
     )
     for key in ("step_overhead_ms", "step_overhead_noarchive_ms"):
-        assert set(result[key]) == {"recent4", "causalcache", "naive"}
+        assert set(result[key]) == {"recent4", "causalcache", "causalcache_prefetch", "naive"}
         for by_t in result[key].values():
             assert set(by_t) == {"t4", "t8"}
             for stats in by_t.values():
                 _finite_stats(stats)
     parts = result["step_breakdown_ms"]
     assert set(parts["causalcache"]["t8"]) == {"allocate", "archive", "record", "render_bind", "thumbnail"}
+    assert set(parts["causalcache_prefetch"]["t8"]) == {
+        "allocate",
+        "archive",
+        "record",
+        "render_bind",
+        "prepare",
+    }
+    assert set(result["step_cpu_ms"]) == {"recent4", "causalcache", "causalcache_prefetch", "naive"}
+    _finite_stats(result["step_cpu_ms"]["causalcache_prefetch"]["t8"])
+    assert result["step_overhead_info"]["causalcache_prefetch"]["fallbacks"] == 0
     assert "archive" not in parts["naive"]["t8"]  # the naive agent has no archive write
     # the variant without the archive write is the total minus exactly that part
     total, noarch = (
@@ -58,7 +68,7 @@ def test_step_overhead_keys_and_parts(benchmark, tmp_path, selector_model) -> No
     nothumb = result["step_overhead_noarchive_nothumbnail_ms"]["causalcache"]["t8"]
     assert nothumb["mean"] <= result["step_overhead_noarchive_ms"]["causalcache"]["t8"]["mean"]
     # building the wire request (B + 1 images read and base64-encoded) is reported, outside the step total
-    assert set(result["request_build_ms"]) == {"recent4", "causalcache"}
+    assert set(result["request_build_ms"]) == {"recent4", "causalcache", "causalcache_prefetch"}
     _finite_stats(result["request_build_ms"]["causalcache"]["t8"])
 
 
@@ -118,6 +128,10 @@ def test_checkpoints_hold_no_image_bytes(benchmark, tmp_path) -> None:
     # the memory's own state keys do not grow with the episode: the last step writes what the second did
     memory_only = info["causalcache_memory_only"]["series_kb"]
     assert memory_only[-1] <= memory_only[1] * 1.1
+    # the example-shaped CausalCache graph keeps only its latest reply: its state does not grow either
+    graph = info["causalcache"]["series_kb"]
+    assert graph[-1] <= graph[1] * 1.1
+    assert info["causalcache"]["final_state_kb_by_key"]["messages"] < 1.0
 
 
 def test_two_pass_accounting(benchmark, tmp_path, selector_model) -> None:

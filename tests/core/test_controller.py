@@ -161,3 +161,43 @@ def test_observe_and_record_archive_and_retain(tmp_path, make_png) -> None:
     assert "ep-7" in archive.live_episodes()
     report = archive.gc(grace_seconds=0)
     assert report.deleted == 0 and event.screenshot in archive
+
+
+class PreparingPolicy(RecentPolicy):
+    """Recent-B with the optional ``prepare`` hook, recording its calls."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.prepared: list[tuple[object, str]] = []
+        self.fail = fail
+
+    def prepare(self, archive, sha256: str) -> None:
+        self.prepared.append((archive, sha256))
+        if self.fail:
+            raise RuntimeError("prefetch pool is gone")
+
+
+def test_controller_calls_prepare_on_observe_and_record(tmp_path, make_png) -> None:
+    archive = LocalArchive(tmp_path / "a")
+    allocator = PreparingPolicy()
+    ctl = MemoryController(
+        policy=ImageSensitivePolicy("0" * 64), archive=archive, allocation_policy=allocator, budget=1
+    )
+    trace = Trace("goal", episode_id="ep-8")
+    first = ctl.observe(trace, make_png((1, 2, 3)))
+    event = ctl.record(trace, ctl.decide(trace), make_png((4, 5, 6)))
+    again = ctl.observe(trace, event.screenshot)  # an existing hash is prepared too
+    assert allocator.prepared == [(archive, first), (archive, event.screenshot), (archive, again)]
+
+
+def test_failing_prepare_warns_and_the_step_goes_on(tmp_path, make_png) -> None:
+    ctl = MemoryController(
+        policy=ImageSensitivePolicy("0" * 64),
+        archive=LocalArchive(tmp_path / "a"),
+        allocation_policy=PreparingPolicy(fail=True),
+        budget=1,
+    )
+    trace = Trace("goal", episode_id="ep-9")
+    with pytest.warns(CausalCacheWarning, match="prepare"):
+        sha = ctl.observe(trace, make_png((1, 2, 3)))
+    assert trace.current_screenshot == sha

@@ -1,0 +1,74 @@
+"""The learned selector's ``prepare`` hook prefetches thumbnails that allocation then reuses."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from causalcache_memory.archive import LocalArchive, ThumbnailCache
+
+
+def _png(seed: int) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, size=(180, 320, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def policy():
+    pytest.importorskip("onnxruntime")
+    from causalcache_memory.errors import SelectorError
+    from causalcache_memory.selector.policy import LearnedSelectorPolicy
+
+    try:
+        selector = LearnedSelectorPolicy(threads=1)
+    except SelectorError:
+        pytest.skip("no bundled selector model in this build")
+    yield selector
+    selector.close()
+
+
+def test_prepare_prefetches_the_thumbnail(policy, tmp_path):
+    archive = LocalArchive(tmp_path / "a")
+    sha = archive.put(_png(1))
+    policy.prepare(archive, sha)
+    thumbs = policy._extractor.thumbnails
+    assert isinstance(thumbs, ThumbnailCache) and thumbs.archive is archive
+    got = thumbs.get(sha)  # waits for the prefetch if it is still running
+    assert thumbs.computed == 1
+    np.testing.assert_array_equal(got, ThumbnailCache(archive, size=policy.thumbnail_size).get(sha))
+
+
+def test_prepare_then_allocate_reuses_the_cache(policy, tmp_path):
+    from causalcache_memory import Action, Trace
+    from causalcache_memory.allocation import AllocationContext
+    from causalcache_memory.controller import MemoryController
+
+    archive = LocalArchive(tmp_path / "a")
+
+    class Instant:
+        name = "instant"
+
+        def generate(self, prompt):
+            from causalcache_memory import Generation
+
+            return Generation("click", Action("click", x=0.5, y=0.5))
+
+        def score(self, prompts, targets):  # pragma: no cover - not used
+            return [0.0] * len(prompts)
+
+    ctl = MemoryController(policy=Instant(), archive=archive, allocation_policy=policy, budget=2)
+    trace = Trace("goal", episode_id="ep")
+    ctl.observe(trace, _png(0))
+    for i in range(1, 6):
+        ctl.record(trace, Action("click", x=0.1 * i, y=0.2), _png(i))
+    ctl.close()
+    thumbs = policy._extractor.thumbnails
+    assert thumbs.computed == 6  # every archived screenshot was prefetched once
+    allocation = policy.allocate(AllocationContext(trace, 2, archive, witness=Action("click", x=0.5, y=0.5)))
+    assert len(allocation.selected) == 2
+    assert thumbs.computed == 6  # allocation decoded nothing new
