@@ -36,16 +36,20 @@ def test_postgres_episode_resumes_from_checkpoint(archive):
     cfg = run_config(f"pg-{uuid.uuid4().hex[:12]}")
     screens = Screens()
     memory = _memory(archive)
-    graph = build_loop(memory, screens, steps=6, checkpointer=memory.checkpointer(), interrupt_before=["act"])
+    saver = memory.checkpointer()
+    graph = build_loop(memory, screens, steps=6, checkpointer=saver, interrupt_before=["act"])
     graph.invoke({"goal": "g", "steps": 0}, cfg)
     graph.invoke(None, cfg)
+    saver.conn.close()  # the first process goes away; a new one resumes from PostgreSQL
     memory2 = _memory(archive)
-    graph2 = build_loop(
-        memory2, screens, steps=6, checkpointer=memory2.checkpointer(), interrupt_before=["act"]
-    )
-    while graph2.get_state(cfg).next:
-        graph2.invoke(None, cfg)
-    log = memory2.episode_log(graph2, cfg)
-    assert [r["t"] for r in log] == list(range(1, 7))
-    assert [r["t"] for r in log if r["second_pass"]] == [4, 5, 6]
-    assert find_image_data(graph2.get_state(cfg).values) == []
+    saver2 = memory2.checkpointer()
+    try:
+        graph2 = build_loop(memory2, screens, steps=6, checkpointer=saver2, interrupt_before=["act"])
+        while graph2.get_state(cfg).next:
+            graph2.invoke(None, cfg)
+        log = memory2.episode_log(graph2, cfg)
+        assert [r["t"] for r in log] == list(range(1, 7))
+        assert [r["t"] for r in log if r["second_pass"]] == [4, 5, 6]
+        assert find_image_data(graph2.get_state(cfg).values) == []
+    finally:
+        saver2.conn.close()
