@@ -74,17 +74,7 @@ def _done_when(load_policy, make_scorer, recall_data, **policy_kwargs):
     return result, figures
 
 
-@pytest.fixture
-def opt_in_slow(request) -> None:
-    """``slow`` is not deselected by the project's default options: run only when asked for."""
-    import os
-
-    if "slow" not in (request.config.option.markexpr or "") and not os.environ.get("CAUSALCACHE_SLOW"):
-        pytest.skip("slow: run with -m slow or CAUSALCACHE_SLOW=1")
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("opt_in_slow")
+@pytest.mark.slow  # ~40 s; runs in the default suite and CI (deselect locally with -m "not slow")
 def test_done_when_did_select_above_margin_inside_the_drift_envelope(
     load_policy, make_scorer, recall_data
 ) -> None:
