@@ -68,23 +68,28 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="closed-loop demo on embedded defaults: Recent-4 vs CausalCache on the synthetic world",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+ALL_ARMS = ("summary_only", "recent", "random", "rgb", "causalcache")
+
+
+def add_closed_loop_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    tasks: int,
+    out: str,
+    arms: tuple[str, ...],
+    budget_curve: tuple[int, ...],
+) -> None:
+    """Options shared by ``causalcache demo`` and ``causalcache eval closed-loop``."""
     parser.add_argument(
-        "--tasks", type=int, default=40, help="number of tasks, half memory-critical (default 40)"
+        "--tasks", type=int, default=tasks, help=f"number of tasks, half memory-critical (default {tasks})"
     )
-    parser.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
+    parser.add_argument("--out", default=out, help=f"output directory (default {out})")
     parser.add_argument("--budget", type=int, default=4, help="B, history screenshots per prompt (default 4)")
     parser.add_argument(
         "--arms",
         type=_arms,
-        default=("recent", "causalcache"),
-        help="comma-separated arms: summary_only,recent,random,rgb,causalcache",
+        default=arms,
+        help=f"comma-separated arms out of {','.join(ALL_ARMS)} (default {','.join(arms)})",
     )
     parser.add_argument("--seed", type=int, default=1234, help="task seed (default 1234)")
     parser.add_argument("--platform", choices=("mobile", "desktop", "mixed"), default="mobile")
@@ -92,8 +97,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--selector", default=None, help="trained selector (.onnx or directory); default: bundled"
     )
     parser.add_argument(
-        "--budget-curve", type=_budgets, default=(), help="also sweep these budgets, e.g. 0,1,2,4,8 (slower)"
+        "--budget-curve",
+        type=_budgets,
+        default=budget_curve,
+        help="also sweep these budgets, e.g. 0,1,2,4,8 (slower)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip matplotlib plots")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_demo)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="closed-loop demo on embedded defaults: Recent-4 vs CausalCache on the synthetic world",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_closed_loop_arguments(
+        parser, tasks=40, out="runs/demo", arms=("recent", "causalcache"), budget_curve=()
+    )
+
+
+def register_closed_loop(eval_subparsers: argparse._SubParsersAction) -> None:
+    """``causalcache eval closed-loop``: every arm and the budget sweep (the full closed-loop evaluation)."""
+    parser = eval_subparsers.add_parser(
+        "closed-loop",
+        help="closed loop over all arms (summary-only, Recent-B, Random, RGB, CausalCache) and a budget sweep",
+    )
+    add_closed_loop_arguments(
+        parser, tasks=120, out="runs/closed_loop", arms=ALL_ARMS, budget_curve=(0, 1, 2, 4, 8)
+    )

@@ -56,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ladder.add_argument("--no-recency-model", help="model retrained without recency features")
     ladder.add_argument("--no-progress", action="store_true")
     ladder.set_defaults(handler=_ladder)
+    from .demo import register_closed_loop
     from .train_hgkv import register_did
 
     register_did(sub)
+    register_closed_loop(sub)

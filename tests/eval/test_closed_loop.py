@@ -51,3 +51,25 @@ def test_bad_settings_are_rejected() -> None:
         ClosedLoopSettings(arms=("recent", "smart"))
     with pytest.raises(ConfigError, match="tasks"):
         ClosedLoopSettings(tasks=0)
+
+
+def test_eval_closed_loop_command_sweeps_budgets(tmp_path) -> None:
+    out = tmp_path / "cl"
+    args = [
+        "eval",
+        "closed-loop",
+        "--tasks",
+        "2",
+        "--arms",
+        "summary_only,recent",
+        "--budget-curve",
+        "0,1",
+        "--out",
+        str(out),
+        "--quiet",
+        "--no-plots",
+    ]
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["budget_curve"]["budgets"] == [0, 1]
+    assert set(results["arms"]) == {"summary_only", "recent"}
