@@ -137,6 +137,10 @@ class Trace:
     def __len__(self) -> int:
         return len(self._events)
 
+    def __bool__(self) -> bool:
+        """A trace is always truthy, even before its first event (``trace or new`` must not replace it)."""
+        return True
+
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events)
 

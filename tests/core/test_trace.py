@@ -88,3 +88,8 @@ def test_screenshots_collects_every_reference() -> None:
 def test_empty_goal_rejected() -> None:
     with pytest.raises(TraceError, match="goal"):
         Trace("  ")
+
+
+def test_an_empty_trace_is_truthy() -> None:
+    trace = Trace("goal")
+    assert len(trace) == 0 and bool(trace)
