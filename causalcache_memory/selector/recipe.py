@@ -120,7 +120,9 @@ def _call(factory: str, kwargs: Mapping[str, Any], what: str) -> Any:
     if not module or not name:
         raise ConfigError(f"{what}.factory={factory!r} must be an import path 'package.module:callable'")
     try:
-        fn = getattr(importlib.import_module(module), name)
+        fn: Any = importlib.import_module(module)
+        for part in name.split("."):  # 'module:Class.from_pretrained' names a classmethod
+            fn = getattr(fn, part)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{what}.factory={factory!r} cannot be imported: {exc}") from exc
     return fn(**dict(kwargs))

@@ -23,18 +23,19 @@ Example::
     print(task.split, task.evidence_age, result.success)
 
 Measured calibration (``python -m causalcache_memory.world --tasks 300 --seed 0 --platform mixed``,
-B = 4; 154 memory-critical tasks, 52 with the evidence inside the Recent-4 window; 146 controls):
+B = 4; 150 memory-critical tasks, 52 with the evidence inside the Recent-4 window; 150 controls; see
+RESULTS.md section 2):
 
 ==============  ===============  ========  ==================  ======================
 arm             memory-critical  controls  memory, age <= 4    memory, age > 4
 ==============  ===============  ========  ==================  ======================
-summary-only    0.00             0.88      0.00                0.00
-Recent-4        0.29             0.92      0.87                0.00
-oracle          0.92             0.92      0.92                0.91
+summary-only    0.00             0.87      0.00                0.00
+Recent-4        0.27             0.87      0.79                0.00
+oracle          0.88             0.87      0.87                0.89
 ==============  ===============  ========  ==================  ======================
 
-Evidence ages of the memory-critical tasks: 2: 7, 3: 21, 4: 24, 5: 10, 6: 12, 7: 20, 8: 13, 9: 12,
-10: 14, 11: 14, 12: 7.
+Evidence ages of the memory-critical tasks: 2: 6, 3: 22, 4: 24, 5: 10, 6: 12, 7: 19, 8: 12, 9: 12,
+10: 14, 11: 13, 12: 6.
 """
 
 from .calibration import EVIDENCE_KEY, EpisodeResult, EvidenceOraclePolicy, calibrate, run_episode

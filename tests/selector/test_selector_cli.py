@@ -61,3 +61,15 @@ def test_label_train_eval_commands(tmp_path):
     assert set(report["results"]) == {"learned", "random", "rgb", "oracle"}
     for rule in report["results"].values():
         assert {"margin", "ci95", "k_profile"} <= set(rule["2"])
+
+
+def test_recipe_factory_accepts_attribute_paths() -> None:
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.selector.recipe import _call
+
+    policy = _call("causalcache_memory.world.sim_policy:SimulatedPolicy", {"seed": 1}, "policy")
+    assert type(policy).__name__ == "SimulatedPolicy"
+    parsed = _call("causalcache_memory.actions.model:Action.from_dict", {"data": {"type": "back"}}, "x")
+    assert parsed.type == "back"
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        _call("causalcache_memory.actions.model:Action.nope", {}, "x")
