@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from ..errors import ArchiveKeyError
+from ..errors import ArchiveKeyError, BlobCorruptError
 
 __all__ = [
     "BLOBS",
@@ -93,3 +93,14 @@ def check_record_bytes(data: object) -> bytes:
             f"record data must be bytes (for example json.dumps(...).encode()), got {type(data).__name__}"
         )
     return data
+
+
+def verified(raw: bytes, sha256: str, *, kind: str, url: str, location: str) -> bytes:
+    """``raw`` if it hashes to ``sha256``; else :class:`BlobCorruptError` (never wrong bytes or pixels)."""
+    actual = digest(raw)
+    if actual != sha256:
+        fix = f"delete {location} and store the screenshot again" if kind == "blob" else f"delete {location}"
+        raise BlobCorruptError(
+            f"{kind} {sha256} in archive {url} is corrupt: its bytes hash to {actual}; {fix}"
+        )
+    return raw

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ArchiveError, BlobCorruptError, BlobNotFoundError
+from ..errors import ArchiveError, BlobNotFoundError
 from ._keys import (
     BLOBS,
     RECORDS,
@@ -40,6 +40,7 @@ from ._keys import (
     digest,
     is_hash,
     record_relpath,
+    verified,
 )
 from .base import GCReport
 from .images import (
@@ -151,19 +152,7 @@ class LocalArchive:
 
     def get_record(self, sha256: str) -> bytes:
         """The bytes of record ``sha256``, re-hashed: raises on absence or corruption."""
-        path = self.root / record_relpath(check_hash(sha256))
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFoundError(f"record {sha256} is not in archive {self.url}") from None
-        except OSError as exc:
-            raise ArchiveError(f"could not read record {sha256} from {path}: {exc}") from exc
-        actual = digest(raw)
-        if actual != sha256:
-            raise BlobCorruptError(
-                f"record {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; delete {path}"
-            )
-        return raw
+        return self._read_verified(self.root / record_relpath(check_hash(sha256)), sha256, "record")
 
     def has_record(self, sha256: object) -> bool:
         return is_hash(sha256) and (self.root / record_relpath(sha256)).is_file()  # type: ignore[arg-type]
@@ -174,20 +163,16 @@ class LocalArchive:
 
     def get_bytes(self, sha256: str) -> bytes:
         """The original bytes of blob ``sha256``, re-hashed: raises on absence or corruption."""
-        path = self._blob(check_hash(sha256))
+        return self._read_verified(self._blob(check_hash(sha256)), sha256, "blob")
+
+    def _read_verified(self, path: Path, sha256: str, kind: str) -> bytes:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
-            raise BlobNotFoundError(f"blob {sha256} is not in archive {self.url}") from None
+            raise BlobNotFoundError(f"{kind} {sha256} is not in archive {self.url}") from None
         except OSError as exc:
-            raise ArchiveError(f"could not read blob {sha256} from {path}: {exc}") from exc
-        actual = digest(raw)
-        if actual != sha256:
-            raise BlobCorruptError(
-                f"blob {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; "
-                f"delete {path} and store the screenshot again"
-            )
-        return raw
+            raise ArchiveError(f"could not read {kind} {sha256} from {path}: {exc}") from exc
+        return verified(raw, sha256, kind=kind, url=self.url, location=str(path))
 
     def open_image(self, sha256: str) -> Image.Image:
         """Lazily decoded image of blob ``sha256`` (integrity-checked, pixel limit enforced)."""

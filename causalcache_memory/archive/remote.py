@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArchiveError, BlobCorruptError, BlobNotFoundError
+from ..errors import ArchiveError, BlobNotFoundError
 from ._keys import (
     BLOBS,
     RECORDS,
@@ -38,6 +38,7 @@ from ._keys import (
     digest,
     is_hash,
     record_relpath,
+    verified,
 )
 from .base import GCReport
 from .images import (
@@ -142,19 +143,7 @@ class FsspecArchive:
 
     def get_record(self, sha256: str) -> bytes:
         """The bytes of record ``sha256``, re-hashed: raises on absence or corruption."""
-        path = self._path(record_relpath(check_hash(sha256)))
-        try:
-            raw = bytes(self.fs.cat_file(path))
-        except FileNotFoundError:
-            raise BlobNotFoundError(f"record {sha256} is not in archive {self.url}") from None
-        except OSError as exc:
-            raise ArchiveError(f"could not read record {sha256} from {self.url}: {exc}") from exc
-        actual = digest(raw)
-        if actual != sha256:
-            raise BlobCorruptError(
-                f"record {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; delete {path}"
-            )
-        return raw
+        return self._read_verified(self._path(record_relpath(check_hash(sha256))), sha256, "record")
 
     def has_record(self, sha256: object) -> bool:
         return is_hash(sha256) and bool(self.fs.exists(self._path(record_relpath(sha256))))  # type: ignore[arg-type]
@@ -164,20 +153,16 @@ class FsspecArchive:
 
     def get_bytes(self, sha256: str) -> bytes:
         """The original bytes of blob ``sha256``, re-hashed: raises on absence or corruption."""
-        path = self._path(blob_relpath(check_hash(sha256)))
+        return self._read_verified(self._path(blob_relpath(check_hash(sha256))), sha256, "blob")
+
+    def _read_verified(self, path: str, sha256: str, kind: str) -> bytes:
         try:
             raw = bytes(self.fs.cat_file(path))
         except FileNotFoundError:
-            raise BlobNotFoundError(f"blob {sha256} is not in archive {self.url}") from None
+            raise BlobNotFoundError(f"{kind} {sha256} is not in archive {self.url}") from None
         except OSError as exc:
-            raise ArchiveError(f"could not read blob {sha256} from {self.url}: {exc}") from exc
-        actual = digest(raw)
-        if actual != sha256:
-            raise BlobCorruptError(
-                f"blob {sha256} in archive {self.url} is corrupt: its bytes hash to {actual}; "
-                f"delete {path} and store the screenshot again"
-            )
-        return raw
+            raise ArchiveError(f"could not read {kind} {sha256} from {self.url}: {exc}") from exc
+        return verified(raw, sha256, kind=kind, url=self.url, location=path)
 
     def open_image(self, sha256: str) -> Image.Image:
         """Lazily decoded image of blob ``sha256`` (integrity-checked, pixel limit enforced)."""
