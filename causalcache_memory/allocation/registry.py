@@ -26,7 +26,7 @@ def _learned(cfg: AllocationConfig) -> AllocationPolicy:
     module = importlib.import_module("causalcache_memory.selector.policy")
     sel = cfg.selector
     return module.LearnedSelectorPolicy(
-        model_path=sel.model_path, beam_width=sel.beam_width, inverted=sel.inverted
+        model_path=sel.model_path, beam_width=sel.beam_width, inverted=sel.inverted, min_gain=sel.min_gain
     )
 
 

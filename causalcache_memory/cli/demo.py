@@ -52,6 +52,7 @@ def run_demo(args: argparse.Namespace) -> int:
         arms=args.arms,
         platform=args.platform,
         selector_path=args.selector,
+        min_gain=args.min_gain,
         budget_curve=args.budget_curve,
     )
     out = Path(args.out)
@@ -95,6 +96,9 @@ def add_closed_loop_arguments(
     parser.add_argument("--platform", choices=("mobile", "desktop", "mixed"), default="mobile")
     parser.add_argument(
         "--selector", default=None, help="trained selector (.onnx or directory); default: bundled"
+    )
+    parser.add_argument(
+        "--min-gain", type=float, default=0.0, help="selector swap threshold (default 0, the paper's rule)"
     )
     parser.add_argument(
         "--budget-curve",

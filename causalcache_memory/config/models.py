@@ -55,6 +55,11 @@ class SelectorConfig(_Strict):
         description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
     )
     inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
+    min_gain: float = Field(
+        0.0,
+        ge=0.0,
+        description="Smallest predicted gain for a swap (0 = paper; larger = fewer second passes).",
+    )
 
 
 class AllocationConfig(_Strict):

@@ -123,6 +123,7 @@ class ClosedLoopSettings:
         platform: ``mobile``, ``desktop`` or ``mixed``.
         extra_steps: step cap = expert plan length + this.
         selector_path: a trained selector (None = the bundled scorer).
+        min_gain: the selector's swap threshold (0 = the paper's rule).
         budget_curve: budgets for the budget sweep (empty = no sweep).
         curve_arms: arms swept over ``budget_curve``.
         policy_seed: seed of the simulated policy.
@@ -135,6 +136,7 @@ class ClosedLoopSettings:
     platform: str = "mobile"
     extra_steps: int = 6
     selector_path: str | None = None
+    min_gain: float = 0.0
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
     policy_seed: int = 0
@@ -190,7 +192,12 @@ def build_world_agent(memory: Any, checkpointer: Any = None) -> Any:
 
 
 def _memory_for(
-    arm: str, budget: int, policy: Policy, archive: ScreenshotArchive, selector_path: str | None
+    arm: str,
+    budget: int,
+    policy: Policy,
+    archive: ScreenshotArchive,
+    selector_path: str | None,
+    min_gain: float = 0.0,
 ) -> Any:
     from ..integrations.langgraph import CausalCacheMemory
 
@@ -200,7 +207,7 @@ def _memory_for(
             "budget": effective,
             "allocation": {
                 "policy": ARMS[arm],
-                "selector": {"model_path": selector_path, "timeout_ms": 2000},
+                "selector": {"model_path": selector_path, "timeout_ms": 2000, "min_gain": min_gain},
             },
             "policy": {"kind": "simulated"},
         }
@@ -460,7 +467,7 @@ def run_closed_loop(
     start = time.perf_counter()
     try:
         for arm, budget in jobs:
-            memory = _memory_for(arm, budget, policy, archive, settings.selector_path)
+            memory = _memory_for(arm, budget, policy, archive, settings.selector_path, settings.min_gain)
             graph = build_world_agent(memory, saver)
             graphs[(arm, budget)], memories[(arm, budget)] = graph, memory
             for task in tasks:
@@ -495,6 +502,7 @@ def run_closed_loop(
         "python": _platform.python_version(),
         "policy": getattr(policy, "name", type(policy).__name__),
         "selector": settings.selector_path or "bundled",
+        "min_gain": settings.min_gain,
         "step_cap": f"expert plan length + {settings.extra_steps}",
         "tasks_per_split": dict(Counter(t.split for t in tasks)),
     }

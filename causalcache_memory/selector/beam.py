@@ -5,8 +5,9 @@ event ``j ∉ S ∪ Recent-B``. With ``C = S \\ {r}`` the move's predicted gain 
 
     gain(r -> j | S) = Δ̂(j | C) - Δ̂(r | C)
 
-and the move is admissible only when ``gain > 0``: a distant event enters only by beating the predicted
-marginal of the recent event it evicts. The beam keeps the ``beam_width`` best sets by accumulated gain;
+and the move is admissible only when ``gain > min_gain`` (default 0): a distant event enters only by
+beating the predicted marginal of the recent event it evicts. A positive ``min_gain`` is a deployment knob
+that declines near-neutral swaps (fewer second passes); 0 is the paper's rule. The beam keeps the ``beam_width`` best sets by accumulated gain;
 the answer is the best set seen, which is Recent-B itself when every swap is declined. ``|S|`` never
 changes, so the result is exact-B by construction; ``k = |S \\ Recent-B|`` is whatever the search finds.
 
@@ -49,7 +50,13 @@ class BeamResult:
 
 
 def beam_search(
-    scorer: SetScorer, *, t: int, budget: int, beam_width: int = 4, max_swaps: int | None = None
+    scorer: SetScorer,
+    *,
+    t: int,
+    budget: int,
+    beam_width: int = 4,
+    max_swaps: int | None = None,
+    min_gain: float = 0.0,
 ) -> BeamResult:
     """Best exact-B set under ``scorer`` reachable from Recent-B by admissible swaps (see module doc).
 
@@ -60,6 +67,10 @@ def beam_search(
     """
     if beam_width < 1:
         raise ValueError(f"beam_width={beam_width} must be >= 1")
+    if not min_gain >= 0.0:
+        raise ValueError(
+            f"min_gain={min_gain} must be >= 0 (0 = take every swap with positive predicted gain)"
+        )
     recent = recent_b(t, budget)
     n_events = t - 1
     if not recent or n_events == len(recent):
@@ -100,7 +111,7 @@ def beam_search(
         gains[rows[:, None], parents - 1] = -np.inf  # nor does an event already in S
         top = np.argpartition(-gains, width - 1, axis=1)[:, :width]  # (K, width) column indices
         top_gains = gains[rows[:, None], top]
-        kk, ii = np.nonzero(top_gains > 0.0)  # admissible swaps (NaN and -inf excluded)
+        kk, ii = np.nonzero(top_gains > min_gain)  # admissible swaps (NaN and -inf excluded)
         if len(kk) == 0:
             break
         new_sets = np.sort(np.concatenate([conds[kk], top[kk, ii, None] + 1], axis=1), axis=1)

@@ -48,6 +48,8 @@ class LearnedSelectorPolicy:
         threads: onnxruntime intra-op threads.
         inverted: negate every predicted marginal (specificity control of the chooser ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
+        min_gain: smallest predicted gain for which a swap is taken (0 = the paper's rule; larger values
+            decline near-neutral swaps and so fire pass 2 less often).
     """
 
     name = "causalcache"
@@ -61,9 +63,13 @@ class LearnedSelectorPolicy:
         threads: int = 1,
         inverted: bool = False,
         thumbnail_size: int = 32,
+        min_gain: float = 0.0,
     ) -> None:
         if beam_width < 1:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
+        if not min_gain >= 0.0:
+            raise SelectorError(f"min_gain={min_gain} must be >= 0")
+        self.min_gain = float(min_gain)
         self.model = OnnxSelector(
             model_path if model_path is not None else bundled_model_path(), threads=threads
         )
@@ -116,5 +122,5 @@ class LearnedSelectorPolicy:
         scorer = self.model.scorer(
             events, context_features(t, budget, ctx.witness), sign=-1.0 if self.inverted else 1.0
         )
-        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width)
+        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
         return make_allocation(result.selected, t=t, budget=budget, policy=self.name, scores=result.scores)

@@ -87,3 +87,28 @@ def test_short_history_and_bad_width():
     assert beam_search(lambda c: None, t=1, budget=4).selected == ()
     with pytest.raises(ValueError):
         beam_search(lambda c: None, t=10, budget=2, beam_width=0)
+
+
+def test_min_gain_declines_near_neutral_swaps() -> None:
+    import numpy as np
+
+    from causalcache_memory.selector.beam import beam_search
+
+    def scorer(sets):
+        row = np.zeros(9)
+        row[1] = 0.05  # event 2 beats every recent event by 0.05
+        return np.tile(row, (len(sets), 1))
+
+    swapped = beam_search(scorer, t=10, budget=3).selected
+    assert 2 in swapped and len(set(swapped) - {7, 8, 9}) == 1  # one swap (which recent slot is a tie)
+    assert beam_search(scorer, t=10, budget=3, min_gain=0.1).selected == (7, 8, 9)  # Recent-B kept
+    with pytest.raises(ValueError, match="min_gain"):
+        beam_search(scorer, t=10, budget=3, min_gain=-1.0)
+
+
+def test_min_gain_reaches_the_policy_from_config() -> None:
+    from causalcache_memory.allocation.registry import build_allocation_policy
+    from causalcache_memory.config import parse_config
+
+    cfg = parse_config({"allocation": {"policy": "causalcache", "selector": {"min_gain": 0.1}}})
+    assert build_allocation_policy(cfg.allocation).min_gain == 0.1
