@@ -25,7 +25,7 @@ from __future__ import annotations
 import platform as _platform
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,8 @@ from .._optional import require
 from ..allocation.registry import build_allocation_policy
 from ..config.models import CausalCacheConfig
 from ..errors import ConfigError
-from .stats import cluster_bootstrap, paired_difference, split_interaction
+from .showcase import showcase
+from .summary import SPLITS, split_rows, summarize
 
 if TYPE_CHECKING:
     from ..archive.base import ScreenshotArchive
@@ -54,7 +55,6 @@ __all__ = [
     "summarize",
 ]
 
-SPLITS = ("all", "memory_critical", "control")
 #: arm name -> allocation policy name (``summary_only`` runs Recent at B = 0)
 ARMS: dict[str, str] = {
     "summary_only": "recent",
@@ -257,171 +257,6 @@ def run_world_episode(
     )
 
 
-# ------------------------------------------------------------------------------------------- summary
-def _split_rows(outcomes: Sequence[EpisodeOutcome], split: str) -> list[EpisodeOutcome]:
-    return [o for o in outcomes if split == "all" or o.split == split]
-
-
-def summarize_arm(outcomes: Sequence[EpisodeOutcome], seed: int = 0) -> dict[str, Any]:
-    """Success with task-bootstrap intervals per split, steps, wall time, k profile, pass-2 accounting."""
-    out: dict[str, Any] = {}
-    for split in SPLITS:
-        rows = _split_rows(outcomes, split)
-        est = cluster_bootstrap([float(o.success) for o in rows], seed=seed)
-        out[split] = {
-            "success": est.value,
-            "ci95": [est.low, est.high],
-            "n": len(rows),
-            "steps_mean": (sum(o.steps for o in rows) / len(rows)) if rows else float("nan"),
-            "wall_s_mean": (sum(o.wall_s for o in rows) / len(rows)) if rows else float("nan"),
-        }
-    records = [r for o in outcomes for r in o.log]
-    ks = Counter(int(r.get("k", 0)) for r in records)
-    total = sum(ks.values()) or 1
-    out["k_profile"] = {str(k): ks[k] / total for k in sorted(ks)}
-    two_pass = [r for r in records if "proposal" in r]
-    out["fire_rate"] = (
-        (sum(bool(r.get("second_pass")) for r in two_pass) / len(two_pass)) if two_pass else None
-    )
-    if two_pass:
-        added = [r["pass_latency_ms"][1] for r in two_pass if len(r.get("pass_latency_ms", [])) > 1]
-        model = [sum(r.get("pass_latency_ms", [])) for r in two_pass]
-        out["added_model_ms_per_step"] = sum(added) / len(two_pass)
-        out["model_ms_per_step"] = sum(model) / len(two_pass)
-    else:
-        out["added_model_ms_per_step"] = None
-        out["model_ms_per_step"] = (
-            sum(sum(r.get("pass_latency_ms", [])) for r in records) / len(records) if records else None
-        )
-    out["selector_ms_per_step"] = (
-        sum(r.get("selector_latency_ms", 0.0) for r in records) / len(records) if records else None
-    )
-    return out
-
-
-def _paired(outcomes: Sequence[EpisodeOutcome], arm: str, base: str, split: str, seed: int) -> dict[str, Any]:
-    treat = {o.task_id: o for o in outcomes if o.arm == arm}
-    ctrl = {o.task_id: o for o in outcomes if o.arm == base}
-    ids = [t for t in treat if t in ctrl and (split == "all" or treat[t].split == split)]
-    est = paired_difference(
-        [float(treat[t].success) for t in ids], [float(ctrl[t].success) for t in ids], seed=seed
-    )
-    return {
-        "delta": est.value,
-        "ci95": [est.low, est.high],
-        "n": len(ids),
-        "excludes_zero": est.excludes_zero,
-    }
-
-
-def summarize(
-    outcomes: Sequence[EpisodeOutcome],
-    arms: Sequence[str],
-    *,
-    treatment: str = "causalcache",
-    baseline: str = "recent",
-    seed: int = 0,
-) -> dict[str, Any]:
-    """The ``arms`` and ``contrasts`` sections of ``results.json``."""
-    result: dict[str, Any] = {"arms": {}, "contrasts": {}, "contrasts_by_arm": {}}
-    for arm in arms:
-        result["arms"][arm] = summarize_arm([o for o in outcomes if o.arm == arm], seed=seed)
-    if treatment in arms and baseline in arms:
-        for split in SPLITS:
-            result["contrasts"][split] = _paired(outcomes, treatment, baseline, split, seed)
-        treat = {o.task_id: o for o in outcomes if o.arm == treatment}
-        ctrl = {o.task_id: o for o in outcomes if o.arm == baseline}
-        ids = [t for t in treat if t in ctrl]
-        inter = split_interaction(
-            [float(treat[t].success) for t in ids],
-            [float(ctrl[t].success) for t in ids],
-            [treat[t].split == "memory_critical" for t in ids],
-            seed=seed,
-        )
-        result["contrasts"]["interaction"] = {"delta": inter.value, "ci95": [inter.low, inter.high]}
-    for arm in arms:
-        if arm != baseline and baseline in arms:
-            result["contrasts_by_arm"][arm] = {s: _paired(outcomes, arm, baseline, s, seed) for s in SPLITS}
-    return result
-
-
-# ----------------------------------------------------------------------------------------- showcase
-def showcase(
-    outcomes: Sequence[EpisodeOutcome],
-    graphs: dict[tuple[str, int], Any],
-    memories: dict[tuple[str, int], Any],
-    tasks: dict[str, Task],
-) -> dict[str, Any] | None:
-    """One episode's timeline for the HTML report: a memory-critical task CausalCache solved by promoting
-    a distant step (preferably one Recent-B failed)."""
-    by_key = {(o.arm, o.task_id): o for o in outcomes}
-    candidates = [
-        o for o in outcomes if o.arm == "causalcache" and o.success and any(r.get("k") for r in o.log)
-    ]
-    if not candidates:
-        candidates = [o for o in outcomes if o.arm == "causalcache"] or list(outcomes)
-    if not candidates:
-        return None
-
-    def rank(o: EpisodeOutcome) -> tuple[int, int, int]:
-        recent = by_key.get(("recent", o.task_id))
-        return (o.split == "memory_critical", recent is not None and not recent.success, -o.steps)
-
-    best = max(candidates, key=rank)
-    graph = graphs[(best.arm, best.budget)]
-    memory = memories[(best.arm, best.budget)]
-    trace = memory.trace(graph, {"configurable": {"thread_id": best.thread_id}})
-    steps = []
-    for record in best.log:
-        t = int(record["t"])
-        selected, recent = set(record.get("selected", [])), set(record.get("recent", []))
-        events = []
-        for event in trace.events[: t - 1]:
-            fidelity = "summary"
-            if event.index in selected:
-                fidelity = "recent" if event.index in recent else "promoted"
-            events.append(
-                {
-                    "index": event.index,
-                    "summary": event.summary,
-                    "screenshot": event.screenshot,
-                    "fidelity": fidelity,
-                }
-            )
-        current = trace.event(t).pre_screenshot if t <= len(trace) else trace.current_screenshot
-        steps.append(
-            {
-                "t": t,
-                "summary_lines": [e.summary for e in trace.events[: t - 1]],
-                "events": events,
-                "current_screenshot": current,
-                "action": _action_text(record.get("action")),
-                "second_pass": bool(record.get("second_pass")),
-                "k": int(record.get("k", 0)),
-                "proposal": _action_text(record.get("proposal")) if record.get("second_pass") else None,
-            }
-        )
-    task = tasks[best.task_id]
-    return {
-        "arm": best.arm,
-        "task_id": best.task_id,
-        "goal": task.goal,
-        "split": best.split,
-        "success": best.success,
-        "budget": best.budget,
-        "steps": steps,
-    }
-
-
-def _action_text(action: dict[str, Any] | None) -> str:
-    if not action:
-        return "(no action)"
-    from ..actions.model import Action
-    from ..summarize import summarize_action
-
-    return summarize_action(Action.from_dict(action))
-
-
 # ------------------------------------------------------------------------------------------- driver
 def _episode_jobs(settings: ClosedLoopSettings) -> list[tuple[str, int]]:
     jobs = [(arm, 0 if arm == "summary_only" else settings.budget) for arm in settings.arms]
@@ -514,7 +349,7 @@ def run_closed_loop(
                 b = 0 if arm == "summary_only" else budget
                 rows = [o for o in outcomes if o.arm == arm and o.budget == b]
                 for split in SPLITS:
-                    sel = _split_rows(rows, split)
+                    sel = split_rows(rows, split)
                     series[split].append(sum(o.success for o in sel) / len(sel) if sel else None)
             curve["arms"][arm] = series
         results["budget_curve"] = curve
