@@ -2,43 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
 from pathlib import Path
 
 import pytest
-
-from causalcache_memory.errors import BlobNotFoundError
+from memory_archive import DictArchive
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
-
-
-class DictArchive:
-    """In-memory archive with the read side of the ScreenshotArchive protocol (tests only)."""
-
-    url = "memory://hgkv-tests"
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-
-    def put(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        self.blobs[digest] = data
-        return digest
-
-    def get_bytes(self, sha256: str) -> bytes:
-        if sha256 not in self.blobs:
-            raise BlobNotFoundError(f"{sha256} is not in {self.url}")
-        return self.blobs[sha256]
-
-    def open_image(self, sha256: str):
-        from PIL import Image
-
-        return Image.open(io.BytesIO(self.get_bytes(sha256)))
-
-    def __contains__(self, sha256: object) -> bool:
-        return sha256 in self.blobs
 
 
 @pytest.fixture(scope="session")

@@ -3,45 +3,17 @@ dict-backed screenshot archive and a trace factory."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from memory_archive import DictArchive
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import make_allocation
-from causalcache_memory.errors import BlobNotFoundError
 from causalcache_memory.render import BoundPrompt, render_prompt
 from causalcache_memory.trace import Trace
-
-
-class DictArchive:
-    """In-memory archive with the read side of the ScreenshotArchive protocol (tests only)."""
-
-    url = "memory://runtime-tests"
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-
-    def put(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        self.blobs[digest] = data
-        return digest
-
-    def get_bytes(self, sha256: str) -> bytes:
-        if sha256 not in self.blobs:
-            raise BlobNotFoundError(f"{sha256} is not in {self.url}")
-        return self.blobs[sha256]
-
-    def open_image(self, sha256: str):
-        from PIL import Image
-
-        return Image.open(io.BytesIO(self.get_bytes(sha256)))
-
-    def __contains__(self, sha256: object) -> bool:
-        return sha256 in self.blobs
 
 
 def screenshot(color: tuple[int, int, int], size: tuple[int, int] = (1280, 800)) -> bytes:
