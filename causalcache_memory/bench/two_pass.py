@@ -33,6 +33,11 @@ POLICY_RUNTIMES = ("simulated", "transformers")
 
 
 def _policy(kind: str, model_path: str | Path | None) -> Any:
+    if kind.endswith((".yaml", ".yml")):  # any runtime: the `policy` section of a CausalCache config
+        from ..config import load_config
+        from ..factory import build_policy
+
+        return build_policy(load_config(kind).policy)
     if kind == "simulated":
         from ..world.sim_policy import SimulatedPolicy
 
@@ -47,7 +52,12 @@ def _policy(kind: str, model_path: str | Path | None) -> Any:
         from ..runtime.transformers_policy import TransformersPolicy
 
         return TransformersPolicy.from_pretrained(model_path)
-    raise ValueError(f"policy={kind!r} is not supported here; choose from {list(POLICY_RUNTIMES)}")
+    from ..errors import ConfigError
+
+    raise ConfigError(
+        f"--policy {kind!r} is not supported; choose from {list(POLICY_RUNTIMES)} or pass a config YAML "
+        "whose `policy` section names any runtime (sglang, openai, transformers)"
+    )
 
 
 def _episode(task: Any, controller: Any, max_steps: int, index: int) -> list[dict[str, float]]:

@@ -43,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run under a minute")
     parser.add_argument(
         "--policy",
-        choices=("simulated", "transformers"),
         default="simulated",
-        help="policy runtime of the two-pass scenario (default: the synthetic world's simulator)",
+        metavar="RUNTIME|CONFIG.yaml",
+        help="policy runtime of the two-pass scenario: simulated (default), transformers (with --model-path), "
+        "or a CausalCache config YAML whose `policy` section names any runtime (sglang, openai, transformers)",
     )
     parser.add_argument(
         "--model-path", metavar="DIR", help="local Qwen-VL directory for --policy transformers"

@@ -148,3 +148,21 @@ def test_two_pass_accounting(benchmark, tmp_path, selector_model) -> None:
         assert r["added_model_ms"] >= 0.0 and r["added_share"] >= 0.0
         assert r["steps"] > 0
         assert (r["added_model_ms"] == 0.0) == (r["fire_rate"] == 0.0)
+
+
+def test_two_pass_accounting_takes_any_runtime_from_a_config(tmp_path, selector_model) -> None:
+    config = tmp_path / "policy.yaml"
+    config.write_text("policy:\n  kind: simulated\n  simulated: {seed: 3}\n", encoding="utf-8")
+    result = run_two_pass(
+        budgets=(1,),
+        episodes=1,
+        max_steps=6,
+        policy=str(config),
+        selector_model=selector_model,
+        workdir=tmp_path,
+    )["two_pass"]
+    assert result["B1"]["steps"] > 0
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="config YAML"):
+        run_two_pass(budgets=(1,), episodes=1, policy="nope", selector_model=selector_model, workdir=tmp_path)
