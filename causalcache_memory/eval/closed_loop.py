@@ -34,7 +34,7 @@ from typing_extensions import TypedDict
 
 from .._optional import require
 from ..allocation.registry import build_allocation_policy
-from ..config.models import CausalCacheConfig
+from ..config.loader import parse_config
 from ..errors import ConfigError
 from .showcase import showcase
 from .summary import SPLITS, split_rows, summarize
@@ -147,6 +147,8 @@ class ClosedLoopSettings:
             raise ConfigError(f"unknown arm(s) {unknown}; choose from {', '.join(ARMS)}")
         if self.tasks < 1:
             raise ConfigError(f"tasks={self.tasks} must be >= 1")
+        if not self.min_gain >= 0.0:
+            raise ConfigError(f"min_gain={self.min_gain} must be >= 0 (0 = the paper's rule)")
         if self.budget < 0 or any(b < 0 for b in self.budget_curve):
             raise ConfigError(f"budgets must be >= 0, got {self.budget} and {self.budget_curve}")
 
@@ -202,7 +204,7 @@ def _memory_for(
     from ..integrations.langgraph import CausalCacheMemory
 
     effective = 0 if arm == "summary_only" else budget
-    config = CausalCacheConfig.model_validate(
+    config = parse_config(
         {
             "budget": effective,
             "allocation": {

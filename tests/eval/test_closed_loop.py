@@ -51,6 +51,8 @@ def test_bad_settings_are_rejected() -> None:
         ClosedLoopSettings(arms=("recent", "smart"))
     with pytest.raises(ConfigError, match="tasks"):
         ClosedLoopSettings(tasks=0)
+    with pytest.raises(ConfigError, match="min_gain"):
+        ClosedLoopSettings(min_gain=-1.0)
 
 
 def test_eval_closed_loop_command_sweeps_budgets(tmp_path) -> None:
