@@ -47,7 +47,9 @@ def format_validation_error(
         shown = json.dumps(value, default=str) if not isinstance(value, Mapping) else "{...}"
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        if err["type"] == "extra_forbidden":
+        if err["type"] == "missing":
+            lines.append(f"{path}: required key is missing; add it")
+        elif err["type"] == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1])
             hint = f"unknown key; allowed keys here: {', '.join(allowed)}" if allowed else "unknown key"
             lines.append(f"{path}: {hint}")

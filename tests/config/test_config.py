@@ -103,3 +103,9 @@ def test_cli_validate_and_schema(tmp_path, capsys) -> None:
     schema = json.loads(capsys.readouterr().out)
     assert schema["additionalProperties"] is False
     assert "budget" in schema["properties"]
+
+
+def test_missing_required_key_is_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"policy": {"kind": "openai", "openai": {"model": "m"}}})
+    assert "policy.openai.base_url: required key is missing" in str(info.value)
