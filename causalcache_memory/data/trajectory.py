@@ -10,12 +10,12 @@ Stored as JSON Lines (one trajectory per line) with a format version.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._jsonl import read_jsonl, write_jsonl
 from ..actions.model import Action
 from ..errors import TraceError
 from ..summarize import Summarizer
@@ -156,21 +156,9 @@ class Trajectory:
 
 def save_trajectories(path: str | Path, trajectories: Iterable[Trajectory]) -> int:
     """Write trajectories as JSON Lines; returns how many were written."""
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for traj in trajectories:
-            fh.write(json.dumps(traj.to_dict(), separators=(",", ":")) + "\n")
-            n += 1
-    return n
+    return write_jsonl(path, (traj.to_dict() for traj in trajectories))
 
 
 def load_trajectories(path: str | Path) -> Iterator[Trajectory]:
     """Read trajectories written by :func:`save_trajectories`."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Trajectory.from_dict(json.loads(line))
-            except (KeyError, ValueError) as exc:
-                raise TraceError(f"{path}:{lineno}: not a valid trajectory record: {exc}") from exc
+    return read_jsonl(path, Trajectory.from_dict, what="trajectory record", error=TraceError)

@@ -17,13 +17,13 @@ trajectory-disjoint and deterministic: a trajectory's split is a function of the
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._jsonl import read_jsonl, write_jsonl
 from ..actions.model import Action
 from ..allocation.base import Allocation, make_allocation, recent_b
 from ..data.trajectory import Trajectory
@@ -219,19 +219,8 @@ def mine_groups(
 
 def save_groups(path: str | Path, groups: Iterable[ReplacementGroup]) -> int:
     """Write groups as JSON Lines; returns the count."""
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for group in groups:
-            fh.write(json.dumps(group.to_dict(), separators=(",", ":")) + "\n")
-            n += 1
-    return n
+    return write_jsonl(path, (group.to_dict() for group in groups))
 
 
 def load_groups(path: str | Path) -> Iterator[ReplacementGroup]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield ReplacementGroup.from_dict(json.loads(line))
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{path}:{lineno}: not a replacement group: {exc}") from exc
+    return read_jsonl(path, ReplacementGroup.from_dict, what="replacement group", error=ConfigError)
