@@ -6,8 +6,8 @@ at high fidelity (verbatim response + archived screenshot). A learned selector d
 Importing this package loads no torch, transformers, langgraph or onnxruntime.
 """
 
-from .actions import Action
-from .allocation import (
+from causalcache_memory.actions import Action
+from causalcache_memory.allocation import (
     Allocation,
     AllocationContext,
     AllocationPolicy,
@@ -17,11 +17,11 @@ from .allocation import (
     make_allocation,
     recent_b,
 )
-from .archive import GCReport, LocalArchive, ScreenshotArchive, open_archive
-from .errors import CausalCacheError, CausalCacheWarning, ConfigError
-from .policy import Generation, Policy
-from .render import BoundPrompt, RenderedPrompt, RenderOptions, render_prompt
-from .trace import Event, Trace
+from causalcache_memory.archive import GCReport, LocalArchive, ScreenshotArchive, open_archive
+from causalcache_memory.errors import CausalCacheError, CausalCacheWarning, ConfigError
+from causalcache_memory.policy import Generation, Policy
+from causalcache_memory.render import BoundPrompt, RenderedPrompt, RenderOptions, render_prompt
+from causalcache_memory.trace import Event, Trace
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-from .errors import MissingDependencyError
+from causalcache_memory.errors import MissingDependencyError
 
 # module name -> extra of causalcache-memory that installs it
 _EXTRAS = {

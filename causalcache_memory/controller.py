@@ -26,18 +26,18 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .allocation.base import Allocation, AllocationContext, AllocationPolicy, check_budget
-from .allocation.simple import RecentPolicy
-from .errors import CausalCacheWarning, PromptImageError
-from .render.prompt import RenderOptions, render_prompt
+from causalcache_memory.allocation.base import Allocation, AllocationContext, AllocationPolicy, check_budget
+from causalcache_memory.allocation.simple import RecentPolicy
+from causalcache_memory.errors import CausalCacheWarning, PromptImageError
+from causalcache_memory.render.prompt import RenderOptions, render_prompt
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from .actions.model import Action
-    from .archive.base import ScreenshotArchive
-    from .policy import Generation, Policy
-    from .trace import Event, Trace
+    from causalcache_memory.actions.model import Action
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.policy import Generation, Policy
+    from causalcache_memory.trace import Event, Trace
 
 __all__ = ["MemoryController", "StepDecision"]
 
@@ -155,7 +155,7 @@ class MemoryController:
         else:
             action = decision_or_action
         if action is None:
-            from .errors import TraceError
+            from causalcache_memory.errors import TraceError
 
             raise TraceError(
                 "cannot record a step whose response had no parsable action; record the action executed"

@@ -9,22 +9,22 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from .allocation.registry import build_allocation_policy
-from .config.models import ArchiveConfig, CausalCacheConfig, PolicyConfig
-from .controller import MemoryController
-from .errors import ConfigError
-from .render.prompt import RenderOptions
+from causalcache_memory.allocation.registry import build_allocation_policy
+from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig, PolicyConfig
+from causalcache_memory.controller import MemoryController
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.render.prompt import RenderOptions
 
 if TYPE_CHECKING:
-    from .archive.base import ScreenshotArchive
-    from .policy import Policy
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.policy import Policy
 
 __all__ = ["build_archive", "build_controller", "build_policy", "render_options"]
 
 
 def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
     """Open the archive named by ``config.url`` (a local directory or an fsspec URL)."""
-    from .archive import open_archive
+    from causalcache_memory.archive import open_archive
 
     return open_archive(config.url, max_pixels=config.max_pixels, formats=tuple(config.formats))
 
@@ -33,7 +33,7 @@ def build_policy(config: PolicyConfig) -> Policy:
     """Instantiate the policy runtime selected by ``config.kind``."""
     kind = config.kind
     if kind == "simulated":
-        module = importlib.import_module("causalcache_memory.world.sim_policy")
+        module = importlib.import_module("causalcache_memory.lab.world.sim_policy")
         return module.SimulatedPolicy(seed=config.simulated.seed)
     if kind == "transformers":
         cfg = config.transformers

@@ -7,7 +7,7 @@ Two operations (paper: Q(S) is the policy's mean target-token log-likelihood):
   prompt, batched: selector labels and adapter training score many prompts that differ only in which
   history screenshots are present.
 
-Implementations: the simulated policy of the synthetic world (``causalcache_memory.world``), and the VLM
+Implementations: the simulated policy of the synthetic world (``causalcache_memory.lab.world``), and the VLM
 runtimes in ``causalcache_memory.runtime`` (transformers, SGLang, OpenAI-compatible).
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .actions.model import Action
-    from .render.bound import BoundPrompt
+    from causalcache_memory.actions.model import Action
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["Generation", "Policy"]
 

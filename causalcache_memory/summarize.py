@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .actions.model import Action
+from causalcache_memory.actions.model import Action
 
 __all__ = ["Summarizer", "default_summarizer", "instruction_summarizer", "summarize_action"]
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .actions.model import Action
-from .errors import TraceError
-from .summarize import Summarizer, default_summarizer
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import TraceError
+from causalcache_memory.summarize import Summarizer, default_summarizer
 
 __all__ = ["Event", "Trace", "check_sha256"]
 

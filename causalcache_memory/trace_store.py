@@ -39,11 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArchiveError, TraceError
-from .trace import Event, Trace, check_sha256
+from causalcache_memory.errors import ArchiveError, TraceError
+from causalcache_memory.trace import Event, Trace, check_sha256
 
 if TYPE_CHECKING:
-    from .archive.base import ScreenshotArchive
+    from causalcache_memory.archive.base import ScreenshotArchive
 
 __all__ = ["CHAIN_FORMAT_VERSION", "TraceStore"]
 

@@ -19,7 +19,12 @@ from typing import Any
 
 import httpx
 
-from ..errors import ActionParseError, PolicyError, PolicyResponseError, PolicyUnavailableError
+from causalcache_memory.errors import (
+    ActionParseError,
+    PolicyError,
+    PolicyResponseError,
+    PolicyUnavailableError,
+)
 
 __all__ = [
     "HttpClient",
@@ -228,7 +233,7 @@ def parse_response_action(
     Uses :func:`causalcache_memory.actions.parse_action` (imported on use).
     """
     try:
-        from ..actions import parse_action
+        from causalcache_memory.actions import parse_action
     except ImportError as exc:  # pragma: no cover - the parser is part of the core package
         return None, f"action parser unavailable: {exc}"
     try:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import ConfigError, RenderError
-from ..render.prompt import ImagePart, Message, TextPart
+from causalcache_memory.errors import ConfigError, RenderError
+from causalcache_memory.render.prompt import ImagePart, Message, TextPart
 
 __all__ = [
     "QWEN_VL",

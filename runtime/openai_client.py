@@ -30,9 +30,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PolicyError, PolicyInputError, PolicyResponseError
-from ..policy import Generation
-from ._http import (
+from causalcache_memory.errors import ConfigError, PolicyError, PolicyInputError, PolicyResponseError
+from causalcache_memory.policy import Generation
+from causalcache_memory.runtime._http import (
     HttpClient,
     PolicyRequestRejectedError,
     check_image_limit,
@@ -42,7 +42,7 @@ from ._http import (
 )
 
 if TYPE_CHECKING:
-    from ..render.bound import BoundPrompt
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["OpenAIPolicy", "PromptLogprobsUnsupportedError"]
 

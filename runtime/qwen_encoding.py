@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ImageSpanMismatchError
+from causalcache_memory.errors import ImageSpanMismatchError
 
 if TYPE_CHECKING:
     import torch
 
-    from ..render.bound import BoundPrompt
-    from ..render.prompt import ImageRef
+    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.prompt import ImageRef
 
 __all__ = [
     "EncodedBatch",

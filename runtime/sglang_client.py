@@ -38,13 +38,19 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PolicyInputError, PolicyResponseError, RenderError
-from ..policy import Generation
-from ._http import HttpClient, check_image_limit, get_field, parse_response_action, snippet
-from .chat_format import QWEN_VL, ChatFormat, get_chat_format
+from causalcache_memory.errors import ConfigError, PolicyInputError, PolicyResponseError, RenderError
+from causalcache_memory.policy import Generation
+from causalcache_memory.runtime._http import (
+    HttpClient,
+    check_image_limit,
+    get_field,
+    parse_response_action,
+    snippet,
+)
+from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
 
 if TYPE_CHECKING:
-    from ..render.bound import BoundPrompt
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["SGLangPolicy", "rendezvous_route"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from .._optional import require
-from ..errors import ConfigError
+from causalcache_memory._optional import require
+from causalcache_memory.errors import ConfigError
 
 __all__ = ["QWEN_CHAT_TEMPLATE", "QWEN_SPECIAL_TOKENS", "TINY_FAMILIES", "build_tiny_qwen_vl"]
 

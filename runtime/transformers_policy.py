@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .._optional import require
-from ..errors import ActionParseError, ConfigError, PolicyInputError
-from ..policy import Generation
-from .qwen_encoding import (
+from causalcache_memory._optional import require
+from causalcache_memory.errors import ActionParseError, ConfigError, PolicyInputError
+from causalcache_memory.policy import Generation
+from causalcache_memory.runtime.qwen_encoding import (
     EncodedBatch,
     EncodedPrompt,
     QwenTokens,
@@ -38,7 +38,7 @@ from .qwen_encoding import (
 if TYPE_CHECKING:
     import torch
 
-    from ..render.bound import BoundPrompt
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["SUPPORTED_FAMILIES", "ForwardAdapter", "TransformersPolicy"]
 
@@ -175,7 +175,7 @@ class TransformersPolicy:
             chat_template=_read_chat_template(root, tokenizer),
         )
         if isinstance(adapter, (str, Path)):
-            from ..hgkv.adapter import resolve_adapter
+            from causalcache_memory.runtime.hgkv.adapter import resolve_adapter
 
             adapter = resolve_adapter(adapter)
         return cls(
@@ -236,7 +236,7 @@ class TransformersPolicy:
 
     def _parse(self, response: str) -> tuple[Any, str | None]:
         try:
-            from ..actions import parse_action  # type: ignore[attr-defined]
+            from causalcache_memory.actions import parse_action  # type: ignore[attr-defined]
         except ImportError:
             return None, "no action parser available (causalcache_memory.actions.parse_action is missing)"
         try:

@@ -11,11 +11,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def _load(path: Path) -> object:
     if path.name.startswith("selector_recipe"):
-        from causalcache_memory.selector.recipe import load_recipe
+        from causalcache_memory.lab.selector.recipe import load_recipe
 
         return load_recipe(path)
     if path.name.startswith("hgkv_recipe"):
-        from causalcache_memory.hgkv.recipe import load_recipe
+        from causalcache_memory.lab.hgkv.recipe import load_recipe
 
         return load_recipe(path)
     from causalcache_memory.config import load_config

@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import ActionParseError
-from .model import Action
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import ActionParseError
 
 __all__ = ["CoordMode", "CoordSystem", "RawAction", "build_action", "from_relative", "resolve_system"]
 

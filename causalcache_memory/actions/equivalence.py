@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ActionParseError, ConfigError
-from .coords import direction_of
-from .model import Action
-from .normalize import normalize_keys, normalize_text
+from causalcache_memory.actions.coords import direction_of
+from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.normalize import normalize_keys, normalize_text
+from causalcache_memory.errors import ActionParseError, ConfigError
 
 __all__ = ["Tolerance", "actions_equivalent"]
 

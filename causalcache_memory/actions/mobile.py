@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ActionParseError
-from .coords import CoordMode, RawAction, build_action, number
-from .model import ACTION_TYPES, Action
+from causalcache_memory.actions.coords import CoordMode, RawAction, build_action, number
+from causalcache_memory.actions.model import ACTION_TYPES, Action
+from causalcache_memory.errors import ActionParseError
 
 __all__ = ["ACTION_SYNONYMS", "parse_mobile_json", "unwrap"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from ..errors import ActionParseError
+from causalcache_memory.errors import ActionParseError
 
 __all__ = ["ACTION_TYPES", "POINTER_TYPES", "Action", "ActionType"]
 

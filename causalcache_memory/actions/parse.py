@@ -23,11 +23,11 @@ import json
 import re
 from typing import Any, Literal
 
-from ..errors import ActionParseError
-from .coords import CoordMode
-from .mobile import parse_mobile_json
-from .model import ACTION_TYPES, Action
-from .pyautogui import parse_pyautogui
+from causalcache_memory.actions.coords import CoordMode
+from causalcache_memory.actions.mobile import parse_mobile_json
+from causalcache_memory.actions.model import ACTION_TYPES, Action
+from causalcache_memory.actions.pyautogui import parse_pyautogui
+from causalcache_memory.errors import ActionParseError
 
 __all__ = ["ACCEPTED_FORMATS", "parse_action"]
 

@@ -20,10 +20,10 @@ import ast
 import textwrap
 from typing import Any
 
-from ..errors import ActionParseError
-from .coords import CoordMode, RawAction, build_action
-from .model import Action
-from .normalize import normalize_key
+from causalcache_memory.actions.coords import CoordMode, RawAction, build_action
+from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.normalize import normalize_key
+from causalcache_memory.errors import ActionParseError
 
 __all__ = ["parse_pyautogui"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from ..errors import RenderError
-from .coords import CoordSystem, from_relative
-from .model import Action
+from causalcache_memory.actions.coords import CoordSystem, from_relative
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import RenderError
 
 __all__ = ["compose_response", "render_action"]
 

@@ -1,6 +1,6 @@
 """Exact-B fidelity allocation: the contract, the baseline policies and the policy registry."""
 
-from .base import (
+from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
     AllocationPolicy,
@@ -9,8 +9,8 @@ from .base import (
     make_allocation,
     recent_b,
 )
-from .rgb import RGBSimilarityPolicy
-from .simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.allocation.rgb import RGBSimilarityPolicy
+from causalcache_memory.allocation.simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
 
 __all__ = [
     "Allocation",

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import AllocationError
+from causalcache_memory.errors import AllocationError
 
 if TYPE_CHECKING:
-    from ..actions.model import Action
-    from ..archive.base import ScreenshotArchive
-    from ..trace import Trace
+    from causalcache_memory.actions.model import Action
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.trace import Trace
 
 __all__ = [
     "Allocation",

@@ -10,12 +10,12 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import AllocationError
-from .base import AllocationPolicy
-from .simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.allocation.base import AllocationPolicy
+from causalcache_memory.allocation.simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.errors import AllocationError
 
 if TYPE_CHECKING:
-    from ..config.models import AllocationConfig
+    from causalcache_memory.config.models import AllocationConfig
 
 __all__ = ["available_allocation_policies", "build_allocation_policy", "register_allocation_policy"]
 
@@ -23,7 +23,7 @@ Factory = Callable[["AllocationConfig"], AllocationPolicy]
 
 
 def _learned(cfg: AllocationConfig) -> AllocationPolicy:
-    module = importlib.import_module("causalcache_memory.selector.policy")
+    module = importlib.import_module("causalcache_memory.selector.allocator")
     sel = cfg.selector
     return module.LearnedSelectorPolicy(
         model_path=sel.model_path, beam_width=sel.beam_width, inverted=sel.inverted, min_gain=sel.min_gain
@@ -61,7 +61,7 @@ def available_allocation_policies() -> list[str]:
 
 def build_allocation_policy(config: AllocationConfig | str) -> AllocationPolicy:
     """Build the policy named by ``config.policy`` (or a bare name with default options)."""
-    from ..config.models import AllocationConfig
+    from causalcache_memory.config.models import AllocationConfig
 
     if isinstance(config, str):
         name, cfg = config, AllocationConfig()

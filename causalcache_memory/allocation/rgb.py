@@ -14,9 +14,9 @@ import threading
 
 import numpy as np
 
-from ..archive.thumbs import ThumbnailCache
-from ..errors import AllocationError, ArchiveError
-from .base import Allocation, AllocationContext, exact_b_size, make_allocation
+from causalcache_memory.allocation.base import Allocation, AllocationContext, exact_b_size, make_allocation
+from causalcache_memory.archive.thumbs import ThumbnailCache
+from causalcache_memory.errors import AllocationError, ArchiveError
 
 __all__ = ["RGBSimilarityPolicy"]
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import hashlib
 import random
 
-from .base import Allocation, AllocationContext, exact_b_size, make_allocation, recent_b
+from causalcache_memory.allocation.base import (
+    Allocation,
+    AllocationContext,
+    exact_b_size,
+    make_allocation,
+    recent_b,
+)
 
 __all__ = ["RandomPolicy", "RecentPolicy", "SummaryOnlyPolicy"]
 

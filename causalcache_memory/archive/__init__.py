@@ -1,9 +1,9 @@
 """Content-addressed screenshot archive (local directory and fsspec backends)."""
 
-from .base import GCReport, ScreenshotArchive
-from .factory import open_archive
-from .local import LocalArchive
-from .remote import FsspecArchive
-from .thumbs import ThumbnailCache
+from causalcache_memory.archive.base import GCReport, ScreenshotArchive
+from causalcache_memory.archive.factory import open_archive
+from causalcache_memory.archive.local import LocalArchive
+from causalcache_memory.archive.remote import FsspecArchive
+from causalcache_memory.archive.thumbs import ThumbnailCache
 
 __all__ = ["FsspecArchive", "GCReport", "LocalArchive", "ScreenshotArchive", "ThumbnailCache", "open_archive"]

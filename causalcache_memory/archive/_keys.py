@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from ..errors import ArchiveKeyError, BlobCorruptError
+from causalcache_memory.errors import ArchiveKeyError, BlobCorruptError
 
 __all__ = [
     "BLOBS",

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .base import ScreenshotArchive
-from .local import LocalArchive
+from causalcache_memory.archive.base import ScreenshotArchive
+from causalcache_memory.archive.local import LocalArchive
 
 __all__ = ["open_archive"]
 
@@ -32,6 +32,6 @@ def open_archive(url_or_path: str | Path, **options: Any) -> ScreenshotArchive:
         parsed = urlparse(text)
         local = parsed.path if parsed.netloc in ("", "localhost") else f"//{parsed.netloc}{parsed.path}"
         return LocalArchive(unquote(local), **options)
-    from .remote import FsspecArchive
+    from causalcache_memory.archive.remote import FsspecArchive
 
     return FsspecArchive(text, **options)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ImageRejectedError
+from causalcache_memory.errors import ImageRejectedError
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ArchiveError, BlobNotFoundError
-from ._keys import (
+from causalcache_memory.archive._keys import (
     BLOBS,
     RECORDS,
     REFS,
@@ -42,8 +41,8 @@ from ._keys import (
     record_relpath,
     verified,
 )
-from .base import GCReport
-from .images import (
+from causalcache_memory.archive.base import GCReport
+from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
     check_formats,
@@ -52,6 +51,7 @@ from .images import (
     to_bytes,
     validate_image_bytes,
 )
+from causalcache_memory.errors import ArchiveError, BlobNotFoundError
 
 if TYPE_CHECKING:
     from PIL import Image

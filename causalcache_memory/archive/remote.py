@@ -25,8 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArchiveError, BlobNotFoundError
-from ._keys import (
+from causalcache_memory.archive._keys import (
     BLOBS,
     RECORDS,
     REFS,
@@ -40,8 +39,8 @@ from ._keys import (
     record_relpath,
     verified,
 )
-from .base import GCReport
-from .images import (
+from causalcache_memory.archive.base import GCReport
+from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
     check_formats,
@@ -50,6 +49,7 @@ from .images import (
     to_bytes,
     validate_image_bytes,
 )
+from causalcache_memory.errors import ArchiveError, BlobNotFoundError
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._keys import check_hash
+from causalcache_memory.archive._keys import check_hash
 
 if TYPE_CHECKING:
-    from .base import ScreenshotArchive
+    from causalcache_memory.archive.base import ScreenshotArchive
 
 __all__ = ["ThumbnailCache", "thumbnail"]
 

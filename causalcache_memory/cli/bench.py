@@ -12,7 +12,7 @@ def _run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..bench.runner import format_table, run_benchmarks
+    from causalcache_memory.lab.bench.runner import format_table, run_benchmarks
 
     results = run_benchmarks(
         quick=args.quick,

@@ -8,7 +8,7 @@ import sys
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ..config import load_config
+    from causalcache_memory.config import load_config
 
     config = load_config(args.file)
     print(
@@ -21,7 +21,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from ..config import config_schema
+    from causalcache_memory.config import config_schema
 
     json.dump(config_schema(), sys.stdout, indent=2)
     sys.stdout.write("\n")

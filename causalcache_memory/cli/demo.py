@@ -30,8 +30,8 @@ def _budgets(text: str) -> tuple[int, ...]:
 
 def write_results(results: dict[str, Any], out: Path, *, plots: bool = True) -> tuple[Path, Path]:
     """Write ``results.json`` and ``report.html`` into ``out``."""
-    from ..archive.local import LocalArchive
-    from ..eval.report import write_report
+    from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.lab.eval.report import write_report
 
     archive_path = results.pop("_archive", None)
     path = out / "results.json"
@@ -42,8 +42,8 @@ def write_results(results: dict[str, Any], out: Path, *, plots: bool = True) -> 
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from ..eval.closed_loop import ClosedLoopSettings, run_closed_loop
-    from ..eval.report import format_table
+    from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+    from causalcache_memory.lab.eval.report import format_table
 
     settings = ClosedLoopSettings(
         tasks=args.tasks,

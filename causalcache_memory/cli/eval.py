@@ -8,9 +8,9 @@ from pathlib import Path
 
 
 def _ladder(args: argparse.Namespace) -> int:
-    from ..selector.ladder import format_table, held_out, run_ladder
-    from ..selector.onnx_scorer import OnnxSelector
-    from ..selector.recipe import load_recipe, resolve
+    from causalcache_memory.lab.selector.ladder import format_table, held_out, run_ladder
+    from causalcache_memory.lab.selector.recipe import load_recipe, resolve
+    from causalcache_memory.selector.onnx_scorer import OnnxSelector
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe)
@@ -23,7 +23,7 @@ def _ladder(args: argparse.Namespace) -> int:
     )
     thumbs = None
     if hasattr(res.archive, "open_image"):
-        from ..archive.thumbs import ThumbnailCache
+        from causalcache_memory.archive.thumbs import ThumbnailCache
 
         thumbs = ThumbnailCache(res.archive, size=32)
     report = run_ladder(
@@ -56,8 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ladder.add_argument("--no-recency-model", help="model retrained without recency features")
     ladder.add_argument("--no-progress", action="store_true")
     ladder.set_defaults(handler=_ladder)
-    from .demo import register_closed_loop
-    from .train_hgkv import register_did
+    from causalcache_memory.cli.demo import register_closed_loop
+    from causalcache_memory.cli.train_hgkv import register_did
 
     register_did(sub)
     register_closed_loop(sub)

@@ -6,8 +6,8 @@ import argparse
 
 
 def _label_selector(args: argparse.Namespace) -> int:
-    from ..selector.labels import run_labelling
-    from ..selector.recipe import load_recipe, resolve
+    from causalcache_memory.lab.selector.labels import run_labelling
+    from causalcache_memory.lab.selector.recipe import load_recipe, resolve
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe)

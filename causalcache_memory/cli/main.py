@@ -12,8 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
-from ..errors import CausalCacheError
+from causalcache_memory import __version__
+from causalcache_memory.errors import CausalCacheError
 
 __all__ = ["build_parser", "main"]
 

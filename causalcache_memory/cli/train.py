@@ -7,19 +7,19 @@ import json
 
 
 def _extractor(recipe, archive):  # type: ignore[no-untyped-def]
-    from ..selector.features import FeatureExtractor
+    from causalcache_memory.selector.features import FeatureExtractor
 
     if not recipe.train.image_features or not hasattr(archive, "open_image"):
         return FeatureExtractor()
-    from ..archive.thumbs import ThumbnailCache
+    from causalcache_memory.archive.thumbs import ThumbnailCache
 
     return FeatureExtractor(ThumbnailCache(archive, size=32))
 
 
 def _train_selector(args: argparse.Namespace) -> int:
-    from ..selector.labels import read_labels
-    from ..selector.recipe import RECENCY_FEATURES, load_recipe, resolve
-    from ..selector.train import build_examples, train_selector
+    from causalcache_memory.lab.selector.labels import read_labels
+    from causalcache_memory.lab.selector.recipe import RECENCY_FEATURES, load_recipe, resolve
+    from causalcache_memory.lab.selector.train import build_examples, train_selector
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe, need_policy=False)
@@ -67,6 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sel.add_argument("--skip-ablation", action="store_true", help="do not train the no-recency ablation")
     sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
     sel.set_defaults(handler=_train_selector)
-    from .train_hgkv import register_hgkv
+    from causalcache_memory.cli.train_hgkv import register_hgkv
 
     register_hgkv(sub)

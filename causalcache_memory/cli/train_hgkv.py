@@ -14,8 +14,8 @@ __all__ = ["register_did", "register_hgkv"]
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ..hgkv.recipe import load_recipe
-    from ..hgkv.run import train_from_recipe
+    from causalcache_memory.lab.hgkv.recipe import load_recipe
+    from causalcache_memory.lab.hgkv.run import train_from_recipe
 
     recipe = load_recipe(args.recipe)
     updates: dict[str, object] = {}
@@ -39,7 +39,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _parse_adapters(values: list[str] | None, recipe_output: str) -> dict[str, str]:
-    from ..errors import ConfigError
+    from causalcache_memory.errors import ConfigError
 
     if not values:
         return {"hgkv": str(Path(recipe_output) / "best")}
@@ -55,8 +55,8 @@ def _parse_adapters(values: list[str] | None, recipe_output: str) -> dict[str, s
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from ..hgkv.recipe import load_recipe
-    from ..hgkv.run import evaluate_did, format_did_table
+    from causalcache_memory.lab.hgkv.recipe import load_recipe
+    from causalcache_memory.lab.hgkv.run import evaluate_did, format_did_table
 
     recipe = load_recipe(args.recipe)
     adapters = _parse_adapters(args.adapter, recipe.output_dir)

@@ -1,7 +1,7 @@
 """Configuration: pydantic models and YAML loading."""
 
-from .loader import config_schema, format_validation_error, load_config, parse_config
-from .models import (
+from causalcache_memory.config.loader import config_schema, format_validation_error, load_config, parse_config
+from causalcache_memory.config.models import (
     AllocationConfig,
     ArchiveConfig,
     CausalCacheConfig,

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError
-from .models import CausalCacheConfig
+from causalcache_memory.config.models import CausalCacheConfig
+from causalcache_memory.errors import ConfigError
 
 __all__ = ["config_schema", "format_validation_error", "load_config", "parse_config"]
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..render.prompt import DEFAULT_SYSTEM_PROMPT
+from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
 
 __all__ = [
     "AllocationConfig",

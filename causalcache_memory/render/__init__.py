@@ -1,7 +1,7 @@
 """Retained-turn prompt rendering and wire formats (OpenAI chat, Qwen-VL chat template)."""
 
-from .bound import BoundPrompt, sniff_mime
-from .prompt import (
+from causalcache_memory.render.bound import BoundPrompt, sniff_mime
+from causalcache_memory.render.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     ImagePart,
     ImageRef,

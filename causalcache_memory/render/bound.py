@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArchiveError, PromptImageError
-from .prompt import ImagePart, ImageRef, Message, RenderedPrompt, TextPart
+from causalcache_memory.errors import ArchiveError, PromptImageError
+from causalcache_memory.render.prompt import ImagePart, ImageRef, Message, RenderedPrompt, TextPart
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from ..archive.base import ScreenshotArchive
+    from causalcache_memory.archive.base import ScreenshotArchive
 
 __all__ = ["BoundPrompt", "sniff_mime"]
 

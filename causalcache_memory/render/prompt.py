@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ..allocation.base import Allocation
-from ..errors import RenderError
-from ..trace import Trace
+from causalcache_memory.allocation.base import Allocation
+from causalcache_memory.errors import RenderError
+from causalcache_memory.trace import Trace
 
 if TYPE_CHECKING:
-    from .bound import BoundPrompt
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -120,7 +120,7 @@ class RenderedPrompt:
 
     def bind(self, archive: object) -> BoundPrompt:
         """Attach an archive so pixels can be resolved; checks every image is present."""
-        from .bound import BoundPrompt
+        from causalcache_memory.render.bound import BoundPrompt
 
         return BoundPrompt(self, archive)  # type: ignore[arg-type]
 

@@ -1,33 +1,31 @@
-"""The learned budget-aware restoration selector.
+"""The learned budget-aware restoration selector at run time: features, ONNX scorer, exact-B beam.
 
-Labels (true policy utilities of complete exact-B allocations), per-event features, the set-conditional
-marginal scorer (PyTorch, in ``selector.model`` / ``selector.train``, imported only on use), the exact-B
-beam, ONNX export and onnxruntime inference, the allocation policy and the chooser ladder.
-Importing this package loads neither torch nor onnxruntime.
+Inference only: per-event features, onnxruntime scoring of conditioning sets, the exact-B beam from
+Recent-B and :class:`LearnedSelectorAllocator`. Labels, the PyTorch scorer, training, ONNX export and the
+chooser ladder live in :mod:`causalcache_memory.lab.selector`. Importing this package loads neither torch
+nor onnxruntime.
 """
 
-from .beam import BeamResult, beam_search
-from .features import CONTEXT_SCHEMA, FEATURE_SCHEMA, FeatureExtractor, context_features, schema_hash
-from .labels import LabelConfig, read_labels, run_labelling
-from .ladder import LadderConfig, format_table, run_ladder
-from .onnx_scorer import OnnxSelector
-from .policy import LearnedSelectorPolicy, bundled_model_path
+from causalcache_memory.selector.allocator import LearnedSelectorPolicy, bundled_model_path
+from causalcache_memory.selector.beam import BeamResult, beam_search
+from causalcache_memory.selector.features import (
+    CONTEXT_SCHEMA,
+    FEATURE_SCHEMA,
+    FeatureExtractor,
+    context_features,
+    schema_hash,
+)
+from causalcache_memory.selector.onnx_scorer import OnnxSelector
 
 __all__ = [
     "CONTEXT_SCHEMA",
     "FEATURE_SCHEMA",
     "BeamResult",
     "FeatureExtractor",
-    "LabelConfig",
-    "LadderConfig",
     "LearnedSelectorPolicy",
     "OnnxSelector",
     "beam_search",
     "bundled_model_path",
     "context_features",
-    "format_table",
-    "read_labels",
-    "run_labelling",
-    "run_ladder",
     "schema_hash",
 ]

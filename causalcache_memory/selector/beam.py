@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..allocation.base import recent_b
+from causalcache_memory.allocation.base import recent_b
 
 __all__ = ["BeamResult", "SetScorer", "beam_search"]
 

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..actions.model import ACTION_TYPES, POINTER_TYPES, Action
-from ..errors import ArchiveError
-from ..summarize import summarize_action
+from causalcache_memory.actions.model import ACTION_TYPES, POINTER_TYPES, Action
+from causalcache_memory.errors import ArchiveError
+from causalcache_memory.summarize import summarize_action
 
 if TYPE_CHECKING:
-    from ..trace import Trace
+    from causalcache_memory.trace import Trace
 
 __all__ = [
     "CONTEXT_SCHEMA",

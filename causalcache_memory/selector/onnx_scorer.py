@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._optional import require
-from ..errors import SchemaMismatchError, SelectorError
-from .features import schema_hash
+from causalcache_memory._optional import require
+from causalcache_memory.errors import SchemaMismatchError, SelectorError
+from causalcache_memory.selector.features import schema_hash
 
 __all__ = ["OnnxSelector", "pack_sets_np"]
 

@@ -4,11 +4,20 @@ Importing this package does not import langgraph; constructing :class:`CausalCac
 install raises :class:`~causalcache_memory.errors.MissingDependencyError` naming the ``langgraph`` extra).
 """
 
-from .context import CausalCacheContext
-from .images import find_image_data, find_screenshot_refs, screenshot_ref, strip_images
-from .memory import STEP_EVENT, CausalCacheMemory
-from .policies import ChatModelPolicy, generation_from_message, parse_message_action
-from .state import STATE_KEYS, CausalCacheState
+from causalcache_memory.integrations.langgraph.context import CausalCacheContext
+from causalcache_memory.integrations.langgraph.images import (
+    find_image_data,
+    find_screenshot_refs,
+    screenshot_ref,
+    strip_images,
+)
+from causalcache_memory.integrations.langgraph.memory import STEP_EVENT, CausalCacheMemory
+from causalcache_memory.integrations.langgraph.policies import (
+    ChatModelPolicy,
+    generation_from_message,
+    parse_message_action,
+)
+from causalcache_memory.integrations.langgraph.state import STATE_KEYS, CausalCacheState
 
 __all__ = [
     "STATE_KEYS",

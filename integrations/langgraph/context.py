@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...archive.base import ScreenshotArchive
-    from ...policy import Policy
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.policy import Policy
 
 __all__ = ["CausalCacheContext", "context_from_runtime", "episode_id_for"]
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ImageRejectedError
+from causalcache_memory.errors import ImageRejectedError
 
 __all__ = [
     "SCREENSHOT_REF",

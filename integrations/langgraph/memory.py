@@ -24,23 +24,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._optional import require
-from ...allocation.base import AllocationContext, AllocationPolicy
-from ...allocation.registry import build_allocation_policy
-from ...config import CausalCacheConfig, load_config, parse_config
-from ...controller import MemoryController, StepDecision
-from ...errors import ConfigError, PolicyError
-from ...factory import build_archive, build_policy, render_options
-from ...trace import Trace
-from ...trace_store import TraceStore
-from .context import context_from_runtime
-from .state import head_of, load_trace
+from causalcache_memory._optional import require
+from causalcache_memory.allocation.base import AllocationContext, AllocationPolicy
+from causalcache_memory.allocation.registry import build_allocation_policy
+from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
+from causalcache_memory.controller import MemoryController, StepDecision
+from causalcache_memory.errors import ConfigError, PolicyError
+from causalcache_memory.factory import build_archive, build_policy, render_options
+from causalcache_memory.integrations.langgraph.context import context_from_runtime
+from causalcache_memory.integrations.langgraph.state import head_of, load_trace
+from causalcache_memory.trace import Trace
+from causalcache_memory.trace_store import TraceStore
 
 if TYPE_CHECKING:
-    from ...actions.model import Action
-    from ...allocation.base import Allocation
-    from ...archive.base import ScreenshotArchive
-    from ...policy import Policy
+    from causalcache_memory.actions.model import Action
+    from causalcache_memory.allocation.base import Allocation
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.policy import Policy
 
 __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 
@@ -213,13 +213,13 @@ class CausalCacheMemory:
         and replaced by its hash; the newest one becomes the current screen. If a decided step is pending,
         it is recorded with this screenshot as its post-action screen.
         """
-        from .nodes import make_observe_node
+        from causalcache_memory.integrations.langgraph.nodes import make_observe_node
 
         return make_observe_node(self, screenshot_node, schema=schema, require_pending=False)
 
     def record_node(self, screenshot_node: Callable[..., Any], *, schema: type | None = None) -> Any:
         """Like :meth:`observe_node`, but a pending decided step is required (graphs that split the two)."""
-        from .nodes import make_observe_node
+        from causalcache_memory.integrations.langgraph.nodes import make_observe_node
 
         return make_observe_node(self, screenshot_node, schema=schema, require_pending=True)
 
@@ -230,7 +230,7 @@ class CausalCacheMemory:
         replaced by the memory's prompt (pixels exist only for that call) and takes the action from its
         update; the final pass's update is returned. Without it, the configured policy is called.
         """
-        from .nodes import make_decide_node
+        from causalcache_memory.integrations.langgraph.nodes import make_decide_node
 
         return make_decide_node(self, model_node, schema=schema)
 
@@ -241,7 +241,7 @@ class CausalCacheMemory:
         ``parse`` reads the action from the model's reply (default: first tool call, named after its
         action type, else the reply text).
         """
-        from .middleware import CausalCacheMiddleware
+        from causalcache_memory.integrations.langgraph.middleware import CausalCacheMiddleware
 
         return CausalCacheMiddleware(self, parse=parse)
 
@@ -253,7 +253,7 @@ class CausalCacheMemory:
         """
         from langchain_core.messages import HumanMessage
 
-        from .images import screenshot_ref
+        from causalcache_memory.integrations.langgraph.images import screenshot_ref
 
         sha = self.resolve_archive(runtime).put(screenshot)
         blocks = [{"type": "text", "text": text}] if text else []
@@ -325,7 +325,7 @@ class CausalCacheMemory:
     @staticmethod
     def action(state: dict[str, Any]) -> Action | None:
         """The decided action awaiting execution (from ``state['cc_pending']``)."""
-        from ...actions.model import Action
+        from causalcache_memory.actions.model import Action
 
         pending = state.get("cc_pending") or {}
         return Action.from_dict(pending["action"]) if pending.get("action") else None

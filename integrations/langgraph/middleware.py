@@ -30,17 +30,26 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.types import Command
 
-from ...actions.model import Action
-from ...errors import TraceError
-from ...policy import Generation
-from .images import find_screenshot_refs, strip_images
-from .nodes import new_trace
-from .policies import ActionParser, generation_from_message, prompt_messages
-from .state import CausalCacheState, head_of, load_trace, state_update
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import TraceError
+from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
+from causalcache_memory.integrations.langgraph.nodes import new_trace
+from causalcache_memory.integrations.langgraph.policies import (
+    ActionParser,
+    generation_from_message,
+    prompt_messages,
+)
+from causalcache_memory.integrations.langgraph.state import (
+    CausalCacheState,
+    head_of,
+    load_trace,
+    state_update,
+)
+from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:
-    from ...render.bound import BoundPrompt
-    from .memory import CausalCacheMemory
+    from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["CausalCacheAgentState", "CausalCacheMiddleware"]
 

@@ -14,18 +14,23 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from ...actions.model import Action
-from ...errors import TraceError
-from ...policy import Generation
-from ...trace import Trace
-from .context import episode_id_for
-from .images import SCREENSHOT_REF, strip_images
-from .policies import generation_from_message, message_text, prompt_messages, response_text
-from .state import head_of, load_trace, merge_schema, state_update
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import TraceError
+from causalcache_memory.integrations.langgraph.context import episode_id_for
+from causalcache_memory.integrations.langgraph.images import SCREENSHOT_REF, strip_images
+from causalcache_memory.integrations.langgraph.policies import (
+    generation_from_message,
+    message_text,
+    prompt_messages,
+    response_text,
+)
+from causalcache_memory.integrations.langgraph.state import head_of, load_trace, merge_schema, state_update
+from causalcache_memory.policy import Generation
+from causalcache_memory.trace import Trace
 
 if TYPE_CHECKING:
-    from ...render.bound import BoundPrompt
-    from .memory import CausalCacheMemory
+    from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["make_decide_node", "make_observe_node"]
 

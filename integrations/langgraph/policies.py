@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from ..._optional import require
-from ...actions.model import ACTION_TYPES, Action
-from ...errors import ActionParseError, PolicyError
-from ...policy import Generation
+from causalcache_memory._optional import require
+from causalcache_memory.actions.model import ACTION_TYPES, Action
+from causalcache_memory.errors import ActionParseError, PolicyError
+from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:
-    from ...render.bound import BoundPrompt
+    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["ChatModelPolicy", "generation_from_message", "parse_message_action", "prompt_messages"]
 

@@ -23,8 +23,8 @@ from typing import Any, get_type_hints
 
 from typing_extensions import TypedDict
 
-from ...errors import TraceError
-from ...trace import Trace, check_sha256
+from causalcache_memory.errors import TraceError
+from causalcache_memory.trace import Trace, check_sha256
 
 __all__ = [
     "STATE_KEYS",

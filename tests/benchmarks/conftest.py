@@ -14,7 +14,7 @@ SMALL_SCREEN = (320, 180)
 def selector_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled selector if shipped, else a throwaway model of the same architecture."""
     pytest.importorskip("onnx")
-    from causalcache_memory.bench.selector_model import benchmark_selector_model
+    from causalcache_memory.lab.bench.selector_model import benchmark_selector_model
 
     path, _ = benchmark_selector_model(tmp_path_factory.mktemp("selector"))
     return path

@@ -7,8 +7,8 @@ import math
 import subprocess
 import sys
 
-from causalcache_memory.bench.runner import BenchSizes, check_targets, format_table, run_benchmarks
 from causalcache_memory.cli.main import build_parser, main
+from causalcache_memory.lab.bench.runner import BenchSizes, check_targets, format_table, run_benchmarks
 
 
 def test_bench_subcommand_is_registered() -> None:
@@ -21,7 +21,7 @@ def test_bench_subcommand_is_registered() -> None:
 
 def test_cli_module_import_is_cheap() -> None:
     code = (
-        "import sys, causalcache_memory.cli.bench, causalcache_memory.bench; "
+        "import sys, causalcache_memory.cli.bench, causalcache_memory.lab.bench; "
         "print([m for m in ('onnxruntime', 'langgraph', 'torch', 'PIL') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -8,9 +8,9 @@ import pytest
 
 from causalcache_memory.allocation import AllocationContext, RecentPolicy
 from causalcache_memory.archive import LocalArchive
-from causalcache_memory.bench.episode import GOAL, step_action, step_response
-from causalcache_memory.bench.naive import NaiveMessageMemory
-from causalcache_memory.bench.screens import screenshot_pool, unique_variant
+from causalcache_memory.lab.bench.episode import GOAL, step_action, step_response
+from causalcache_memory.lab.bench.naive import NaiveMessageMemory
+from causalcache_memory.lab.bench.screens import screenshot_pool, unique_variant
 from causalcache_memory.render import render_prompt
 from causalcache_memory.trace import Trace
 
@@ -50,7 +50,7 @@ def test_render_bind_recent4_t200(benchmark, trace_200) -> None:
 
 
 def test_selector_allocate_t200(benchmark, trace_200, selector_model) -> None:
-    from causalcache_memory.selector.policy import LearnedSelectorPolicy
+    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
 
     trace, archive = trace_200
     policy = LearnedSelectorPolicy(selector_model, threads=1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from causalcache_memory.bench.screens import make_screenshot, unique_variant
+from causalcache_memory.lab.bench.screens import make_screenshot, unique_variant
 
 
 def test_unique_variant_changes_bytes_not_pixels() -> None:

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from causalcache_memory import Action
-from causalcache_memory.data import Step, Trajectory, load_trajectories, save_trajectories
 from causalcache_memory.errors import TraceError
+from causalcache_memory.lab.data import Step, Trajectory, load_trajectories, save_trajectories
 
 
 def sha(s: str) -> str:

@@ -10,7 +10,7 @@ pytest.importorskip("langgraph")
 
 from causalcache_memory.cli.main import main
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
 
 
 def test_demo_writes_results_and_report(tmp_path, capsys) -> None:

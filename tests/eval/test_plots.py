@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from causalcache_memory.eval.plots import arm_label, ordered_arms, plot_budget_curve, plot_split_bars
+from causalcache_memory.lab.eval.plots import arm_label, ordered_arms, plot_budget_curve, plot_split_bars
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from causalcache_memory.archive import LocalArchive
-from causalcache_memory.eval.report import REPORT_FILENAME, contrast_sentences, format_table, write_report
+from causalcache_memory.lab.eval.report import REPORT_FILENAME, contrast_sentences, format_table, write_report
 
 ARMS = ("summary_only", "recent", "random", "rgb", "causalcache")
 SPLITS = ("all", "memory_critical", "control")

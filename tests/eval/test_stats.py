@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from causalcache_memory.eval.stats import cluster_bootstrap, paired_difference, split_interaction
+from causalcache_memory.lab.eval.stats import cluster_bootstrap, paired_difference, split_interaction
 
 
 def test_interval_covers_mean_and_shrinks_with_n() -> None:

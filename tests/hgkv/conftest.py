@@ -43,8 +43,8 @@ def load_policy(tiny_dir):
 @pytest.fixture(scope="session")
 def recall_data():
     """40 colour-recall trajectories, their archive and mined groups."""
-    from causalcache_memory.hgkv.groups import mine_groups
-    from causalcache_memory.hgkv.synthetic import colour_recall_trajectories, same_click
+    from causalcache_memory.lab.hgkv.groups import mine_groups
+    from causalcache_memory.lab.hgkv.synthetic import colour_recall_trajectories, same_click
 
     archive = DictArchive()
     trajs = colour_recall_trajectories(archive, 40, seed=0)
@@ -54,8 +54,8 @@ def recall_data():
 
 @pytest.fixture
 def make_scorer(recall_data):
-    from causalcache_memory.hgkv.synthetic import short_summary
-    from causalcache_memory.hgkv.train import GroupScorer
+    from causalcache_memory.lab.hgkv.synthetic import short_summary
+    from causalcache_memory.lab.hgkv.train import GroupScorer
     from causalcache_memory.render.prompt import RenderOptions
 
     def make(policy):

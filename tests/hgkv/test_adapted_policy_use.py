@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from causalcache_memory.allocation import AllocationContext, make_allocation, recent_b
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.hgkv.adapter import HGKVAdapter, HGKVConfig
-from causalcache_memory.selector.labels import LabelConfig, read_labels, run_labelling
+from causalcache_memory.lab.selector.labels import LabelConfig, read_labels, run_labelling
+from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
 
 
 def _adapted(load_policy, randomize):

@@ -7,9 +7,9 @@ import torch
 
 from causalcache_memory.allocation.base import make_allocation
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.hgkv.adapter import HGKVAdapter, HGKVConfig
-from causalcache_memory.hgkv.layer import HistoryGatedLinear
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
+from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
+from causalcache_memory.runtime.hgkv.layer import HistoryGatedLinear
 from causalcache_memory.runtime.qwen_encoding import collate
 
 OPTS = RenderOptions(system_prompt="GUI agent.")

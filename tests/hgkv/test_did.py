@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from causalcache_memory.hgkv.did import DiDHyper, bootstrap, did_loss, did_stats, passes_gates
+from causalcache_memory.lab.hgkv.did import DiDHyper, bootstrap, did_loss, did_stats, passes_gates
 
 
 def test_identity_adapter_pays_three_margins() -> None:

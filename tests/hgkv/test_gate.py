@@ -10,9 +10,9 @@ import torch
 
 from causalcache_memory.allocation.base import make_allocation
 from causalcache_memory.errors import ImageSpanMismatchError
-from causalcache_memory.hgkv.adapter import HGKVAdapter
-from causalcache_memory.hgkv.gate import build_history_gate, model_tokens
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
+from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+from causalcache_memory.runtime.hgkv.gate import build_history_gate, model_tokens
 from causalcache_memory.runtime.qwen_encoding import ImageSpan, collate
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import recent_b
-from causalcache_memory.data.trajectory import Step, Trajectory
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.hgkv.groups import (
+from causalcache_memory.lab.data.trajectory import Step, Trajectory
+from causalcache_memory.lab.hgkv.groups import (
     ARMS,
     ReplacementGroup,
     assign_split,
@@ -18,7 +18,7 @@ from causalcache_memory.hgkv.groups import (
     mine_groups,
     save_groups,
 )
-from causalcache_memory.hgkv.synthetic import same_click
+from causalcache_memory.lab.hgkv.synthetic import same_click
 
 
 def _h(i: int) -> str:
@@ -115,7 +115,7 @@ def test_importing_hgkv_loads_no_torch() -> None:
     import sys
 
     code = (
-        "import sys, causalcache_memory.hgkv, causalcache_memory.cli.train_hgkv; "
+        "import sys, causalcache_memory.lab.hgkv, causalcache_memory.cli.train_hgkv; "
         "print('torch' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -9,8 +9,8 @@ import torch
 
 from causalcache_memory.allocation.base import make_allocation
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.hgkv.adapter import HGKVAdapter, HGKVConfig, resolve_adapter
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
+from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig, resolve_adapter
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import yaml
 
 from causalcache_memory.cli.train_hgkv import register_did, register_hgkv
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.hgkv.recipe import HGKVRecipe, load_recipe
+from causalcache_memory.lab.hgkv.recipe import HGKVRecipe, load_recipe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hgkv_recipe.yaml"
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.hgkv.adapter import HGKVAdapter, HGKVConfig
-from causalcache_memory.hgkv.did import DiDHyper
-from causalcache_memory.hgkv.train import TrainConfig, evaluate, train_did
+from causalcache_memory.lab.hgkv.did import DiDHyper
+from causalcache_memory.lab.hgkv.train import TrainConfig, evaluate, train_did
+from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
 
 #: the done-when run: measured on a shared 2-core CPU at ~0.6-0.9 s/step (12 prompts per step)
 DONE_WHEN = TrainConfig(steps=60, lr=5e-3, batch_size=4, eval_every=10, seed=0, bootstrap_reps=500)

@@ -16,7 +16,7 @@ def world():
 
 @pytest.fixture(scope="session")
 def labelled(world, tmp_path_factory):
-    from causalcache_memory.selector.labels import LabelConfig, read_labels, run_labelling
+    from causalcache_memory.lab.selector.labels import LabelConfig, read_labels, run_labelling
 
     trajs, useful = world
     path = tmp_path_factory.mktemp("labels") / "labels.jsonl"
@@ -30,8 +30,8 @@ def labelled(world, tmp_path_factory):
 def trained(world, labelled, tmp_path_factory):
     """A scorer trained on the stand-in labels, exported to ONNX: ``(TrainResult, model_dir, examples)``."""
     pytest.importorskip("torch")
+    from causalcache_memory.lab.selector.train import TrainConfig, build_examples, train_selector
     from causalcache_memory.selector.features import FeatureExtractor
-    from causalcache_memory.selector.train import TrainConfig, build_examples, train_selector
 
     trajs, _ = world
     _, header, records = labelled

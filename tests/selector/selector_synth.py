@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from causalcache_memory.actions import Action
-from causalcache_memory.data.trajectory import Step, Trajectory
+from causalcache_memory.lab.data.trajectory import Step, Trajectory
 
 APPS = ("Mail", "Notes", "Shop")
 

@@ -10,7 +10,7 @@ import pytest
 from selector_synth import FakeThumbs, make_trajectories
 
 from causalcache_memory.allocation import AllocationContext
-from causalcache_memory.selector.policy import LearnedSelectorPolicy
+from causalcache_memory.selector.allocator import LearnedSelectorPolicy
 
 
 @pytest.mark.parametrize("n_events", [50, 200, 1000])

@@ -10,10 +10,10 @@ checked on 45 held-out trajectories in RESULTS.md (section 3).
 from __future__ import annotations
 
 from causalcache_memory.archive import ThumbnailCache
-from causalcache_memory.selector.ladder import LadderConfig, run_ladder
+from causalcache_memory.lab.selector.ladder import LadderConfig, run_ladder
+from causalcache_memory.lab.selector.recipe import world_setup
+from causalcache_memory.selector.allocator import bundled_model_path
 from causalcache_memory.selector.onnx_scorer import OnnxSelector
-from causalcache_memory.selector.policy import bundled_model_path
-from causalcache_memory.selector.recipe import world_setup
 
 
 def test_bundled_scorer_ladder_on_unseen_world_tasks(tmp_path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.selector.recipe import load_recipe
+from causalcache_memory.lab.selector.recipe import load_recipe
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "selector_recipe.yaml"
 
@@ -65,9 +65,9 @@ def test_label_train_eval_commands(tmp_path):
 
 def test_recipe_factory_accepts_attribute_paths() -> None:
     from causalcache_memory.errors import ConfigError
-    from causalcache_memory.selector.recipe import _call
+    from causalcache_memory.lab.selector.recipe import _call
 
-    policy = _call("causalcache_memory.world.sim_policy:SimulatedPolicy", {"seed": 1}, "policy")
+    policy = _call("causalcache_memory.lab.world.sim_policy:SimulatedPolicy", {"seed": 1}, "policy")
     assert type(policy).__name__ == "SimulatedPolicy"
     parsed = _call("causalcache_memory.actions.model:Action.from_dict", {"data": {"type": "back"}}, "x")
     assert parsed.type == "back"

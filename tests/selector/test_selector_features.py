@@ -7,7 +7,7 @@ import pytest
 from selector_synth import FakeThumbs, make_trajectories
 
 from causalcache_memory.actions import Action
-from causalcache_memory.data.trajectory import Step, Trajectory
+from causalcache_memory.lab.data.trajectory import Step, Trajectory
 from causalcache_memory.selector import features as F
 from causalcache_memory.selector.features import FEATURE_SCHEMA, FeatureExtractor, feature_index, schema_hash
 

@@ -7,8 +7,8 @@ from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
 from causalcache_memory.allocation import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.labels import LABELS_VERSION, LabelConfig, read_labels, run_labelling
 from causalcache_memory.render import render_prompt
-from causalcache_memory.selector.labels import LABELS_VERSION, LabelConfig, read_labels, run_labelling
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
-from causalcache_memory.selector.ladder import LadderConfig, bootstrap_ci, format_table, run_ladder
+from causalcache_memory.lab.selector.ladder import LadderConfig, bootstrap_ci, format_table, run_ladder
 from causalcache_memory.selector.onnx_scorer import OnnxSelector
 
 

@@ -10,9 +10,9 @@ from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 from causalcache_memory.allocation import AllocationContext, RecentPolicy, recent_b
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.render import render_prompt
+from causalcache_memory.selector.allocator import LearnedSelectorPolicy
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES
 from causalcache_memory.selector.onnx_scorer import OnnxSelector
-from causalcache_memory.selector.policy import LearnedSelectorPolicy
 
 ATOL = 1e-5
 
@@ -20,7 +20,7 @@ ATOL = 1e-5
 @pytest.mark.parametrize("n_events", [3, 37, 300, 1000])
 def test_onnx_reproduces_torch_scores(trained, n_events):
     torch = pytest.importorskip("torch")
-    from causalcache_memory.selector.model import pack_sets
+    from causalcache_memory.lab.selector.model import pack_sets
 
     result, out, _ = trained
     rng = np.random.default_rng(n_events)
@@ -100,7 +100,7 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
 
 
 def test_bundled_model_missing_is_a_clear_error(monkeypatch):
-    from causalcache_memory.selector import policy as mod
+    from causalcache_memory.selector import allocator as mod
 
     monkeypatch.setattr(mod, "BUNDLED_MODEL", ("causalcache_memory", "assets/selector/absent.onnx"))
     with pytest.raises(SelectorError, match="no bundled selector model"):
@@ -113,7 +113,7 @@ def test_onnx_path_does_not_import_torch(trained):
         "import sys; sys.path.insert(0, 'tests/selector');"
         "from selector_synth import DictArchive, MarkerPolicy, make_trajectories;"
         "from causalcache_memory.allocation import AllocationContext;"
-        "from causalcache_memory.selector.policy import LearnedSelectorPolicy;"
+        "from causalcache_memory.selector.allocator import LearnedSelectorPolicy;"
         f"p = LearnedSelectorPolicy({str(out)!r});"
         "tr = make_trajectories(1, length=12)[0][0];"
         "p.allocate(AllocationContext(tr.trace_at(12), 4, witness=tr.steps[11].action));"

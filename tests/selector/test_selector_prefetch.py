@@ -22,7 +22,7 @@ def _png(seed: int) -> bytes:
 def policy():
     pytest.importorskip("onnxruntime")
     from causalcache_memory.errors import SelectorError
-    from causalcache_memory.selector.policy import LearnedSelectorPolicy
+    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
 
     try:
         selector = LearnedSelectorPolicy(threads=1)

@@ -10,9 +10,9 @@ from causalcache_memory.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 
+from causalcache_memory.lab.selector.train import TorchSetScorer, TrainConfig, load_model, split_of  # noqa: E402
 from causalcache_memory.selector.beam import beam_search  # noqa: E402
 from causalcache_memory.selector.features import FeatureExtractor, context_features, feature_index  # noqa: E402
-from causalcache_memory.selector.train import TorchSetScorer, TrainConfig, load_model, split_of  # noqa: E402
 
 
 def test_training_reduces_loss_and_is_selected_on_dev(trained):
@@ -61,7 +61,7 @@ def test_ranks_the_useful_event_first_on_held_out_states(trained):
 
 
 def test_dropped_features_do_not_influence_scores(world, labelled, tmp_path):
-    from causalcache_memory.selector.train import build_examples, train_selector
+    from causalcache_memory.lab.selector.train import build_examples, train_selector
 
     trajs, _ = world
     _, _header, records = labelled
@@ -76,7 +76,7 @@ def test_dropped_features_do_not_influence_scores(world, labelled, tmp_path):
 
 
 def test_training_is_deterministic(world, labelled):
-    from causalcache_memory.selector.train import build_examples, train_selector
+    from causalcache_memory.lab.selector.train import build_examples, train_selector
 
     trajs, _ = world
     _, _, records = labelled

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from causalcache_memory.world import generate_tasks
+from causalcache_memory.lab.world import generate_tasks
 
 
 class MemoryArchive:

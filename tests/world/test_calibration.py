@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from causalcache_memory.allocation import RecentPolicy, SummaryOnlyPolicy
-from causalcache_memory.world import (
+from causalcache_memory.lab.world import (
     EVIDENCE_KEY,
     EvidenceOraclePolicy,
     SimulatedPolicy,
@@ -36,7 +36,7 @@ def test_calibration_orders_the_arms_on_memory_critical_tasks(archive):
 
 def test_works_with_the_local_archive(tmp_path):
     from causalcache_memory.archive import LocalArchive
-    from causalcache_memory.world import generate_demonstrations
+    from causalcache_memory.lab.world import generate_demonstrations
 
     archive = LocalArchive(tmp_path / "shots")
     task = next(t for t in generate_tasks(6, seed=4, platform="desktop") if t.split == "memory_critical")

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from causalcache_memory.actions import Action
-from causalcache_memory.world import GuiWorld, generate_tasks, ocr_png
-from causalcache_memory.world.expert import element_action
+from causalcache_memory.lab.world import GuiWorld, generate_tasks, ocr_png
+from causalcache_memory.lab.world.expert import element_action
 
 
 def _click(world: GuiWorld, label: str):

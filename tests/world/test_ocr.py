@@ -5,9 +5,9 @@ import random
 import numpy as np
 import pytest
 
-from causalcache_memory.world import GuiWorld, generate_tasks, ocr_array, ocr_png
-from causalcache_memory.world.font import CELL_H, CELL_W, CHARSET, draw_text, glyph_code
-from causalcache_memory.world.render import PALETTE
+from causalcache_memory.lab.world import GuiWorld, generate_tasks, ocr_array, ocr_png
+from causalcache_memory.lab.world.font import CELL_H, CELL_W, CHARSET, draw_text, glyph_code
+from causalcache_memory.lab.world.render import PALETTE
 
 
 def test_glyph_codes_are_distinct():

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from causalcache_memory.allocation import make_allocation, recent_b
+from causalcache_memory.lab.world import SimulatedPolicy, generate_tasks, run_expert
 from causalcache_memory.policy import Policy
 from causalcache_memory.render import render_prompt
-from causalcache_memory.world import SimulatedPolicy, generate_tasks, run_expert
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +78,9 @@ def test_scores_navigation_targets_and_continuity(mixed_tasks, archive):
 
 def test_recovers_from_a_visible_misclick(archive):
     from causalcache_memory.actions import Action
+    from causalcache_memory.lab.world import GuiWorld
+    from causalcache_memory.lab.world.expert import element_action
     from causalcache_memory.trace import Trace
-    from causalcache_memory.world import GuiWorld
-    from causalcache_memory.world.expert import element_action
 
     task = next(t for t in generate_tasks(20, seed=1) if t.family == "control:send")
     world = GuiWorld(task)

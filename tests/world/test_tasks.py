@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.world import age_histogram, generate_tasks, parse_goal, run_expert, split_of
-from causalcache_memory.world.env import WorldState
+from causalcache_memory.lab.world import age_histogram, generate_tasks, parse_goal, run_expert, split_of
+from causalcache_memory.lab.world.env import WorldState
 
 
 def test_tasks_are_distinct_deterministic_and_split_by_metadata(mixed_tasks):
@@ -71,7 +71,7 @@ def test_demonstrations_never_leak_the_value_before_it_is_needed(mixed_tasks, ar
 def test_mixed_platform_does_not_confound_split_with_platform() -> None:
     from collections import Counter
 
-    from causalcache_memory.world import generate_tasks
+    from causalcache_memory.lab.world import generate_tasks
 
     counts = Counter((t.platform, t.split) for t in generate_tasks(40, 3, platform="mixed"))
     assert set(counts) == {(p, s) for p in ("mobile", "desktop") for s in ("memory_critical", "control")}

@@ -1,0 +1,226 @@
+"""Matched-budget replacement groups for DiD supervision (paper, "Per-B Fidelity-Restoration Supervision").
+
+A decision point ``t`` of a successful trajectory qualifies when its target action ``a_t`` recurs at an
+earlier step ``i < t`` under full-action equivalence. The screenshot preceding that earlier occurrence,
+``v_{i-1} = x_i``, is the restoration candidate ``j+ = i - 1`` (its age is ``t - j+``). For each budget
+``B`` with ``age >= B + 2`` three exact-B allocations share summaries, current screen and target:
+
+* **recent**: ``Recent-B = {t-B, ..., t-1}``;
+* **relevant**: ``Recent-(B-1) + {j+}`` (the oldest recent slot replaced by the candidate);
+* **wrong**: ``Recent-(B-1) + {j-}`` where ``j-`` is the event nearest in age to ``j+`` (also outside the
+  recent window, ``age >= B + 2``) whose following action ``a_{j-+1}`` is *not* equivalent to ``a_t``.
+
+Only single-slot (``k = 1``) replacement is built ("Why single-slot replacement"). Splits are
+trajectory-disjoint and deterministic: a trajectory's split is a function of the sha256 of its id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from causalcache_memory._jsonl import read_jsonl, write_jsonl
+from causalcache_memory.actions.model import Action
+from causalcache_memory.allocation.base import Allocation, make_allocation, recent_b
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.data.trajectory import Trajectory
+
+__all__ = [
+    "ARMS",
+    "GROUP_FORMAT_VERSION",
+    "MiningReport",
+    "ReplacementGroup",
+    "assign_split",
+    "load_groups",
+    "mine_groups",
+    "save_groups",
+]
+
+GROUP_FORMAT_VERSION = 1
+ARMS = ("recent", "relevant", "wrong")
+Split = Literal["train", "dev", "test"]
+Equivalence = Callable[[Action, Action], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacementGroup:
+    """One matched-budget group.
+
+    Attributes:
+        trajectory_id: the source trajectory (the split unit).
+        t: decision index (1-based); the target is ``a_t`` with response ``target``.
+        budget: ``B``; every arm carries exactly ``B`` history images.
+        candidate: ``j+``, the target-specific restoration event.
+        wrong: ``j-``, the age-matched non-equivalent event.
+        recurrence: ``i``, the earlier step whose action is equivalent to the target.
+        target: the target response ``r_t`` scored by teacher forcing.
+        split: ``train``/``dev``/``test``.
+    """
+
+    trajectory_id: str
+    t: int
+    budget: int
+    candidate: int
+    wrong: int
+    recurrence: int
+    target: str
+    split: Split
+
+    def selected(self, arm: str) -> tuple[int, ...]:
+        """History events of ``arm`` (``recent``, ``relevant`` or ``wrong``), ascending."""
+        keep = recent_b(self.t, self.budget - 1)
+        if arm == "recent":
+            return recent_b(self.t, self.budget)
+        if arm == "relevant":
+            return tuple(sorted((*keep, self.candidate)))
+        if arm == "wrong":
+            return tuple(sorted((*keep, self.wrong)))
+        raise ConfigError(f"arm={arm!r} is not one of {', '.join(ARMS)}")
+
+    def allocation(self, arm: str) -> Allocation:
+        return make_allocation(self.selected(arm), t=self.t, budget=self.budget, policy=f"did:{arm}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": GROUP_FORMAT_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplacementGroup:
+        if data.get("version", GROUP_FORMAT_VERSION) != GROUP_FORMAT_VERSION:
+            raise ConfigError(
+                f"replacement group version {data.get('version')!r} is not {GROUP_FORMAT_VERSION}"
+            )
+        fields = {k: v for k, v in data.items() if k != "version"}
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class MiningReport:
+    """Yield of :func:`mine_groups`.
+
+    Attributes:
+        decision_points: decision points of successful trajectories scanned.
+        recurring: decision points whose target recurs earlier (any age).
+        per_budget: groups built per ``B``.
+        no_wrong: per ``B``, states dropped because no age-matched non-equivalent event exists.
+        per_split: groups per split.
+    """
+
+    trajectories: int
+    decision_points: int
+    recurring: int
+    per_budget: dict[int, int]
+    no_wrong: dict[int, int]
+    per_split: dict[str, int]
+
+    def summary(self) -> str:
+        per_b = ", ".join(f"B={b}: {n}" for b, n in sorted(self.per_budget.items()))
+        return (
+            f"{self.trajectories} trajectories, {self.decision_points} decision points, "
+            f"{self.recurring} with an earlier equivalent action; groups {per_b}; splits {self.per_split}"
+        )
+
+
+def assign_split(trajectory_id: str, *, dev: float = 0.15, test: float = 0.15, salt: str = "") -> Split:
+    """Deterministic trajectory-level split from ``sha256(salt + id)``."""
+    if dev < 0 or test < 0 or dev + test >= 1:
+        raise ConfigError(f"split fractions dev={dev}, test={test} must be >= 0 and sum below 1")
+    u = int.from_bytes(hashlib.sha256(f"{salt}{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
+    if u < test:
+        return "test"
+    if u < test + dev:
+        return "dev"
+    return "train"
+
+
+def _library_equivalence(platform: str) -> Equivalence:
+    """Full-action equivalence of :mod:`causalcache_memory.actions` for the trajectory's platform."""
+    from causalcache_memory.actions import actions_equivalent
+
+    mode = "mobile" if platform == "mobile" else "desktop"
+    return lambda ref, other: actions_equivalent(ref, other, platform=mode)
+
+
+def _wrong_event(
+    traj: Trajectory, t: int, budget: int, candidate: int, equivalent: Equivalence
+) -> int | None:
+    """Event nearest in age to ``candidate`` (outside the window) whose next action is not ``a_t``."""
+    target = traj.steps[t - 1].action
+    options = [
+        j
+        for j in range(1, t - budget - 1)  # age t - j >= B + 2
+        if j != candidate and not equivalent(target, traj.steps[j].action)  # a_{j+1} is steps[j]
+    ]
+    if not options:
+        return None
+    return min(options, key=lambda j: (abs(j - candidate), -j))
+
+
+def mine_groups(
+    trajectories: Iterable[Trajectory],
+    *,
+    budgets: Sequence[int] = (1, 2, 4),
+    equivalent: Equivalence | None = None,
+    dev: float = 0.15,
+    test: float = 0.15,
+    salt: str = "",
+) -> tuple[list[ReplacementGroup], MiningReport]:
+    """Replacement groups from the successful trajectories, and the yield per ``B``.
+
+    ``equivalent(reference, other)`` defaults to :func:`causalcache_memory.actions.actions_equivalent`
+    with the trajectory's platform (the target ``a_t`` is the reference). For each decision point the
+    most recent qualifying earlier occurrence is used (one group per ``(trajectory, t, B)``).
+    """
+    groups: list[ReplacementGroup] = []
+    per_budget: Counter[int] = Counter({b: 0 for b in budgets})
+    no_wrong: Counter[int] = Counter({b: 0 for b in budgets})
+    n_traj = n_points = n_recurring = 0
+    for traj in trajectories:
+        if not traj.success:
+            continue
+        n_traj += 1
+        same = equivalent or _library_equivalence(traj.platform)
+        split = assign_split(traj.trajectory_id, dev=dev, test=test, salt=salt)
+        for t in range(2, len(traj.steps) + 1):
+            n_points += 1
+            target = traj.steps[t - 1].action
+            earlier = [i for i in range(2, t) if same(target, traj.steps[i - 1].action)]
+            if earlier:
+                n_recurring += 1
+            for budget in budgets:
+                usable = [i for i in earlier if t - (i - 1) >= budget + 2]
+                if not usable:
+                    continue
+                i = max(usable)
+                wrong = _wrong_event(traj, t, budget, i - 1, same)
+                if wrong is None:
+                    no_wrong[budget] += 1
+                    continue
+                group = ReplacementGroup(
+                    traj.trajectory_id, t, budget, i - 1, wrong, i, traj.steps[t - 1].response, split
+                )
+                for arm in ARMS:
+                    group.allocation(arm)  # enforce exact-B on every arm
+                groups.append(group)
+                per_budget[budget] += 1
+    report = MiningReport(
+        trajectories=n_traj,
+        decision_points=n_points,
+        recurring=n_recurring,
+        per_budget=dict(per_budget),
+        no_wrong=dict(no_wrong),
+        per_split=dict(Counter(g.split for g in groups)),
+    )
+    return groups, report
+
+
+def save_groups(path: str | Path, groups: Iterable[ReplacementGroup]) -> int:
+    """Write groups as JSON Lines; returns the count."""
+    return write_jsonl(path, (group.to_dict() for group in groups))
+
+
+def load_groups(path: str | Path) -> Iterator[ReplacementGroup]:
+    return read_jsonl(path, ReplacementGroup.from_dict, what="replacement group", error=ConfigError)

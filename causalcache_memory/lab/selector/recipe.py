@@ -1,0 +1,196 @@
+"""The selector recipe: one YAML file driving ``causalcache label|train|eval`` for the selector.
+
+Sections (all validated, every error reported at once)::
+
+    setup:    {factory: "pkg.module:function", kwargs: {...}}   # optional: returns an object or mapping
+                                                                 # with trajectories / archive / policy
+    data:     {trajectories: path.jsonl} | {factory: ..., kwargs: ...}
+    archive:  {url: /path/or/url} | {factory: ..., kwargs: ...}
+    policy:   {factory: ..., kwargs: ...}                         # the labeller: any Policy
+    labels:   {output: labels.jsonl, ...LabelConfig}
+    train:    {output_dir: DIR, description: "...", no_recency_output_dir: DIR2, ...TrainConfig}
+    ladder:   {json: ladder.json, ...LadderConfig}
+
+A ``factory`` is an import path ``module:callable`` called with ``kwargs`` (the recipe is trusted code,
+like a training script). Values from ``data``/``archive``/``policy`` override those of ``setup``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.labels import LabelConfig
+
+__all__ = ["ComponentSpec", "Recipe", "Resolved", "load_recipe", "resolve"]
+
+#: the recurrence/recency features dropped by the "no recency features" ladder rung
+RECENCY_FEATURES = ("in_recent", "recent_rank", "is_oldest_recent")
+
+
+class ComponentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    factory: str
+    kwargs: dict[str, Any] = {}
+
+
+class DataSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    trajectories: str | None = None
+    factory: str | None = None
+    kwargs: dict[str, Any] = {}
+
+
+class ArchiveSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str | None = None
+    factory: str | None = None
+    kwargs: dict[str, Any] = {}
+
+
+class LabelsSection(LabelConfig):
+    output: str = "runs/selector/labels.jsonl"
+
+    def label_config(self) -> LabelConfig:
+        return LabelConfig(**self.model_dump(exclude={"output"}))
+
+
+class TrainSection(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    output_dir: str = "runs/selector/model"
+    description: str = ""
+    no_recency_output_dir: str | None = None
+    image_features: bool = True
+
+
+class LadderSection(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    json_path: str | None = None
+    split: str = "test"
+
+
+class Recipe(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    setup: ComponentSpec | None = None
+    data: DataSpec = DataSpec()
+    archive: ArchiveSpec = ArchiveSpec()
+    policy: ComponentSpec | None = None
+    labels: LabelsSection = LabelsSection()
+    train: TrainSection = TrainSection()
+    ladder: LadderSection = LadderSection()
+
+    def train_config(self, **overrides: Any):  # type: ignore[no-untyped-def]
+        """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` of this recipe (imports torch)."""
+        from causalcache_memory.lab.selector.train import TrainConfig
+
+        extra = {k: v for k, v in (self.train.model_extra or {}).items()}
+        return TrainConfig(**{**extra, **overrides})
+
+    def ladder_config(self):  # type: ignore[no-untyped-def]
+        from causalcache_memory.lab.selector.ladder import LadderConfig
+
+        return LadderConfig(**(self.ladder.model_extra or {}))
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Parse and validate a recipe YAML (``yaml.safe_load``)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read recipe {path}: {exc}") from exc
+    if "ladder" in raw and isinstance(raw["ladder"], dict) and "json" in raw["ladder"]:
+        raw["ladder"]["json_path"] = raw["ladder"].pop("json")
+    try:
+        return Recipe.model_validate(raw)
+    except ValidationError as exc:
+        errors = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"invalid selector recipe {path}: " + "; ".join(errors), errors) from exc
+
+
+def _call(factory: str, kwargs: Mapping[str, Any], what: str) -> Any:
+    module, _, name = factory.partition(":")
+    if not module or not name:
+        raise ConfigError(f"{what}.factory={factory!r} must be an import path 'package.module:callable'")
+    try:
+        fn: Any = importlib.import_module(module)
+        for part in name.split("."):  # 'module:Class.from_pretrained' names a classmethod
+            fn = getattr(fn, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{what}.factory={factory!r} cannot be imported: {exc}") from exc
+    return fn(**dict(kwargs))
+
+
+@dataclass
+class Resolved:
+    trajectories: list
+    archive: Any
+    policy: Any
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
+    """Build the trajectories, archive and policy a recipe names."""
+    base = _call(recipe.setup.factory, recipe.setup.kwargs, "setup") if recipe.setup else None
+    trajectories = _get(base, "trajectories")
+    if recipe.data.trajectories:
+        from causalcache_memory.lab.data.trajectory import load_trajectories
+
+        trajectories = list(load_trajectories(recipe.data.trajectories))
+    elif recipe.data.factory:
+        trajectories = _call(recipe.data.factory, recipe.data.kwargs, "data")
+    archive = _get(base, "archive")
+    if recipe.archive.url:
+        from causalcache_memory.archive import open_archive
+
+        archive = open_archive(recipe.archive.url)
+    elif recipe.archive.factory:
+        archive = _call(recipe.archive.factory, recipe.archive.kwargs, "archive")
+    policy = _get(base, "policy")
+    if recipe.policy is not None:
+        policy = _call(recipe.policy.factory, recipe.policy.kwargs, "policy")
+    errors = []
+    if not trajectories:
+        errors.append("no trajectories: set data.trajectories, data.factory or setup")
+    if archive is None:
+        errors.append("no archive: set archive.url, archive.factory or setup")
+    if need_policy and policy is None:
+        errors.append("no policy: set policy.factory or setup")
+    if errors:
+        raise ConfigError("selector recipe is incomplete: " + "; ".join(errors), errors)
+    return Resolved(list(trajectories), archive, policy)
+
+
+def world_setup(
+    tasks: int = 200,
+    seed: int = 0,
+    archive: str = "runs/selector/archive",
+    platform: str = "mixed",
+    memory_fraction: float = 0.5,
+    policy_seed: int = 0,
+) -> dict[str, Any]:
+    """Recipe ``setup`` for the synthetic world: expert demonstrations and the simulated policy.
+
+    Generates ``tasks`` tasks from ``seed``, runs the expert (screenshots stored in a local archive at
+    ``archive``) and labels with :class:`~causalcache_memory.lab.world.SimulatedPolicy`.
+    """
+    from causalcache_memory.archive import open_archive
+    from causalcache_memory.lab.world import SimulatedPolicy, generate_demonstrations, generate_tasks
+
+    store = open_archive(archive)
+    demos = generate_demonstrations(
+        generate_tasks(tasks, seed, platform=platform, memory_fraction=memory_fraction), store
+    )
+    return {"trajectories": demos, "archive": store, "policy": SimulatedPolicy(seed=policy_seed)}

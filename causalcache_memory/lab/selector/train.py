@@ -1,0 +1,433 @@
+"""Training the set-conditional scorer on implied marginals (PyTorch; imported only on use).
+
+Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
+``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself. The model's
+prediction is ``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state:
+
+    L = mean_j Huber(d_j - y_j / s)  +  λ_rank · mean_{(a,b): y_a > y_b + ε} softplus(-(d_a - d_b) / τ)
+
+with ``s`` the training-set scale of ``|y|``. Splits are disjoint by trajectory (hash of the id and the
+seed); the checkpoint is chosen on the dev split only, by the mean realized utility of the group's argmax
+(``y`` of the candidate the model ranks first, 0 when it keeps ``r``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from causalcache_memory._optional import require
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
+from causalcache_memory.selector.features import (
+    CONTEXT_SCHEMA,
+    FEATURE_SCHEMA,
+    FeatureExtractor,
+    context_features,
+    feature_index,
+    schema_hash,
+)
+
+torch = require("torch", purpose="training the learned selector")
+
+__all__ = [
+    "MODEL_FORMAT_VERSION",
+    "StateExample",
+    "TrainConfig",
+    "TrainResult",
+    "build_examples",
+    "load_model",
+    "split_of",
+    "train_selector",
+]
+
+MODEL_FORMAT_VERSION = 1
+
+
+class TrainConfig(BaseModel):
+    """Training recipe (see module doc for the loss)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hidden: int = Field(64, ge=1)
+    embed: int = Field(32, ge=1)
+    epochs: int = Field(40, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    weight_decay: float = Field(1e-4, ge=0)
+    batch_states: int = Field(16, ge=1)
+    huber_delta: float = Field(1.0, gt=0)
+    rank_weight: float = Field(1.0, ge=0)
+    rank_temperature: float = Field(0.25, gt=0)
+    rank_epsilon: float = Field(1e-3, ge=0)
+    max_pairs_per_group: int = Field(256, ge=1)
+    seed: int = 0
+    splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    witness: str = "gold"
+    drop_features: tuple[str, ...] = ()
+    patience: int = Field(10, ge=1)
+    threads: int = Field(1, ge=1)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            errors = [f"train.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors) from exc
+        self._check()
+
+    def _check(self) -> None:
+        errors = []
+        if abs(sum(self.splits) - 1.0) > 1e-6 or min(self.splits) < 0:
+            errors.append(f"train.splits={self.splits} must be three non-negative fractions summing to 1")
+        if self.witness not in ("gold", "none"):
+            errors.append(f"train.witness={self.witness!r} must be 'gold' or 'none'")
+        for name in self.drop_features:
+            try:
+                feature_index(name)
+            except KeyError as exc:
+                errors.append(f"train.drop_features: {exc.args[0]}")
+        if errors:
+            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
+
+
+def split_of(trajectory_id: str, seed: int, fractions: Sequence[float]) -> str:
+    """``train``/``dev``/``test`` for a trajectory, from a hash of its id and ``seed`` (deterministic)."""
+    u = int.from_bytes(hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
+    if u < fractions[0]:
+        return "train"
+    return "dev" if u < fractions[0] + fractions[1] else "test"
+
+
+@dataclass
+class StateExample:
+    """One labelled ``(state, B)`` ready for the model (groups flattened; see module doc)."""
+
+    trajectory_id: str
+    t: int
+    budget: int
+    events: np.ndarray  # (N, F)
+    context: np.ndarray  # (1, C)
+    conds: list[tuple[int, ...]]  # K conditioning sets, 1-based
+    group: np.ndarray  # (L,) conditioning-set row of each entry
+    cand: np.ndarray  # (L,) 0-based event row of the candidate
+    out: np.ndarray  # (L,) 0-based event row of the evicted event
+    y: np.ndarray  # (L,) Q(C ∪ {j}) - Q(S); entries with cand == out have y = 0
+    pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (P, 2): y[a] > y[b]
+
+
+def build_examples(
+    records: Iterable[Mapping[str, Any]],
+    trajectories: Mapping[str, Any],
+    *,
+    extractor: FeatureExtractor | None = None,
+    witness: str = "gold",
+    rank_epsilon: float = 1e-3,
+    max_pairs_per_group: int = 256,
+    seed: int = 0,
+) -> list[StateExample]:
+    """Featurize label records (``trajectories`` maps id -> :class:`Trajectory`)."""
+    extractor = extractor or FeatureExtractor()
+    rng = random.Random(seed)
+    out: list[StateExample] = []
+    for rec in records:
+        traj = trajectories.get(rec["trajectory_id"])
+        if traj is None:
+            raise ConfigError(
+                f"label record {rec['key']!r} names trajectory {rec['trajectory_id']!r}, "
+                "which is not in the training data; pass the trajectories that were labelled"
+            )
+        t, budget = int(rec["t"]), int(rec["budget"])
+        ref = traj.steps[t - 1].action if witness == "gold" else None
+        trace = traj.trace_at(t)
+        conds, group, cand, outs, ys, pairs = [], [], [], [], [], []
+        for k, g in enumerate(rec["groups"]):
+            r = int(g["out"])
+            conds.append(tuple(sorted(set(g["base"]) - {r})))
+            start = len(cand)
+            entries = [
+                (int(j), float(q) - float(g["q_base"])) for j, q in zip(g["cands"], g["q"], strict=True)
+            ]
+            entries.append((r, 0.0))
+            for j, y in entries:
+                group.append(k)
+                cand.append(j - 1)
+                outs.append(r - 1)
+                ys.append(y)
+            gp = [
+                (start + a, start + b)
+                for a in range(len(entries))
+                for b in range(len(entries))
+                if entries[a][1] > entries[b][1] + rank_epsilon
+            ]
+            if len(gp) > max_pairs_per_group:
+                gp = rng.sample(gp, max_pairs_per_group)
+            pairs.extend(gp)
+        out.append(
+            StateExample(
+                rec["trajectory_id"],
+                t,
+                budget,
+                extractor(trace, budget, ref),
+                context_features(t, budget, ref),
+                conds,
+                np.array(group),
+                np.array(cand),
+                np.array(outs),
+                np.array(ys, np.float32),
+                np.array(pairs, np.int64).reshape(-1, 2),
+            )
+        )
+    return out
+
+
+def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
+    """Collate states into one block: events stacked, indices offset, one context row per set."""
+    events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
+    n_off = k_off = l_off = 0
+    width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
+    for ex in examples:
+        r, m = pack_sets(ex.conds, width)
+        events.append(ex.events)
+        rows.append(np.asarray(r, dtype=np.int64) + n_off)
+        masks.append(np.asarray(m, dtype=np.float32))
+        ctx.append(np.repeat(ex.context, len(ex.conds), axis=0))
+        group.append(ex.group + k_off)
+        cand.append(ex.cand + n_off)
+        out.append(ex.out + n_off)
+        ys.append(ex.y)
+        pairs.append(ex.pairs + l_off)
+        n_off += len(ex.events)
+        k_off += len(ex.conds)
+        l_off += len(ex.y)
+    cat = np.concatenate
+    return {
+        "events": torch.from_numpy(cat(events).astype(np.float32)),
+        "sets": torch.from_numpy(cat(rows)),
+        "mask": torch.from_numpy(cat(masks)),
+        "context": torch.from_numpy(cat(ctx).astype(np.float32)),
+        "group": torch.from_numpy(cat(group)),
+        "cand": torch.from_numpy(cat(cand)),
+        "out": torch.from_numpy(cat(out)),
+        "y": torch.from_numpy(cat(ys)),
+        "pairs": torch.from_numpy(cat(pairs).reshape(-1, 2)),
+    }
+
+
+def _diffs(model: SetScorerModel, tx: Mapping[str, Any]) -> Any:
+    scores = model(tx["events"], tx["sets"], tx["mask"], tx["context"])
+    return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
+
+
+def _loss(model: SetScorerModel, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
+    d = _diffs(model, tx)
+    loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
+    if cfg.rank_weight > 0 and len(tx["pairs"]):
+        a, b = tx["pairs"][:, 0], tx["pairs"][:, 1]
+        loss = (
+            loss
+            + cfg.rank_weight * torch.nn.functional.softplus(-(d[a] - d[b]) / cfg.rank_temperature).mean()
+        )
+    return loss
+
+
+def _evaluate(
+    model: SetScorerModel, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
+) -> dict[str, float]:
+    """Mean loss, and mean realized / oracle utility of each group's argmax (keeping ``r`` = 0)."""
+    if not data:
+        return {"loss": float("nan"), "value": float("nan"), "oracle": float("nan"), "top1": float("nan")}
+    losses, value, oracle, top1, n = [], 0.0, 0.0, 0.0, 0
+    with torch.no_grad():
+        for tx in data:
+            losses.append(_loss(model, tx, scale, cfg).item())
+            d = _diffs(model, tx).numpy()
+            y, g = tx["y"].numpy(), tx["group"].numpy()
+            for k in np.unique(g):
+                sel = g == k
+                pick = int(np.argmax(d[sel]))
+                value += float(y[sel][pick])
+                oracle += float(y[sel].max())
+                top1 += float(y[sel][pick] >= y[sel].max() - 1e-9)
+                n += 1
+    return {"loss": float(np.mean(losses)), "value": value / n, "oracle": oracle / n, "top1": top1 / n}
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_selector` produced."""
+
+    model: SetScorerModel
+    metadata: dict[str, Any]
+    output_dir: Path | None
+
+
+def train_selector(
+    examples: Sequence[StateExample],
+    config: TrainConfig | None = None,
+    *,
+    output_dir: str | Path | None = None,
+    export_onnx: bool = True,
+    data_description: str = "",
+    label_header: Mapping[str, Any] | None = None,
+    log: Any = None,
+) -> TrainResult:
+    """Train, choose the checkpoint on dev, evaluate on test, and write the model directory.
+
+    Runs with ``config.threads`` torch threads (1 by default: the model is tiny and extra threads only
+    add synchronization; restored afterwards).
+    """
+    cfg = config or TrainConfig()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(examples, cfg, output_dir, export_onnx, data_description, label_header, log)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(examples, cfg, output_dir, export_onnx, data_description, label_header, log) -> TrainResult:  # type: ignore[no-untyped-def]
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    parts: dict[str, list[StateExample]] = {"train": [], "dev": [], "test": []}
+    for ex in examples:
+        parts[split_of(ex.trajectory_id, cfg.seed, cfg.splits)].append(ex)
+    if not parts["train"]:
+        raise ConfigError(
+            f"no training states after the trajectory split {cfg.splits}; label more trajectories"
+        )
+    all_y = np.concatenate([ex.y for ex in parts["train"]])
+    scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
+    tensors = {
+        k: [_tensors(v[i : i + cfg.batch_states]) for i in range(0, len(v), cfg.batch_states)]
+        for k, v in parts.items()
+    }
+    model = SetScorerModel(ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    select = tensors["dev"] or tensors["train"]
+    best = (-float("inf"), -float("inf"))
+    best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
+    start = time.perf_counter()
+    for epoch in range(1, cfg.epochs + 1):
+        order = list(range(len(parts["train"])))
+        rng.shuffle(order)
+        model.train()
+        running = []
+        for i in range(0, len(order), cfg.batch_states):
+            opt.zero_grad()
+            loss = _loss(
+                model, _tensors([parts["train"][j] for j in order[i : i + cfg.batch_states]]), scale, cfg
+            )
+            loss.backward()
+            opt.step()
+            running.append(loss.item())
+        model.eval()
+        dev_m = _evaluate(model, select, scale, cfg)
+        history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
+        if log:
+            log(
+                f"epoch {epoch}: train loss {np.mean(running):.4f} dev loss {dev_m['loss']:.4f} "
+                f"dev value {dev_m['value']:.4f} (oracle {dev_m['oracle']:.4f})"
+            )
+        # dev value in units of the target scale, to 1e-3: ties are broken by the dev loss
+        key = (round(dev_m["value"] / scale, 3), -dev_m["loss"])
+        if key > best:
+            best, best_state, best_epoch, stale = key, copy.deepcopy(model.state_dict()), epoch, 0
+        else:
+            stale += 1
+            if stale >= cfg.patience:
+                break
+    model.load_state_dict(best_state)
+    model.eval()
+    metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
+    metadata = _metadata(
+        cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
+    )
+    metadata["train_seconds"] = round(time.perf_counter() - start, 2)
+    out = Path(output_dir) if output_dir is not None else None
+    if out is not None:
+        save_model(model, metadata, out, export_onnx=export_onnx)
+    return TrainResult(model, metadata, out)
+
+
+def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:
+    from causalcache_memory import __version__
+
+    return {
+        "format": "causalcache-selector",
+        "model_format_version": MODEL_FORMAT_VERSION,
+        "library_version": __version__,
+        "schema_hash": schema_hash(),
+        "feature_names": [n for n, _ in FEATURE_SCHEMA],
+        "context_names": [n for n, _ in CONTEXT_SCHEMA],
+        "scorer": model.config.to_dict(),
+        "train": cfg.model_dump(),
+        "target_scale": scale,
+        "best_epoch": best_epoch,
+        "metrics": metrics,
+        "history": history,
+        "splits": {k: sorted({ex.trajectory_id for ex in v}) for k, v in parts.items()},
+        "states": {k: len(v) for k, v in parts.items()},
+        "data_description": description,
+        "labels": {k: header.get(k) for k in ("labeller", "config_hash", "config")} if header else {},
+    }
+
+
+def save_model(
+    model: SetScorerModel, metadata: Mapping[str, Any], output_dir: Path, *, export_onnx: bool = True
+) -> None:
+    """Write ``model.pt`` (state dict), ``metadata.json`` and (optionally) ``selector.onnx``."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), output_dir / "model.pt")
+    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=1, sort_keys=True))
+    if export_onnx:
+        from causalcache_memory.lab.selector.export import export_onnx as _export
+
+        _export(model, output_dir / "selector.onnx", metadata=metadata)
+
+
+def load_model(model_dir: str | Path) -> tuple[SetScorerModel, dict[str, Any]]:
+    """Load ``model.pt`` + ``metadata.json`` written by :func:`save_model` (weights only, no pickle)."""
+    path = Path(model_dir)
+    metadata = json.loads((path / "metadata.json").read_text())
+    if metadata.get("schema_hash") != schema_hash():
+        from causalcache_memory.errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            f"selector model {path} was trained on feature schema {metadata.get('schema_hash')!r} but this "
+            f"library extracts schema {schema_hash()!r}; retrain the selector with this version"
+        )
+    scorer = dict(metadata["scorer"])
+    scorer["drop_features"] = tuple(scorer.get("drop_features", ()))
+    model = SetScorerModel(ScorerConfig(**scorer))
+    model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
+    model.eval()
+    return model, metadata
+
+
+class TorchSetScorer:
+    """Beam scorer over a torch model: ``(conds) -> (K, N)`` numpy (for evaluation without ONNX)."""
+
+    def __init__(
+        self, model: SetScorerModel, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0
+    ) -> None:
+        self.model, self.sign = model, sign
+        self.events = torch.from_numpy(np.ascontiguousarray(events, dtype=np.float32))
+        self.context = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
+
+    def __call__(self, conds: Sequence[tuple[int, ...]]) -> np.ndarray:
+        rows, mask = pack_sets(conds)
+        with torch.no_grad():
+            out = self.model(
+                self.events, torch.tensor(rows), torch.tensor(mask, dtype=torch.float32), self.context
+            )
+        return self.sign * out.numpy()

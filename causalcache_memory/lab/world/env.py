@@ -1,0 +1,223 @@
+"""The synthetic world as an environment: reset to a task, step with typed actions, get PNG screenshots.
+
+:class:`GuiWorld` is one episode's state machine. Clicks hit the topmost clickable element whose box
+contains the relative point; ``type`` focuses the field under its anchor (if given) and replaces the
+field's text; ``open_app`` resumes the app where it was left; ``back`` pops the app's screen stack (to
+the launcher from an app's root); ``home`` shows the launcher; ``scroll`` moves the current list;
+``done`` ends the episode. Unknown or inapplicable actions leave the screen unchanged (they still cost a
+step). The final state (:attr:`GuiWorld.outputs`, :attr:`WorldData.toggles`) is what task checkers read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from causalcache_memory.actions.model import Action
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.world.apps import APPS, NavState, WorldData, build_screen, make_world_data
+from causalcache_memory.lab.world.render import (
+    SCREEN_SIZES,
+    Screen,
+    encode_png,
+    render_indices,
+    render_screen,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from causalcache_memory.lab.world.tasks import Task
+
+__all__ = ["GuiWorld", "StepInfo", "WorldState"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """What happened on one step.
+
+    Attributes:
+        app: foreground app *before* the action (the app the action was taken in; ``Home`` = launcher).
+        app_after: foreground app after the action.
+        hit: label of the element the action hit, if any.
+        changed: whether the screen changed.
+        done: whether the episode has ended.
+        evidence_visible: whether the task's remembered value is shown on the new screen.
+    """
+
+    app: str
+    app_after: str
+    hit: str | None
+    changed: bool
+    done: bool
+    evidence_visible: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorldState:
+    """Final state read by task checkers."""
+
+    outputs: dict[str, list[Any]]
+    toggles: dict[str, bool]
+    steps: int
+    done: bool
+
+
+class GuiWorld:
+    """One episode of the synthetic world for ``task`` (or a bare world from ``seed``)."""
+
+    def __init__(self, task: Task | None = None, *, seed: int = 0, platform: str = "mobile") -> None:
+        self.task = task
+        self.seed = task.world_seed if task is not None else int(seed)
+        self.platform = task.platform if task is not None else platform
+        if self.platform not in SCREEN_SIZES:
+            raise ConfigError(f"platform={self.platform!r} must be one of {sorted(SCREEN_SIZES)}")
+        self.size: tuple[int, int] = SCREEN_SIZES[self.platform]
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        self.data: WorldData = make_world_data(self.seed)
+        self.nav = NavState()
+        self.outputs: dict[str, list[Any]] = {
+            "sent": [],
+            "notes": [],
+            "verified": [],
+            "tracked": [],
+            "searched": [],
+        }
+        self.focused: str | None = None
+        self.steps = 0
+        self.done = False
+        self._screen: Screen | None = None
+
+    # ------------------------------------------------------------------ observation
+    @property
+    def app(self) -> str:
+        return self.nav.app or "Home"
+
+    def screen(self) -> Screen:
+        if self._screen is None:
+            self._screen = build_screen(self.data, self.nav, self.size, self.outputs)
+        return self._screen
+
+    def pixels(self) -> np.ndarray:
+        return render_screen(self.screen(), self.size)
+
+    def screenshot(self) -> bytes:
+        """PNG bytes of the current screen (palette PNG)."""
+        return encode_png(render_indices(self.screen(), self.size))
+
+    def reset(self) -> bytes:
+        """Back to the launcher with fresh content and outputs; returns the first screenshot."""
+        self._fresh_state()
+        return self.screenshot()
+
+    def state(self) -> WorldState:
+        return WorldState(
+            {k: list(v) for k, v in self.outputs.items()}, dict(self.data.toggles), self.steps, self.done
+        )
+
+    def evidence_visible(self) -> bool:
+        value = self.task.value if self.task is not None else None
+        return bool(value) and any(value in text for text in self.screen().texts())
+
+    # ------------------------------------------------------------------ dynamics
+    def step(self, action: Action) -> tuple[bytes, StepInfo]:
+        """Apply ``action``; returns the new screenshot and what happened."""
+        app_before = self.app
+        before = self.screen()
+        hit = self._apply(action)
+        self._screen = None
+        after = self.screen()
+        self.steps += 1
+        info = StepInfo(
+            app_before, self.app, hit, after.elements != before.elements, self.done, self.evidence_visible()
+        )
+        return self.screenshot(), info
+
+    def _apply(self, action: Action) -> str | None:
+        kind = action.type
+        if self.done:
+            return None
+        if kind in ("click", "double_click", "long_press"):
+            x, y = action.pixel(*self.size) or (0, 0)
+            element = self.screen().hit(x, y)
+            if element is None:
+                return None
+            self._activate(element.action or ())
+            return element.label
+        if kind == "type":
+            if action.x is not None and action.y is not None:
+                x, y = action.pixel(*self.size) or (0, 0)
+                element = self.screen().hit(x, y)
+                if element is not None and element.action and element.action[0] == "focus":
+                    self.focused = str(element.action[1])
+            if self.focused is not None and self._field_visible(self.focused):
+                self.nav.fields[self.focused] = action.text or ""
+                return self.focused
+            return None
+        if kind == "open_app":
+            name = next((a for a in APPS if a.lower() == (action.text or "").strip().lower()), None)
+            if name is not None:
+                self.nav.app = name
+                self.focused = None
+            return name
+        if kind == "back":
+            if self.nav.app is not None:
+                stack = self.nav.stacks.setdefault(self.nav.app, [("root", "")])
+                if len(stack) > 1:
+                    stack.pop()
+                else:
+                    self.nav.app = None
+            self.focused = None
+            return None
+        if kind == "home":
+            self.nav.app = None
+            self.focused = None
+            return None
+        if kind == "scroll" and self.nav.app is not None:
+            step = 3 if action.direction in ("down", None) else -3
+            key = self.nav.app
+            self.nav.scroll[key] = max(0, min(6, self.nav.scroll.get(key, 0) + step))
+            return None
+        if kind in ("done", "answer"):
+            self.done = True
+        return None
+
+    def _field_visible(self, field_id: str) -> bool:
+        return any(e.action == ("focus", field_id) for e in self.screen().elements)
+
+    def _activate(self, action: tuple[object, ...]) -> None:
+        if not action:
+            return
+        op = action[0]
+        if op == "app":
+            self.nav.app = str(action[1])
+            self.focused = None
+        elif op == "push" and self.nav.app is not None:
+            self.nav.stacks.setdefault(self.nav.app, [("root", "")]).append((str(action[1]), str(action[2])))
+            self.focused = None
+        elif op == "toggle":
+            key = str(action[1])
+            self.data.toggles[key] = not self.data.toggles[key]
+        elif op == "focus":
+            self.focused = str(action[1])
+        elif op == "submit":
+            self._submit(str(action[1]), str(action[2]))
+
+    def _submit(self, form: str, field_id: str) -> None:
+        text = self.nav.fields.pop(field_id, "").strip()
+        if not text:
+            return
+        if form == "send":
+            self.outputs["sent"].append((field_id.split(":", 1)[1], text))
+        elif form == "note":
+            self.outputs["notes"].append(text)
+        elif form == "verify":
+            self.outputs["verified"].append(text)
+        elif form == "track":
+            order = self.data.orders[int(field_id.split(":", 1)[1])]
+            self.outputs["tracked"].append((order["number"], text))
+        elif form == "search":
+            self.outputs["searched"].append(text)
+        self.focused = None

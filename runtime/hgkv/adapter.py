@@ -1,0 +1,286 @@
+"""The HGKV adapter: history-gated rank-8 K/V residuals on the last eight language-model layers.
+
+Paper, "Policy-Preserving History-Gated KV Adapter": ``K_l = W_K h + M_hist ΔW_K h`` and
+``V_l = W_V h + M_hist ΔW_V h`` for the last eight layers. :class:`HGKVAdapter` wraps those projections
+with :class:`~.layer.HistoryGatedLinear` and implements the runtime's ``ForwardAdapter`` protocol:
+``forward_context(model, batch)`` builds the fail-closed gate (:mod:`.gate`) and holds it for the forward
+pass. When the batch has no history image the context is absent and the policy is bitwise the frozen
+base. The ungated control (``gated=False``) has the same layers, targets, rank and alpha and is active
+on every token.
+
+Use with the embedded runtime::
+
+    adapter = HGKVAdapter.load("runs/hgkv/best")               # weights applied on first use
+    policy = TransformersPolicy.from_pretrained(model_dir, adapter=adapter)
+    with adapter.disable_adapter():                            # the frozen arm
+        frozen = policy.score(prompts, targets)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.runtime.hgkv.gate import build_history_gate, model_tokens
+from causalcache_memory.runtime.hgkv.layer import GateState, HistoryGatedLinear
+
+if TYPE_CHECKING:
+    from causalcache_memory.runtime.qwen_encoding import EncodedBatch
+
+__all__ = ["HGKVAdapter", "HGKVConfig", "language_layers", "resolve_adapter"]
+
+
+@dataclass(frozen=True)
+class HGKVConfig:
+    """Adapter shape.
+
+    Attributes:
+        r: rank of each residual.
+        alpha: LoRA alpha; the residual is scaled by ``alpha / r``.
+        num_layers: how many of the *last* language-model layers are adapted.
+        target_modules: attention projections wrapped in each layer.
+        gated: True for HGKV (history-token gate), False for the ungated control.
+        layers: explicit layer indices (overrides ``num_layers``; set when loading a saved adapter).
+    """
+
+    r: int = 8
+    alpha: float = 16.0
+    num_layers: int = 8
+    target_modules: tuple[str, ...] = ("k_proj", "v_proj")
+    gated: bool = True
+    layers: tuple[int, ...] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.r < 1:
+            errors.append(f"r={self.r} must be >= 1")
+        if self.alpha <= 0:
+            errors.append(f"alpha={self.alpha} must be > 0")
+        if self.num_layers < 1:
+            errors.append(f"num_layers={self.num_layers} must be >= 1")
+        bad = [t for t in self.target_modules if t not in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        if bad or not self.target_modules:
+            errors.append(f"target_modules={list(self.target_modules)} must name attention projections")
+        if errors:
+            raise ConfigError("invalid HGKVConfig: " + "; ".join(errors), errors)
+
+    def resolve_layers(self, total: int) -> tuple[int, ...]:
+        if self.layers is not None:
+            bad = [i for i in self.layers if not 0 <= i < total]
+            if bad:
+                raise ConfigError(
+                    f"adapter layers {bad} do not exist in a model with {total} language-model layers; "
+                    "the adapter was trained for a different model"
+                )
+            return tuple(sorted(self.layers))
+        if self.num_layers > total:
+            raise ConfigError(
+                f"num_layers={self.num_layers} exceeds the model's {total} language-model layers"
+            )
+        return tuple(range(total - self.num_layers, total))
+
+
+def language_layers(model: Any) -> tuple[str, nn.ModuleList]:
+    """``(dotted path, layers)`` of the decoder layers of a Qwen2.5-VL / Qwen3-VL model."""
+    for path in ("model.language_model.layers", "language_model.layers", "model.layers"):
+        obj = model
+        try:
+            for part in path.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            continue
+        if isinstance(obj, nn.ModuleList):
+            return path, obj
+    raise ConfigError(
+        f"{type(model).__name__} has no language-model decoder layers at model.language_model.layers; "
+        "HGKV supports Qwen2.5-VL and Qwen3-VL (transformers >= 5)"
+    )
+
+
+class HGKVAdapter:
+    """History-gated (or ungated control) low-rank K/V adapter attached to one model."""
+
+    def __init__(self, config: HGKVConfig, *, pending: dict[str, torch.Tensor] | None = None) -> None:
+        self.config = config
+        self.state = GateState()
+        self.modules: dict[str, HistoryGatedLinear] = {}
+        self.model: Any = None
+        self._pending = pending
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def attach(cls, model: Any, config: HGKVConfig | None = None, *, freeze_base: bool = True) -> HGKVAdapter:
+        """Wrap the target projections of ``model`` in place and return the adapter (``B = 0``)."""
+        adapter = cls(config or HGKVConfig())
+        adapter.inject(model, freeze_base=freeze_base)
+        return adapter
+
+    def inject(self, model: Any, *, freeze_base: bool = True) -> None:
+        """Wrap ``model``'s target projections with this adapter's weights (pending loaded ones applied)."""
+        if self.model is not None:
+            raise ConfigError("this HGKVAdapter is already attached to a model; load a new one per model")
+        path, layers = language_layers(model)
+        indices = self.config.resolve_layers(len(layers))
+        self.config = HGKVConfig(**{**self.config.__dict__, "layers": indices})
+        if freeze_base:
+            model.requires_grad_(False)
+        for i in indices:
+            attn = layers[i].self_attn
+            for target in self.config.target_modules:
+                base = getattr(attn, target)
+                if isinstance(base, HistoryGatedLinear):
+                    raise ConfigError(f"{path}.{i}.self_attn.{target} already carries an HGKV adapter")
+                wrapper = HistoryGatedLinear(
+                    base, r=self.config.r, alpha=self.config.alpha, gated=self.config.gated, state=self.state
+                )
+                setattr(attn, target, wrapper)
+                self.modules[f"{path}.{i}.self_attn.{target}"] = wrapper
+        self.model = model
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self.load_state_dict(pending)
+
+    def detach(self) -> None:
+        """Put the original projections back (the adapter weights are kept in this object)."""
+        if self.model is None:
+            return
+        for name, wrapper in self.modules.items():
+            parent_name, target = name.rsplit(".", 1)
+            wrapper.unmerge()
+            setattr(self.model.get_submodule(parent_name), target, wrapper.base_layer)
+        self.model = None
+
+    # ------------------------------------------------------------------ the ForwardAdapter protocol
+    @contextlib.contextmanager
+    def forward_context(self, model: Any, batch: EncodedBatch) -> Iterator[None]:
+        """Hold the history gate of ``batch`` for the forward pass(es) over it.
+
+        The first use of a loaded adapter attaches it to ``model``. The gate is built fail-closed
+        (:func:`~.gate.build_history_gate`); with no history image in the batch, or for the ungated
+        control, no gate is installed.
+        """
+        if self.model is None:
+            self.inject(model, freeze_base=True)
+        elif model is not self.model:
+            raise ConfigError("this HGKVAdapter is attached to another model; load one adapter per model")
+        if not self.config.gated or self.state.disabled:
+            yield
+            return
+        if self.state.mask is not None:
+            raise ConfigError("HGKV forward contexts cannot be nested (a gate is already installed)")
+        gate = build_history_gate(batch, model_tokens(model))
+        if not bool(gate.any()):
+            yield  # no restored history image: the adapter context is absent
+            return
+        self.state.mask = gate.to(self.device)
+        self.state.prefilled.clear()
+        try:
+            yield
+        finally:
+            self.state.mask = None
+            self.state.prefilled.clear()
+
+    @contextlib.contextmanager
+    def disable_adapter(self) -> Iterator[None]:
+        """Run the frozen policy: every wrapped projection returns its base output."""
+        previous = self.state.disabled
+        self.state.disabled = True
+        try:
+            yield
+        finally:
+            self.state.disabled = previous
+
+    # ------------------------------------------------------------------ weights
+    @property
+    def device(self) -> torch.device:
+        first = next(iter(self.modules.values()), None)
+        return first.A.device if first is not None else torch.device("cpu")
+
+    def parameters(self) -> list[nn.Parameter]:
+        """The trainable adapter weights (``A`` and ``B`` of every wrapped projection)."""
+        return [p for m in self.modules.values() for p in (m.A, m.B)]
+
+    def l2_penalty(self) -> torch.Tensor:
+        """``sum_l ||ΔW_l||_F^2`` over every wrapped projection (the paper's ``||ΔW||^2``)."""
+        return torch.stack([m.delta_weight().pow(2).sum() for m in self.modules.values()]).sum()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """peft-style keys: ``base_model.model.<module>.lora_A.weight`` / ``lora_B.weight``."""
+        out = {}
+        for name, module in self.modules.items():
+            out[f"base_model.model.{name}.lora_A.weight"] = module.A.detach().cpu().contiguous()
+            out[f"base_model.model.{name}.lora_B.weight"] = module.B.detach().cpu().contiguous()
+        return out
+
+    @torch.no_grad()
+    def load_state_dict(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Copy peft-style tensors in; missing, unexpected or mis-shaped keys raise :class:`ConfigError`."""
+        own = self.state_dict()
+        missing = sorted(set(own) - set(tensors))
+        extra = sorted(set(tensors) - set(own))
+        if missing or extra:
+            raise ConfigError(
+                f"adapter weights do not match this model: missing {missing[:4]} unexpected {extra[:4]} "
+                f"({len(missing)} missing, {len(extra)} unexpected); was it trained for another model?"
+            )
+        for key, value in tensors.items():
+            if tuple(value.shape) != tuple(own[key].shape):
+                raise ConfigError(
+                    f"adapter tensor {key} has shape {tuple(value.shape)} but this model needs "
+                    f"{tuple(own[key].shape)}; the adapter was trained for a model of a different shape"
+                )
+        for name, module in self.modules.items():
+            module.A.copy_(tensors[f"base_model.model.{name}.lora_A.weight"])
+            module.B.copy_(tensors[f"base_model.model.{name}.lora_B.weight"])
+
+    def merge(self) -> None:
+        """Fold the ungated control into the base weights; a gated adapter raises.
+
+        Merging a gated adapter would apply ``ΔW`` to every token (instruction, current screen,
+        actions), which is not the trained model.
+        """
+        if self.config.gated:
+            raise ConfigError(
+                "a history-gated HGKV adapter cannot be merged into the base weights: merging would apply "
+                "the residual to every token; keep it as a runtime adapter (only gated=False may merge)"
+            )
+        for module in self.modules.values():
+            module.merge()
+
+    # ------------------------------------------------------------------ files
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``adapter_model.safetensors`` + ``adapter_config.json`` (peft) + ``hgkv_config.json``."""
+        from causalcache_memory.runtime.hgkv.io import save_adapter
+
+        return save_adapter(self, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path, model: Any = None) -> HGKVAdapter:
+        """Read a saved adapter; with ``model`` attach now, else on the first ``forward_context``."""
+        from causalcache_memory.runtime.hgkv.io import read_adapter
+
+        config, tensors = read_adapter(directory)
+        adapter = cls(config, pending=tensors)
+        if model is not None:
+            adapter.inject(model, freeze_base=True)
+        return adapter
+
+
+def resolve_adapter(value: Any) -> Any:
+    """What a runtime's ``adapter=`` argument means: None (frozen), a saved adapter directory (loaded
+    lazily, attached on first use; gated or ungated per its ``hgkv_config.json``) or an adapter object
+    (returned as is)."""
+    if value is None or hasattr(value, "forward_context"):
+        return value
+    if isinstance(value, (str, Path)):
+        return HGKVAdapter.load(value)
+    raise ConfigError(
+        f"adapter={value!r} must be None, an adapter directory or an object with forward_context(model, batch)"
+    )

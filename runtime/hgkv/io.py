@@ -1,0 +1,122 @@
+"""Adapter files: a peft-compatible LoRA layout plus the HGKV gate metadata.
+
+A directory holds
+
+* ``adapter_model.safetensors``: ``base_model.model.<module>.lora_A.weight`` ``(r, in_dim)`` and
+  ``...lora_B.weight`` ``(out_dim, r)`` for every wrapped projection (peft's key names);
+* ``adapter_config.json``: peft ``LoraConfig`` fields (``peft_type: LORA``, ``r``, ``lora_alpha``,
+  ``target_modules``, ``layers_to_transform``, ``layers_pattern``), so peft can load the weights;
+* ``hgkv_config.json``: what peft cannot express: ``gated`` (the history-token gate), the layer indices
+  and the format version. peft ignores it: a gated adapter loaded by plain peft is *not* gated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from causalcache_memory._optional import require
+from causalcache_memory.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
+
+__all__ = ["HGKV_FORMAT_VERSION", "read_adapter", "save_adapter"]
+
+HGKV_FORMAT_VERSION = 1
+WEIGHTS = "adapter_model.safetensors"
+PEFT_CONFIG = "adapter_config.json"
+HGKV_CONFIG = "hgkv_config.json"
+
+
+def save_adapter(adapter: HGKVAdapter, directory: str | Path) -> Path:
+    from causalcache_memory.runtime.hgkv.adapter import language_layers
+
+    safetensors_torch = require("safetensors.torch", purpose="saving HGKV adapters")
+    if adapter.model is None:
+        raise ConfigError("the adapter is not attached to a model yet; attach or use it once before saving")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = adapter.config
+    layers = list(cfg.layers or ())
+    safetensors_torch.save_file(adapter.state_dict(), str(out / WEIGHTS), metadata={"format": "pt"})
+    model_config = getattr(adapter.model, "config", None)
+    peft_config = {
+        "peft_type": "LORA",
+        "task_type": None,
+        "base_model_name_or_path": getattr(model_config, "_name_or_path", None) or None,
+        "r": cfg.r,
+        "lora_alpha": cfg.alpha,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "target_modules": list(cfg.target_modules),
+        "layers_to_transform": layers,
+        "layers_pattern": "layers",
+        "init_lora_weights": True,
+        "use_rslora": False,
+        "use_dora": False,
+        "modules_to_save": None,
+        "inference_mode": True,
+    }
+    hgkv = {
+        "format_version": HGKV_FORMAT_VERSION,
+        "gated": cfg.gated,
+        "gate": "history_image_tokens" if cfg.gated else "all_tokens",
+        "layers": layers,
+        "num_hidden_layers": len(language_layers(adapter.model)[1]),
+        "model_type": getattr(model_config, "model_type", None),
+        "modules": sorted(adapter.modules),
+    }
+    (out / PEFT_CONFIG).write_text(json.dumps(peft_config, indent=2) + "\n", encoding="utf-8")
+    (out / HGKV_CONFIG).write_text(json.dumps(hgkv, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(
+            f"{path} is missing; an HGKV adapter directory needs {WEIGHTS}, {PEFT_CONFIG}, {HGKV_CONFIG}"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    return data
+
+
+def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Tensor]]:
+    """The adapter's config and its peft-style tensors (not yet attached to a model)."""
+    from causalcache_memory.runtime.hgkv.adapter import HGKVConfig
+
+    safetensors_torch = require("safetensors.torch", purpose="loading HGKV adapters")
+    root = Path(directory)
+    peft_cfg = _read_json(root / PEFT_CONFIG)
+    hgkv = _read_json(root / HGKV_CONFIG)
+    if hgkv.get("format_version") != HGKV_FORMAT_VERSION:
+        raise ConfigError(
+            f"{root / HGKV_CONFIG}: format_version={hgkv.get('format_version')!r} is not supported "
+            f"(expected {HGKV_FORMAT_VERSION})"
+        )
+    if peft_cfg.get("peft_type") != "LORA":
+        raise ConfigError(f"{root / PEFT_CONFIG}: peft_type={peft_cfg.get('peft_type')!r} must be 'LORA'")
+    layers = [int(i) for i in hgkv.get("layers") or peft_cfg.get("layers_to_transform") or []]
+    if not layers:
+        raise ConfigError(f"{root / HGKV_CONFIG}: 'layers' is empty; cannot place the adapter")
+    config = HGKVConfig(
+        r=int(peft_cfg["r"]),
+        alpha=float(peft_cfg["lora_alpha"]),
+        num_layers=len(layers),
+        target_modules=tuple(peft_cfg["target_modules"]),
+        gated=bool(hgkv["gated"]),
+        layers=tuple(layers),
+    )
+    weights = root / WEIGHTS
+    if not weights.is_file():
+        raise ConfigError(f"{weights} is missing")
+    return config, dict(safetensors_torch.load_file(str(weights)))
