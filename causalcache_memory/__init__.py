@@ -4,16 +4,20 @@ Every past step stays in the prompt as a one-line summary; a budget of ``B`` ste
 at high fidelity (verbatim response + archived screenshot). A learned selector decides which.
 
 Importing this package loads no torch, transformers, langgraph or onnxruntime.
+``CausalCacheMemory`` (the LangGraph drop-in) resolves lazily, on first use.
 """
 
+from typing import Any
+
+from causalcache_memory._deprecated import alias_getattr, install_finder
 from causalcache_memory.actions import Action
 from causalcache_memory.allocation import (
     Allocation,
     AllocationContext,
-    AllocationPolicy,
-    RandomPolicy,
-    RecentPolicy,
-    SummaryOnlyPolicy,
+    Allocator,
+    RandomAllocator,
+    RecentAllocator,
+    SummaryOnlyAllocator,
     make_allocation,
     recent_b,
 )
@@ -25,13 +29,19 @@ from causalcache_memory.trace import Event, Trace
 
 __version__ = "0.1.0"
 
+install_finder()
+
+_LAZY = {"CausalCacheMemory": "causalcache_memory.integrations.langgraph"}
+_renamed = alias_getattr(__name__, globals())
+
 __all__ = [
     "Action",
     "Allocation",
     "AllocationContext",
-    "AllocationPolicy",
+    "Allocator",
     "BoundPrompt",
     "CausalCacheError",
+    "CausalCacheMemory",
     "CausalCacheWarning",
     "ConfigError",
     "Event",
@@ -39,16 +49,23 @@ __all__ = [
     "Generation",
     "LocalArchive",
     "Policy",
-    "RandomPolicy",
-    "RecentPolicy",
+    "RandomAllocator",
+    "RecentAllocator",
     "RenderOptions",
     "RenderedPrompt",
     "ScreenshotArchive",
-    "SummaryOnlyPolicy",
+    "SummaryOnlyAllocator",
     "Trace",
-    "__version__",
     "make_allocation",
     "open_archive",
     "recent_b",
     "render_prompt",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    return _renamed(name)

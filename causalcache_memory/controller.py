@@ -3,13 +3,13 @@
 Two-pass re-decision (paper, Method, "Reference actions"; Figure 2b):
 
 1. pass 1 renders the Recent-B allocation and the policy proposes ``a_1``;
-2. the allocation policy scores the complete trace with ``a_1`` as witness and returns ``S*``;
+2. the allocator scores the complete trace with ``a_1`` as witness and returns ``S*``;
 3. if ``S* = Recent-B``, ``a_1`` is emitted with no extra model call; otherwise the prompt is re-rendered
    under ``S*`` and the *same* policy (same weights, greedy) produces ``a_2``, which replaces ``a_1`` —
    never a choice between samples.
 
 Policies that take no witness (Recent-B, Random, RGB, summary-only) run a single pass on their own set.
-If the allocation policy fails (exception, missing model, time limit) the step falls back to Recent-B
+If the allocator fails (exception, missing model, time limit) the step falls back to Recent-B
 with a :class:`~causalcache_memory.errors.CausalCacheWarning`: never worse than the baseline, never a
 crashed episode. A missing or corrupt screenshot raises :class:`PromptImageError` (never a silently
 different prompt).
@@ -26,8 +26,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.allocation.base import Allocation, AllocationContext, AllocationPolicy, check_budget
-from causalcache_memory.allocation.simple import RecentPolicy
+from causalcache_memory.allocation.base import Allocation, AllocationContext, Allocator, check_budget
+from causalcache_memory.allocation.simple import RecentAllocator
 from causalcache_memory.errors import CausalCacheWarning, PromptImageError
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
 
@@ -80,7 +80,7 @@ class StepDecision:
         record: dict[str, Any] = {
             "t": self.t,
             "budget": self.allocation.budget,
-            "policy": self.allocation.policy,
+            "allocator": self.allocation.allocator,
             "selected": list(self.allocation.selected),
             "recent": list(self.allocation.recent),
             "k": self.allocation.k,
@@ -102,7 +102,7 @@ class MemoryController:
     Args:
         policy: the (frozen) GUI policy.
         archive: where screenshots live.
-        allocation_policy: chooses ``S``; a policy with ``uses_witness`` triggers the two-pass protocol.
+        allocator: chooses ``S``; a policy with ``uses_witness`` triggers the two-pass protocol.
         budget: ``B``.
         two_pass: disable to run witness policies in a single pass with no witness (ablation).
         render_options: fixed prompt text.
@@ -114,7 +114,7 @@ class MemoryController:
         *,
         policy: Policy,
         archive: ScreenshotArchive,
-        allocation_policy: AllocationPolicy,
+        allocator: Allocator,
         budget: int,
         two_pass: bool = True,
         render_options: RenderOptions | None = None,
@@ -122,12 +122,12 @@ class MemoryController:
     ) -> None:
         self.policy = policy
         self.archive = archive
-        self.allocation_policy = allocation_policy
+        self.allocator = allocator
         self.budget = check_budget(budget)
         self.two_pass = two_pass
         self.render_options = render_options or RenderOptions()
         self.selector_timeout_s = selector_timeout_s
-        self._recent = RecentPolicy()
+        self._recent = RecentAllocator()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ trace bookkeeping
@@ -175,15 +175,15 @@ class MemoryController:
         return sha
 
     def _prepare(self, sha: str) -> None:
-        """Call the allocation policy's optional ``prepare(archive, sha256)`` hook (e.g. thumbnail prefetch)."""
-        prepare = getattr(self.allocation_policy, "prepare", None)
+        """Call the allocator's optional ``prepare(archive, sha256)`` hook (e.g. thumbnail prefetch)."""
+        prepare = getattr(self.allocator, "prepare", None)
         if prepare is None:
             return
         try:
             prepare(self.archive, sha)
         except Exception as exc:  # a preparation is an optimization: never fail the step for it
             warnings.warn(
-                f"allocation policy {self.allocation_policy.name!r} prepare() failed for screenshot {sha}: "
+                f"allocator {self.allocator.name!r} prepare() failed for screenshot {sha}: "
                 f"{type(exc).__name__}: {exc}; the policy will compute what it needs when it allocates",
                 CausalCacheWarning,
                 stacklevel=4,
@@ -192,7 +192,7 @@ class MemoryController:
     # ------------------------------------------------------------------ decisions
     def decide(self, trace: Trace) -> StepDecision:
         """Choose the allocation and the action for decision ``t = trace.t``."""
-        if self.allocation_policy.uses_witness and self.two_pass:
+        if self.allocator.uses_witness and self.two_pass:
             return self._two_pass(trace)
         return self._single_pass(trace)
 
@@ -210,25 +210,25 @@ class MemoryController:
         start = time.perf_counter()
         try:
             if self.selector_timeout_s is None:
-                allocation = self.allocation_policy.allocate(ctx)
+                allocation = self.allocator.allocate(ctx)
             else:
                 if self._pool is None:
                     self._pool = concurrent.futures.ThreadPoolExecutor(
                         1, thread_name_prefix="causalcache-alloc"
                     )
-                future = self._pool.submit(self.allocation_policy.allocate, ctx)
+                future = self._pool.submit(self.allocator.allocate, ctx)
                 allocation = future.result(timeout=self.selector_timeout_s)
             if allocation.t != trace.t or len(allocation.selected) != len(
                 self._recent_allocation(trace).selected
             ):
                 raise ValueError(f"returned a set for t={allocation.t} of size {len(allocation.selected)}")
         except concurrent.futures.TimeoutError:
-            reason = f"allocation policy {self.allocation_policy.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
+            reason = f"allocator {self.allocator.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
             return self._fallback(trace, reason, start)
         except PromptImageError:
             raise
         except Exception as exc:  # never crash the episode because of the selector
-            reason = f"allocation policy {self.allocation_policy.name!r} failed: {type(exc).__name__}: {exc}"
+            reason = f"allocator {self.allocator.name!r} failed: {type(exc).__name__}: {exc}"
             return self._fallback(trace, reason, start)
         return allocation, time.perf_counter() - start, None
 

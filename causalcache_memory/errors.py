@@ -80,7 +80,7 @@ class ImageRejectedError(ArchiveError, ValueError):
 
 
 class AllocationError(CausalCacheError, ValueError):
-    """An allocation violates the exact-B contract or an allocation policy was misused."""
+    """An allocation violates the exact-B contract or an allocator was misused."""
 
 
 class RenderError(CausalCacheError, ValueError):

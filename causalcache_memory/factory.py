@@ -1,21 +1,24 @@
-"""Build archives, policies and controllers from :class:`~causalcache_memory.config.CausalCacheConfig`.
+"""The one path from :class:`~causalcache_memory.config.CausalCacheConfig` to objects.
+
+The CLI, the LangGraph integration and the evaluation harness all build their archive, policy runtime,
+allocator and controller here; runtimes and allocators come from their registries
+(:mod:`causalcache_memory.runtimes`, :mod:`causalcache_memory.allocation.registry`).
 
 Heavy runtimes are imported only when chosen; a missing dependency raises an error naming the extra.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.allocation.registry import build_allocation_policy
+from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig, PolicyConfig
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.errors import ConfigError
 from causalcache_memory.render.prompt import RenderOptions
+from causalcache_memory.runtimes import build_runtime
 
 if TYPE_CHECKING:
+    from causalcache_memory.allocation.base import Allocator
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
@@ -30,50 +33,8 @@ def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
 
 
 def build_policy(config: PolicyConfig) -> Policy:
-    """Instantiate the policy runtime selected by ``config.kind``."""
-    kind = config.kind
-    if kind == "simulated":
-        module = importlib.import_module("causalcache_memory.lab.world.sim_policy")
-        return module.SimulatedPolicy(seed=config.simulated.seed)
-    if kind == "transformers":
-        cfg = config.transformers
-        assert cfg is not None
-        module = importlib.import_module("causalcache_memory.runtime.transformers_policy")
-        return module.TransformersPolicy.from_pretrained(
-            cfg.model_path,
-            device=cfg.device,
-            dtype=None if cfg.dtype == "auto" else cfg.dtype,
-            max_new_tokens=cfg.max_new_tokens,
-            platform=config.platform,
-            adapter=cfg.adapter_path,
-        )
-    if kind == "sglang":
-        cfg_s = config.sglang
-        assert cfg_s is not None
-        module = importlib.import_module("causalcache_memory.runtime.sglang_client")
-        return module.SGLangPolicy(
-            list(cfg_s.urls),
-            timeout_s=cfg_s.timeout_s,
-            max_retries=cfg_s.max_retries,
-            max_new_tokens=cfg_s.max_new_tokens,
-            max_images_per_prompt=cfg_s.max_images_per_prompt,
-            platform=config.platform,
-        )
-    if kind == "openai":
-        cfg_o = config.openai
-        assert cfg_o is not None
-        module = importlib.import_module("causalcache_memory.runtime.openai_client")
-        return module.OpenAIPolicy(
-            cfg_o.base_url,
-            cfg_o.model,
-            api_key=os.environ.get(cfg_o.api_key_env),
-            timeout_s=cfg_o.timeout_s,
-            max_retries=cfg_o.max_retries,
-            max_tokens=cfg_o.max_tokens,
-            max_images_per_prompt=cfg_o.max_images_per_prompt,
-            platform=config.platform,
-        )
-    raise ConfigError(f"policy.kind={kind!r} is not supported")  # pragma: no cover - guarded by the model
+    """Instantiate the policy runtime named by ``config.kind`` (see :mod:`causalcache_memory.runtimes`)."""
+    return build_runtime(config)
 
 
 def render_options(config: CausalCacheConfig) -> RenderOptions:
@@ -92,14 +53,14 @@ def build_controller(
     *,
     policy: Policy | None = None,
     archive: ScreenshotArchive | None = None,
+    allocator: Allocator | None = None,
     **overrides: Any,
 ) -> MemoryController:
-    """A :class:`MemoryController` from config; ``policy``/``archive`` objects override the config's."""
+    """A :class:`MemoryController` from config; ``policy``/``archive``/``allocator`` objects override it."""
     return MemoryController(
         policy=policy if policy is not None else build_policy(config.policy),
         archive=archive if archive is not None else build_archive(config.archive),
-        allocation_policy=overrides.pop("allocation_policy", None)
-        or build_allocation_policy(config.allocation),
+        allocator=allocator if allocator is not None else build_allocator(config.allocation),
         budget=config.budget,
         two_pass=config.two_pass,
         render_options=render_options(config),

@@ -42,6 +42,7 @@ from causalcache_memory.runtime._http import (
 )
 
 if TYPE_CHECKING:
+    from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["OpenAIPolicy", "PromptLogprobsUnsupportedError"]
@@ -273,3 +274,20 @@ def _entry_logprob(entry: Any, token_id: int | None, *, url: str, k: int) -> flo
             f"`prompt_logprobs[{k}]` from {url} has no numeric logprob: {snippet(cand, 80)}"
         )
     return float(value)
+
+
+def policy_from_config(config: PolicyConfig) -> OpenAIPolicy:
+    """The runtime registered as ``openai`` (:mod:`causalcache_memory.runtimes`)."""
+    cfg = config.openai
+    if cfg is None:  # pragma: no cover - PolicyConfig refuses this
+        raise ConfigError("policy.kind is 'openai' but the policy.openai section is missing")
+    return OpenAIPolicy(
+        cfg.base_url,
+        cfg.model,
+        api_key=os.environ.get(cfg.api_key_env),
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        max_tokens=cfg.max_tokens,
+        max_images_per_prompt=cfg.max_images_per_prompt,
+        platform=config.platform,
+    )

@@ -50,6 +50,7 @@ from causalcache_memory.runtime._http import (
 from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
 
 if TYPE_CHECKING:
+    from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["SGLangPolicy", "rendezvous_route"]
@@ -299,3 +300,18 @@ def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
             )
         total += float(value)
     return total / len(entries)
+
+
+def policy_from_config(config: PolicyConfig) -> SGLangPolicy:
+    """The runtime registered as ``sglang`` (:mod:`causalcache_memory.runtimes`)."""
+    cfg = config.sglang
+    if cfg is None:  # pragma: no cover - PolicyConfig refuses this
+        raise ConfigError("policy.kind is 'sglang' but the policy.sglang section is missing")
+    return SGLangPolicy(
+        list(cfg.urls),
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        max_new_tokens=cfg.max_new_tokens,
+        max_images_per_prompt=cfg.max_images_per_prompt,
+        platform=config.platform,
+    )

@@ -38,6 +38,7 @@ from causalcache_memory.runtime.qwen_encoding import (
 if TYPE_CHECKING:
     import torch
 
+    from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["SUPPORTED_FAMILIES", "ForwardAdapter", "TransformersPolicy"]
@@ -291,3 +292,18 @@ class TransformersPolicy:
             positions = torch.arange(start, end, device=logp.device)
             result.append(logp[row, positions - 1 - offset].gather(-1, ids[row, positions, None])[:, 0])
         return result
+
+
+def policy_from_config(config: PolicyConfig) -> TransformersPolicy:
+    """The runtime registered as ``transformers`` (:mod:`causalcache_memory.runtimes`)."""
+    cfg = config.transformers
+    if cfg is None:  # pragma: no cover - PolicyConfig refuses this
+        raise ConfigError("policy.kind is 'transformers' but the policy.transformers section is missing")
+    return TransformersPolicy.from_pretrained(
+        cfg.model_path,
+        device=cfg.device,
+        dtype=None if cfg.dtype == "auto" else cfg.dtype,
+        max_new_tokens=cfg.max_new_tokens,
+        platform=config.platform,
+        adapter=cfg.adapter_path,
+    )

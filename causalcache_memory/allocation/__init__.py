@@ -3,25 +3,29 @@
 from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
-    AllocationPolicy,
+    Allocator,
     check_budget,
     exact_b_size,
     make_allocation,
     recent_b,
 )
-from causalcache_memory.allocation.rgb import RGBSimilarityPolicy
-from causalcache_memory.allocation.simple import RandomPolicy, RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
+from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 
 __all__ = [
     "Allocation",
     "AllocationContext",
-    "AllocationPolicy",
-    "RGBSimilarityPolicy",
-    "RandomPolicy",
-    "RecentPolicy",
-    "SummaryOnlyPolicy",
+    "Allocator",
+    "RGBSimilarityAllocator",
+    "RandomAllocator",
+    "RecentAllocator",
+    "SummaryOnlyAllocator",
     "check_budget",
     "exact_b_size",
     "make_allocation",
     "recent_b",
 ]
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr
+
+__getattr__ = _alias_getattr(__name__, globals())

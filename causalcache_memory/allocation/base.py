@@ -1,4 +1,7 @@
-"""Exact-B fidelity allocations and the protocol every allocation policy implements.
+"""Exact-B fidelity allocations and the :class:`Allocator` protocol every allocation strategy implements.
+
+Vocabulary: an *allocator* chooses which events get the B high-fidelity slots; *policy* means the VLM
+only (:class:`causalcache_memory.policy.Policy`).
 
 An allocation at decision ``t`` with budget ``B`` is a set ``S ⊆ {1, ..., t-1}`` with
 ``|S| = min(B, t-1)`` (paper, Eq. 1): the budget is always filled and only *which* events occupy it
@@ -20,9 +23,10 @@ if TYPE_CHECKING:
     from causalcache_memory.trace import Trace
 
 __all__ = [
+    "MAX_BUDGET",
     "Allocation",
     "AllocationContext",
-    "AllocationPolicy",
+    "Allocator",
     "check_budget",
     "exact_b_size",
     "make_allocation",
@@ -30,10 +34,17 @@ __all__ = [
 ]
 
 
+#: the largest budget any part of the project accepts (the paper evaluates B <= 8)
+MAX_BUDGET = 64
+
+
 def check_budget(budget: object) -> int:
-    """Validate a budget ``B`` (a non-negative integer)."""
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise AllocationError(f"budget={budget!r} must be a non-negative integer (0 = summary-only)")
+    """The one budget rule: ``B`` is an integer in ``0..MAX_BUDGET`` (0 = summary-only; no bools)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget <= MAX_BUDGET:
+        raise AllocationError(
+            f"budget={budget!r} must be an integer between 0 and {MAX_BUDGET} (0 = summary-only); "
+            "set e.g. budget: 4"
+        )
     return budget
 
 
@@ -58,14 +69,14 @@ class Allocation:
         selected: promoted event indices ``S``, ascending.
         t: the decision index the allocation was made for.
         budget: ``B``.
-        policy: name of the policy that produced it.
+        allocator: name of the allocator that produced it.
         scores: optional per-event scores the policy computed (event index -> score), for logs.
     """
 
     selected: tuple[int, ...]
     t: int
     budget: int
-    policy: str
+    allocator: str
     scores: Mapping[int, float] = field(default_factory=dict)
 
     @property
@@ -100,7 +111,7 @@ class Allocation:
             "selected": list(self.selected),
             "t": self.t,
             "budget": self.budget,
-            "policy": self.policy,
+            "allocator": self.allocator,
             "k": self.k,
         }
 
@@ -110,7 +121,7 @@ def make_allocation(
     *,
     t: int,
     budget: int,
-    policy: str,
+    allocator: str,
     scores: Mapping[int, float] | None = None,
 ) -> Allocation:
     """Build an :class:`Allocation`, enforcing the exact-B contract.
@@ -121,17 +132,17 @@ def make_allocation(
     chosen = list(selected)
     size = exact_b_size(t, budget)
     if len(set(chosen)) != len(chosen):
-        raise AllocationError(f"{policy}: allocation {chosen} repeats an event; S must be a set")
+        raise AllocationError(f"{allocator}: allocation {chosen} repeats an event; S must be a set")
     if len(chosen) != size:
         raise AllocationError(
-            f"{policy}: allocation has {len(chosen)} events but exact-B requires |S| = min(B, t-1) = {size} "
+            f"{allocator}: allocation has {len(chosen)} events but exact-B requires |S| = min(B, t-1) = {size} "
             f"(B={budget}, t={t})"
         )
     bad = [j for j in chosen if not isinstance(j, int) or not 1 <= j <= t - 1]
     if bad:
-        raise AllocationError(f"{policy}: events {bad} are outside the history 1..{t - 1}")
+        raise AllocationError(f"{allocator}: events {bad} are outside the history 1..{t - 1}")
     return Allocation(
-        selected=tuple(sorted(chosen)), t=t, budget=budget, policy=policy, scores=dict(scores or {})
+        selected=tuple(sorted(chosen)), t=t, budget=budget, allocator=allocator, scores=dict(scores or {})
     )
 
 
@@ -160,7 +171,7 @@ class AllocationContext:
 
 
 @runtime_checkable
-class AllocationPolicy(Protocol):
+class Allocator(Protocol):
     """Chooses the exact-B set of events promoted to high fidelity.
 
     ``uses_witness`` tells the two-pass controller whether the policy wants the pass-1 proposal: policies
@@ -179,3 +190,8 @@ class AllocationPolicy(Protocol):
     uses_witness: bool
 
     def allocate(self, ctx: AllocationContext) -> Allocation: ...
+
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
+
+__getattr__ = _alias_getattr(__name__, globals())

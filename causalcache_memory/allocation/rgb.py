@@ -18,10 +18,10 @@ from causalcache_memory.allocation.base import Allocation, AllocationContext, ex
 from causalcache_memory.archive.thumbs import ThumbnailCache
 from causalcache_memory.errors import AllocationError, ArchiveError
 
-__all__ = ["RGBSimilarityPolicy"]
+__all__ = ["RGBSimilarityAllocator"]
 
 
-class RGBSimilarityPolicy:
+class RGBSimilarityAllocator:
     """Exact-B set of the events visually closest to the current screenshot.
 
     Args:
@@ -63,7 +63,7 @@ class RGBSimilarityPolicy:
         size = exact_b_size(t, budget)
         cache = self._thumbs(ctx)
         if size == t - 1:  # every event fits: nothing to rank
-            return make_allocation(range(1, t), t=t, budget=budget, policy=self.name)
+            return make_allocation(range(1, t), t=t, budget=budget, allocator=self.name)
         current = ctx.trace.current_screenshot
         if current is None:
             raise AllocationError(
@@ -75,4 +75,9 @@ class RGBSimilarityPolicy:
             thumb = self._thumb(cache, event.screenshot, f"event {event.index}")
             scores[event.index] = -float(np.mean(np.abs(thumb - target)))
         ranked = sorted(scores, key=lambda j: (scores[j], j), reverse=True)
-        return make_allocation(ranked[:size], t=t, budget=budget, policy=self.name, scores=scores)
+        return make_allocation(ranked[:size], t=t, budget=budget, allocator=self.name, scores=scores)
+
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
+
+__getattr__ = _alias_getattr(__name__, globals())

@@ -13,30 +13,30 @@ from causalcache_memory.allocation.base import (
     recent_b,
 )
 
-__all__ = ["RandomPolicy", "RecentPolicy", "SummaryOnlyPolicy"]
+__all__ = ["RandomAllocator", "RecentAllocator", "SummaryOnlyAllocator"]
 
 
-class RecentPolicy:
+class RecentAllocator:
     """Recent-B: the ``min(B, t-1)`` most recent events. What every agent does today."""
 
     name = "recent"
     uses_witness = False
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
-        return make_allocation(recent_b(ctx.t, ctx.budget), t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(recent_b(ctx.t, ctx.budget), t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
-class SummaryOnlyPolicy:
+class SummaryOnlyAllocator:
     """Summary-only memory: no history screenshot (effective ``B = 0``) whatever budget is configured."""
 
     name = "summary_only"
     uses_witness = False
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
-        return make_allocation((), t=ctx.t, budget=0, policy=self.name)
+        return make_allocation((), t=ctx.t, budget=0, allocator=self.name)
 
 
-class RandomPolicy:
+class RandomAllocator:
     """Random exact-B: a uniformly random ``min(B, t-1)``-subset of the history.
 
     Reproducible: the draw depends only on ``(seed, episode_seed, episode_id, t, B)``, so re-running an
@@ -54,4 +54,9 @@ class RandomPolicy:
         key = f"{self.seed}:{ctx.episode_seed}:{ctx.trace.episode_id}:{ctx.t}:{ctx.budget}".encode()
         rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
         chosen = rng.sample(range(1, ctx.t), size) if size else []
-        return make_allocation(chosen, t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
+
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
+
+__getattr__ = _alias_getattr(__name__, globals())

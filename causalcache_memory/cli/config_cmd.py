@@ -12,7 +12,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.file)
     print(
-        f"{args.file}: valid (budget={config.budget}, allocation={config.allocation.policy}, "
+        f"{args.file}: valid (budget={config.budget}, allocator={config.allocation.allocator}, "
         f"policy={config.policy.kind}, archive={config.archive.url})"
     )
     if args.show:

@@ -1,17 +1,22 @@
 """Validated configuration models (pydantic v2, ``extra="forbid"``).
 
-One :class:`CausalCacheConfig` configures the memory (budget, allocation policy, archive, rendering),
+One :class:`CausalCacheConfig` configures the memory (budget, allocator, archive, rendering),
 the policy runtime and the LangGraph checkpointer. Load it from YAML with
 :func:`causalcache_memory.config.load_config`; print the JSON schema with ``causalcache config schema``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from causalcache_memory.allocation.base import check_budget
+from causalcache_memory.allocation.registry import check_allocator_name
+from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
+from causalcache_memory.runtimes import check_runtime_name
 
 __all__ = [
     "AllocationConfig",
@@ -62,10 +67,37 @@ class SelectorConfig(_Strict):
     )
 
 
+def _registered(check: Any, value: Any) -> Any:
+    try:
+        return check(value)
+    except CausalCacheError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class AllocationConfig(_Strict):
-    policy: Literal["causalcache", "recent", "summary_only", "random", "rgb"] = Field(
-        "causalcache", description="Which events get the B high-fidelity slots."
+    allocator: str = Field(
+        "causalcache",
+        description="Which events get the B high-fidelity slots: any registered allocator "
+        "(causalcache, recent, summary_only, random, rgb, or one added with register_allocator).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_policy_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "policy" in data:
+            if "allocator" in data:
+                raise ValueError("give allocation.allocator only (allocation.policy is its deprecated name)")
+            warnings.warn(
+                "allocation.policy is deprecated; use allocation.allocator", DeprecationWarning, stacklevel=2
+            )
+            data = {("allocator" if k == "policy" else k): v for k, v in data.items()}
+        return data
+
+    @field_validator("allocator")
+    @classmethod
+    def _known_allocator(cls, name: str) -> str:
+        return _registered(check_allocator_name, name)
+
     seed: int = Field(0, description="Seed of the random policy.")
     rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity policy.")
     selector: SelectorConfig = SelectorConfig()
@@ -129,22 +161,37 @@ class OpenAIPolicyConfig(_Strict):
 
 
 class PolicyConfig(_Strict):
-    kind: Literal["simulated", "transformers", "sglang", "openai"] = Field(
-        "simulated", description="Policy runtime; 'simulated' is the synthetic world's CPU stand-in."
+    kind: str | None = Field(
+        None,
+        description="Policy runtime (the VLM): any registered runtime (transformers, sglang, openai, "
+        "simulated = the synthetic world's CPU stand-in, or one added with register_runtime); null = none "
+        "configured (the LangGraph integration calls your own model node).",
     )
     platform: Literal["auto", "desktop", "mobile"] = "auto"
     simulated: SimulatedPolicyConfig = SimulatedPolicyConfig()
     transformers: TransformersPolicyConfig | None = None
     sglang: SGLangPolicyConfig | None = None
     openai: OpenAIPolicyConfig | None = None
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Options of a runtime registered with register_runtime."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_runtime(cls, name: str | None) -> str | None:
+        return None if name is None else _registered(check_runtime_name, name)
 
     @model_validator(mode="after")
     def _section_present(self) -> PolicyConfig:
-        if self.kind != "simulated" and getattr(self, self.kind) is None:
+        if self.kind in _SECTIONED and getattr(self, self.kind) is None:
             raise ValueError(
                 f"policy.kind is {self.kind!r} but the policy.{self.kind} section is missing; add it"
             )
         return self
+
+
+#: built-in runtimes whose options live in a section of their own
+_SECTIONED = ("transformers", "sglang", "openai")
 
 
 class CheckpointConfig(_Strict):
@@ -162,9 +209,7 @@ class CheckpointConfig(_Strict):
 class CausalCacheConfig(_Strict):
     """Top-level configuration."""
 
-    budget: int = Field(
-        4, ge=0, le=64, description="B: history steps shown at high fidelity (0 = summary-only)."
-    )
+    budget: int = Field(4, description="B: history steps shown at high fidelity (0 = summary-only), 0..64.")
     two_pass: bool = Field(
         True, description="Re-decide with the selector's set when it displaces a recent step."
     )
@@ -173,3 +218,8 @@ class CausalCacheConfig(_Strict):
     render: RenderConfig = RenderConfig()
     policy: PolicyConfig = PolicyConfig()
     checkpointer: CheckpointConfig = CheckpointConfig()
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _one_budget_rule(cls, value: Any) -> int:
+        return _registered(check_budget, value)

@@ -6,7 +6,7 @@ chooser ladder live in :mod:`causalcache_memory.lab.selector`. Importing this pa
 nor onnxruntime.
 """
 
-from causalcache_memory.selector.allocator import LearnedSelectorPolicy, bundled_model_path
+from causalcache_memory.selector.allocator import LearnedSelectorAllocator, bundled_model_path
 from causalcache_memory.selector.beam import BeamResult, beam_search
 from causalcache_memory.selector.features import (
     CONTEXT_SCHEMA,
@@ -22,10 +22,14 @@ __all__ = [
     "FEATURE_SCHEMA",
     "BeamResult",
     "FeatureExtractor",
-    "LearnedSelectorPolicy",
+    "LearnedSelectorAllocator",
     "OnnxSelector",
     "beam_search",
     "bundled_model_path",
     "context_features",
     "schema_hash",
 ]
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr
+
+__getattr__ = _alias_getattr(__name__, globals())

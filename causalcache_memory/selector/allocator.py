@@ -1,6 +1,6 @@
 """The learned selector as an allocation policy: features -> ONNX set scorer -> exact-B beam.
 
-``LearnedSelectorPolicy().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
+``LearnedSelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
 action (the pass-1 proposal in the two-pass controller), scores conditioning sets with onnxruntime and
 returns the beam's exact-B set; ``Recent-B`` when every swap is declined. No torch is imported.
 """
@@ -21,7 +21,7 @@ from causalcache_memory.selector.onnx_scorer import OnnxSelector
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BUNDLED_MODEL", "LearnedSelectorPolicy", "bundled_model_path"]
+__all__ = ["BUNDLED_MODEL", "LearnedSelectorAllocator", "bundled_model_path"]
 
 #: where the bundled scorer lives inside the package
 BUNDLED_MODEL = ("causalcache_memory", "assets/selector/selector.onnx")
@@ -33,14 +33,14 @@ def bundled_model_path() -> Path:
     if not ref.is_file():
         raise SelectorError(
             "no bundled selector model: causalcache_memory/assets/selector/selector.onnx is missing from this "
-            "installation; pass LearnedSelectorPolicy(model_path=...) with a model trained by "
+            "installation; pass LearnedSelectorAllocator(model_path=...) with a model trained by "
             "`causalcache train selector`, or install a release that bundles one"
         )
     return Path(str(ref))
 
 
-class LearnedSelectorPolicy:
-    """Learned budget-aware restoration selector (:class:`AllocationPolicy`).
+class LearnedSelectorAllocator:
+    """Learned budget-aware restoration selector (:class:`Allocator`).
 
     Args:
         model_path: ``.onnx`` file or model directory; None loads the bundled model.
@@ -123,4 +123,9 @@ class LearnedSelectorPolicy:
             events, context_features(t, budget, ctx.witness), sign=-1.0 if self.inverted else 1.0
         )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
-        return make_allocation(result.selected, t=t, budget=budget, policy=self.name, scores=result.scores)
+        return make_allocation(result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores)
+
+
+from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
+
+__getattr__ = _alias_getattr(__name__, globals())

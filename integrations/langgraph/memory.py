@@ -1,6 +1,6 @@
 """``CausalCacheMemory``: the LangGraph drop-in (StateGraph nodes, create_agent middleware, checkpointer).
 
-One object configures the memory (budget ``B``, allocation policy, archive, prompt text) and hands out:
+One object configures the memory (budget ``B``, allocator, archive, prompt text) and hands out:
 
 * nodes for a hand-written ``StateGraph`` (:meth:`observe_node`, :meth:`decide_node`, :meth:`record_node`);
 * :meth:`middleware` for LangChain ``create_agent``;
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._optional import require
-from causalcache_memory.allocation.base import AllocationContext, AllocationPolicy
-from causalcache_memory.allocation.registry import build_allocation_policy
+from causalcache_memory.allocation.base import AllocationContext, Allocator
+from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.errors import ConfigError, PolicyError
@@ -54,7 +54,7 @@ def _has_record(archive: Any, sha: str) -> bool:
 
 
 class _UnavailablePolicy:
-    """Stands in for an allocation policy that could not be built: every step falls back to Recent-B."""
+    """Stands in for an allocator that could not be built: every step falls back to Recent-B."""
 
     uses_witness = True
 
@@ -83,7 +83,7 @@ class CausalCacheMemory:
         config: full configuration (default :class:`CausalCacheConfig`); see :meth:`from_yaml`.
         policy: the GUI policy (else the runtime context's, else built from ``config.policy``).
         archive: the screenshot archive (else the runtime context's, else opened from ``config.archive``).
-        allocation: the allocation policy (else built from ``config.allocation``; a policy that cannot be
+        allocation: the allocator (else built from ``config.allocation``; a policy that cannot be
             built makes every step fall back to Recent-B with a warning).
         goal_key: state key holding the task instruction (else the first human message's text is used).
         messages_key: state key of the chat messages (prompts are passed to a wrapped model node there).
@@ -101,7 +101,7 @@ class CausalCacheMemory:
         config: CausalCacheConfig | None = None,
         policy: Policy | None = None,
         archive: ScreenshotArchive | None = None,
-        allocation: AllocationPolicy | None = None,
+        allocation: Allocator | None = None,
         goal_key: str = "goal",
         messages_key: str = "messages",
         action_key: str = "action",
@@ -177,11 +177,11 @@ class CausalCacheMemory:
         return entry[1]
 
     @property
-    def allocation(self) -> AllocationPolicy:
+    def allocation(self) -> Allocator:
         if self._allocation is None:
-            name = self.config.allocation.policy
+            name = self.config.allocation.allocator
             try:
-                self._allocation = build_allocation_policy(self.config.allocation)
+                self._allocation = build_allocator(self.config.allocation)
             except Exception as exc:  # surfaced per step as a Recent-B fallback warning
                 self._allocation = _UnavailablePolicy(name, exc)
         return self._allocation
@@ -192,7 +192,7 @@ class CausalCacheMemory:
         return MemoryController(
             policy=policy if policy is not None else _NoPolicy(),  # type: ignore[arg-type]
             archive=self.resolve_archive(runtime),
-            allocation_policy=self.allocation,
+            allocator=self.allocation,
             budget=cfg.budget,
             two_pass=cfg.two_pass,
             render_options=render_options(cfg),

@@ -6,7 +6,7 @@ import pytest
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import AllocationContext, exact_b_size, recent_b
-from causalcache_memory.allocation.rgb import RGBSimilarityPolicy
+from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import AllocationError
 from causalcache_memory.trace import Trace
@@ -33,9 +33,9 @@ def test_picks_identical_screenshot(archive, make_png):
     trace = _trace(archive, colors, (0, 0, 0), make_png)
     # the current screen is byte-identical to event 3's screenshot
     trace.observe(trace.event(3).screenshot)
-    alloc = RGBSimilarityPolicy(size=8).allocate(AllocationContext(trace=trace, budget=1, archive=archive))
+    alloc = RGBSimilarityAllocator(size=8).allocate(AllocationContext(trace=trace, budget=1, archive=archive))
     assert alloc.selected == (3,)
-    assert alloc.policy == "rgb" and alloc.k == 1
+    assert alloc.allocator == "rgb" and alloc.k == 1
     assert alloc.scores[3] == pytest.approx(0.0)
     assert all(score < 0 for j, score in alloc.scores.items() if j != 3)
 
@@ -43,7 +43,7 @@ def test_picks_identical_screenshot(archive, make_png):
 def test_ranks_by_similarity(archive, make_png):
     colors = [(250, 0, 0), (120, 120, 120), (0, 0, 250), (130, 130, 130), (0, 250, 0)]
     trace = _trace(archive, colors, (125, 125, 125), make_png)
-    alloc = RGBSimilarityPolicy(size=8).allocate(AllocationContext(trace=trace, budget=2, archive=archive))
+    alloc = RGBSimilarityAllocator(size=8).allocate(AllocationContext(trace=trace, budget=2, archive=archive))
     assert alloc.selected == (2, 4)
 
 
@@ -54,13 +54,13 @@ def test_ties_go_to_recent_events(archive, make_png):
     for i in range(6):
         trace.record(CLICK, f"r{i}", sha)
     trace.observe(archive.put(make_png((90, 90, 90))))
-    alloc = RGBSimilarityPolicy().allocate(AllocationContext(trace=trace, budget=2, archive=archive))
+    alloc = RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=2, archive=archive))
     assert alloc.selected == (5, 6) and alloc.is_recent
 
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 3, 5, 8])
 def test_exact_b_for_every_t(archive, make_png, budget):
-    policy = RGBSimilarityPolicy(size=4)
+    policy = RGBSimilarityAllocator(size=4)
     trace = Trace("goal", episode_id="exact-b")
     trace.observe(archive.put(make_png((0, 0, 0))))
     for t in range(1, 11):
@@ -77,10 +77,10 @@ def test_needs_archive_and_current_screen(archive, make_png):
     trace.record(CLICK, "r", archive.put(make_png()))
     trace.record(CLICK, "r", archive.put(make_png((1, 1, 1))))
     with pytest.raises(AllocationError, match="archive is None"):
-        RGBSimilarityPolicy().allocate(AllocationContext(trace=trace, budget=1))
+        RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=1))
     trace.current_screenshot = None
     with pytest.raises(AllocationError, match="current screenshot"):
-        RGBSimilarityPolicy().allocate(AllocationContext(trace=trace, budget=1, archive=archive))
+        RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=1, archive=archive))
 
 
 def test_missing_screenshot_is_a_clear_error(tmp_path, archive, make_png):
@@ -89,9 +89,9 @@ def test_missing_screenshot_is_a_clear_error(tmp_path, archive, make_png):
     trace.record(CLICK, "r", other.put(make_png((3, 3, 3))))  # stored elsewhere
     trace.record(CLICK, "r", archive.put(make_png((4, 4, 4))))
     with pytest.raises(AllocationError, match="event 1"):
-        RGBSimilarityPolicy().allocate(AllocationContext(trace=trace, budget=1, archive=archive))
+        RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=1, archive=archive))
 
 
 def test_bad_size():
     with pytest.raises(AllocationError, match="size=0"):
-        RGBSimilarityPolicy(size=0)
+        RGBSimilarityAllocator(size=0)

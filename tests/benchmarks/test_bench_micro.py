@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from causalcache_memory.allocation import AllocationContext, RecentPolicy
+from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.lab.bench.episode import GOAL, step_action, step_response
 from causalcache_memory.lab.bench.naive import NaiveMessageMemory
@@ -44,16 +44,16 @@ def test_archive_put(benchmark, tmp_path, pool) -> None:
 
 def test_render_bind_recent4_t200(benchmark, trace_200) -> None:
     trace, archive = trace_200
-    allocation = RecentPolicy().allocate(AllocationContext(trace, 4, archive))
+    allocation = RecentAllocator().allocate(AllocationContext(trace, 4, archive))
     bound = benchmark(lambda: render_prompt(trace, allocation).bind(archive))
     assert len(bound.images) == 5
 
 
 def test_selector_allocate_t200(benchmark, trace_200, selector_model) -> None:
-    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
+    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
     trace, archive = trace_200
-    policy = LearnedSelectorPolicy(selector_model, threads=1)
+    policy = LearnedSelectorAllocator(selector_model, threads=1)
     ctx = AllocationContext(trace, 4, archive, witness=step_action(999))
     policy.allocate(ctx)  # warm the per-trace feature cache and thumbnails
     allocation = benchmark(policy.allocate, ctx)

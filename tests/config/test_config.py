@@ -14,8 +14,13 @@ from causalcache_memory.errors import ConfigError
 def test_defaults_are_the_embedded_setup() -> None:
     cfg = CausalCacheConfig()
     assert cfg.budget == 4 and cfg.two_pass
-    assert cfg.allocation.policy == "causalcache"
-    assert cfg.policy.kind == "simulated"
+    assert cfg.allocation.allocator == "causalcache"
+    # no runtime is configured by default: nothing silently falls back to the simulated world policy
+    assert cfg.policy.kind is None
+    from causalcache_memory.factory import build_policy
+
+    with pytest.raises(ConfigError, match=r"policy\.kind is not set"):
+        build_policy(cfg.policy)
     assert cfg.checkpointer.kind == "sqlite"
 
 
@@ -25,17 +30,17 @@ def test_all_errors_reported_at_once() -> None:
             {
                 "budget": -1,
                 "alocation": {},
-                "allocation": {"policy": "smart", "selectr": {}},
+                "allocation": {"allocator": "smart", "selectr": {}},
                 "archive": {"max_pixels": 0},
             }
         )
     errors = info.value.errors
     assert len(errors) == 5
     text = str(info.value)
-    assert "budget: got -1" in text and "greater than or equal to 0" in text
-    assert 'allocation.policy: got "smart"' in text and "'recent'" in text
+    assert "budget: got -1" in text and "between 0 and 64" in text
+    assert 'allocation.allocator: got "smart"' in text and "recent" in text
     assert "alocation: unknown key; allowed keys here: allocation, archive" in text
-    assert "allocation.selectr: unknown key; allowed keys here: policy, rgb_size, seed, selector" in text
+    assert "allocation.selectr: unknown key; allowed keys here: allocator, rgb_size, seed, selector" in text
     assert "archive.max_pixels" in text
 
 
@@ -61,7 +66,7 @@ def test_specific_errors(data, fragment) -> None:
 
 def test_yaml_loading(tmp_path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("budget: 2\nallocation:\n  policy: random\n  seed: 3\n", encoding="utf-8")
+    path.write_text("budget: 2\nallocation:\n  allocator: random\n  seed: 3\n", encoding="utf-8")
     cfg = load_config(path)
     assert cfg.budget == 2 and cfg.allocation.seed == 3
     path.write_text("", encoding="utf-8")

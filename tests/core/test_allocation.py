@@ -9,16 +9,16 @@ import pytest
 from causalcache_memory import Action, Trace
 from causalcache_memory.allocation import (
     AllocationContext,
-    RandomPolicy,
-    RecentPolicy,
-    SummaryOnlyPolicy,
+    RandomAllocator,
+    RecentAllocator,
+    SummaryOnlyAllocator,
     make_allocation,
     recent_b,
 )
 from causalcache_memory.allocation.registry import (
-    available_allocation_policies,
-    build_allocation_policy,
-    register_allocation_policy,
+    available_allocators,
+    build_allocator,
+    register_allocator,
 )
 from causalcache_memory.errors import AllocationError
 
@@ -37,7 +37,7 @@ def trace_with(n: int, episode: str = "ep") -> Trace:
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 4, 8])
 @pytest.mark.parametrize("n_events", [0, 1, 2, 3, 4, 5, 9, 20])
-@pytest.mark.parametrize("policy", [RecentPolicy(), RandomPolicy(seed=3)])
+@pytest.mark.parametrize("policy", [RecentAllocator(), RandomAllocator(seed=3)])
 def test_exact_b_for_every_t(policy, budget: int, n_events: int) -> None:
     trace = trace_with(n_events)
     alloc = policy.allocate(AllocationContext(trace, budget))
@@ -52,17 +52,17 @@ def test_recent_b_is_the_latest_events() -> None:
     assert recent_b(10, 4) == (6, 7, 8, 9)
     assert recent_b(3, 4) == (1, 2)
     assert recent_b(1, 4) == ()
-    alloc = RecentPolicy().allocate(AllocationContext(trace_with(9), 4))
+    alloc = RecentAllocator().allocate(AllocationContext(trace_with(9), 4))
     assert alloc.selected == (6, 7, 8, 9) and alloc.k == 0 and alloc.is_recent
 
 
 def test_summary_only_is_empty_whatever_the_budget() -> None:
-    alloc = SummaryOnlyPolicy().allocate(AllocationContext(trace_with(9), 4))
+    alloc = SummaryOnlyAllocator().allocate(AllocationContext(trace_with(9), 4))
     assert alloc.selected == () and alloc.k == 0
 
 
 def test_random_is_reproducible_and_varies_with_t_and_episode() -> None:
-    policy = RandomPolicy(seed=7)
+    policy = RandomAllocator(seed=7)
     a = policy.allocate(AllocationContext(trace_with(30), 4))
     b = policy.allocate(AllocationContext(trace_with(30), 4))
     assert a.selected == b.selected
@@ -73,7 +73,7 @@ def test_random_is_reproducible_and_varies_with_t_and_episode() -> None:
 
 
 def test_k_promoted_and_displaced() -> None:
-    alloc = make_allocation([2, 7, 8, 9], t=10, budget=4, policy="x")
+    alloc = make_allocation([2, 7, 8, 9], t=10, budget=4, allocator="x")
     assert alloc.k == 1 and alloc.promoted == (2,) and alloc.displaced == (6,)
 
 
@@ -89,7 +89,7 @@ def test_k_promoted_and_displaced() -> None:
 )
 def test_make_allocation_rejects_violations(selected, t, budget, match) -> None:
     with pytest.raises(AllocationError, match=match):
-        make_allocation(selected, t=t, budget=budget, policy="x")
+        make_allocation(selected, t=t, budget=budget, allocator="x")
 
 
 @pytest.mark.parametrize("budget", [-1, 1.5, "4", True])
@@ -99,9 +99,9 @@ def test_bad_budget_rejected(budget) -> None:
 
 
 def test_registry_builds_and_rejects() -> None:
-    assert {"recent", "random", "rgb", "summary_only", "causalcache"} <= set(available_allocation_policies())
-    assert build_allocation_policy("recent").name == "recent"
-    with pytest.raises(AllocationError, match="not registered"):
-        build_allocation_policy("nope")
+    assert {"recent", "random", "rgb", "summary_only", "causalcache"} <= set(available_allocators())
+    assert build_allocator("recent").name == "recent"
+    with pytest.raises(AllocationError, match="not a registered allocator"):
+        build_allocator("nope")
     with pytest.raises(AllocationError, match="already registered"):
-        register_allocation_policy("recent", lambda cfg: RecentPolicy())
+        register_allocator("recent", lambda cfg: RecentAllocator())

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from causalcache_memory import Action, Generation, Trace, make_allocation
-from causalcache_memory.allocation import AllocationContext, RandomPolicy, RecentPolicy
+from causalcache_memory.allocation import AllocationContext, RandomAllocator, RecentAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.controller import MemoryController
 from causalcache_memory.errors import CausalCacheWarning, PromptImageError
@@ -43,10 +43,10 @@ class WitnessPolicy:
 
     def allocate(self, ctx: AllocationContext):
         self.witnesses.append(ctx.witness)
-        recent = list(RecentPolicy().allocate(ctx).selected)
+        recent = list(RecentAllocator().allocate(ctx).selected)
         if ctx.witness is not None and ctx.witness.type == "type" and 2 not in recent and recent:
             recent[0] = 2
-        return make_allocation(recent, t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
 class BrokenPolicy:
@@ -63,7 +63,7 @@ class SlowPolicy:
 
     def allocate(self, ctx):
         time.sleep(0.5)
-        return RecentPolicy().allocate(ctx)
+        return RecentAllocator().allocate(ctx)
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_pass_two_fires_only_when_a_recent_step_is_displaced(setup) -> None:
     archive, trace, evidence = setup
     policy = ImageSensitivePolicy(evidence)
     allocator = WitnessPolicy()
-    ctl = MemoryController(policy=policy, archive=archive, allocation_policy=allocator, budget=4)
+    ctl = MemoryController(policy=policy, archive=archive, allocator=allocator, budget=4)
     decision = ctl.decide(trace)
     assert decision.second_pass
     assert decision.proposal.action.text == "0000"  # pass 1 on Recent-4 could not see event 2
@@ -105,19 +105,17 @@ def test_no_second_call_when_selector_keeps_recent(setup) -> None:
             return Generation("Action: click", Action("click", x=0.1, y=0.1))
 
     policy = Click(trace.event(8).screenshot)
-    ctl = MemoryController(policy=policy, archive=archive, allocation_policy=allocator, budget=4)
+    ctl = MemoryController(policy=policy, archive=archive, allocator=allocator, budget=4)
     decision = ctl.decide(trace)
     assert not decision.second_pass and decision.allocation.is_recent
     assert len(policy.calls) == 1 and decision.generation is decision.proposal
 
 
-@pytest.mark.parametrize("allocator", [RecentPolicy(), RandomPolicy(seed=1)])
+@pytest.mark.parametrize("allocator", [RecentAllocator(), RandomAllocator(seed=1)])
 def test_policies_without_witness_run_one_pass(setup, allocator) -> None:
     archive, trace, evidence = setup
     policy = ImageSensitivePolicy(evidence)
-    decision = MemoryController(policy=policy, archive=archive, allocation_policy=allocator, budget=4).decide(
-        trace
-    )
+    decision = MemoryController(policy=policy, archive=archive, allocator=allocator, budget=4).decide(trace)
     assert len(policy.calls) == 1 and not decision.second_pass and decision.proposal is None
 
 
@@ -128,7 +126,7 @@ def test_selector_failure_falls_back_to_recent(setup, allocator, reason) -> None
     archive, trace, evidence = setup
     policy = ImageSensitivePolicy(evidence)
     ctl = MemoryController(
-        policy=policy, archive=archive, allocation_policy=allocator, budget=4, selector_timeout_s=0.1
+        policy=policy, archive=archive, allocator=allocator, budget=4, selector_timeout_s=0.1
     )
     with pytest.warns(CausalCacheWarning, match="falling back to Recent-B"):
         decision = ctl.decide(trace)
@@ -141,7 +139,7 @@ def test_missing_screenshot_is_an_error_not_a_different_prompt(setup, tmp_path) 
     _, trace, evidence = setup
     empty = LocalArchive(tmp_path / "empty")
     ctl = MemoryController(
-        policy=ImageSensitivePolicy(evidence), archive=empty, allocation_policy=RecentPolicy(), budget=2
+        policy=ImageSensitivePolicy(evidence), archive=empty, allocator=RecentAllocator(), budget=2
     )
     with pytest.raises(PromptImageError, match="event 7"):
         ctl.decide(trace)
@@ -150,7 +148,7 @@ def test_missing_screenshot_is_an_error_not_a_different_prompt(setup, tmp_path) 
 def test_observe_and_record_archive_and_retain(tmp_path, make_png) -> None:
     archive = LocalArchive(tmp_path / "a")
     ctl = MemoryController(
-        policy=ImageSensitivePolicy("0" * 64), archive=archive, allocation_policy=RecentPolicy(), budget=1
+        policy=ImageSensitivePolicy("0" * 64), archive=archive, allocator=RecentAllocator(), budget=1
     )
     trace = Trace("goal", episode_id="ep-7")
     first = ctl.observe(trace, make_png((1, 2, 3)))
@@ -163,7 +161,7 @@ def test_observe_and_record_archive_and_retain(tmp_path, make_png) -> None:
     assert report.deleted == 0 and event.screenshot in archive
 
 
-class PreparingPolicy(RecentPolicy):
+class PreparingPolicy(RecentAllocator):
     """Recent-B with the optional ``prepare`` hook, recording its calls."""
 
     def __init__(self, fail: bool = False) -> None:
@@ -181,7 +179,7 @@ def test_controller_calls_prepare_on_observe_and_record(tmp_path, make_png) -> N
     archive = LocalArchive(tmp_path / "a")
     allocator = PreparingPolicy()
     ctl = MemoryController(
-        policy=ImageSensitivePolicy("0" * 64), archive=archive, allocation_policy=allocator, budget=1
+        policy=ImageSensitivePolicy("0" * 64), archive=archive, allocator=allocator, budget=1
     )
     trace = Trace("goal", episode_id="ep-8")
     first = ctl.observe(trace, make_png((1, 2, 3)))
@@ -194,7 +192,7 @@ def test_failing_prepare_warns_and_the_step_goes_on(tmp_path, make_png) -> None:
     ctl = MemoryController(
         policy=ImageSensitivePolicy("0" * 64),
         archive=LocalArchive(tmp_path / "a"),
-        allocation_policy=PreparingPolicy(fail=True),
+        allocator=PreparingPolicy(fail=True),
         budget=1,
     )
     trace = Trace("goal", episode_id="ep-9")

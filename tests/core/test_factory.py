@@ -41,9 +41,15 @@ def test_transformers_runtime_from_config(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name", ["recent", "summary_only", "random", "rgb", "causalcache"])
-def test_controller_for_every_allocation_policy(tmp_path, name) -> None:
-    cfg = parse_config({"allocation": {"policy": name}, "archive": {"url": str(tmp_path / "a")}})
+def test_controller_for_every_allocator(tmp_path, name) -> None:
+    cfg = parse_config(
+        {
+            "allocation": {"allocator": name},
+            "archive": {"url": str(tmp_path / "a")},
+            "policy": {"kind": "simulated"},
+        }
+    )
     controller = build_controller(cfg)
-    assert controller.allocation_policy.name == name
-    assert controller.allocation_policy.uses_witness == (name == "causalcache")
+    assert controller.allocator.name == name
+    assert controller.allocator.uses_witness == (name == "causalcache")
     controller.close()

@@ -42,7 +42,7 @@ class _SwapOldest:
         recent = list(recent_b(ctx.t, ctx.budget))
         if recent and 1 not in recent:
             recent[0] = 1
-        return make_allocation(recent, t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
 def test_adapted_policy_runs_the_two_pass_redecision(load_policy, randomize, recall_data) -> None:
@@ -52,7 +52,7 @@ def test_adapted_policy_runs_the_two_pass_redecision(load_policy, randomize, rec
     ctl = MemoryController(
         policy=policy,
         archive=recall_data["archive"],
-        allocation_policy=_SwapOldest(),
+        allocator=_SwapOldest(),
         budget=1,
         selector_timeout_s=None,
     )

@@ -21,7 +21,7 @@ def _prompts(recall_data, selected_fn, n: int):
     for _k, traj in enumerate(recall_data["trajectories"]):
         for t in (3, 5, 8):
             sel = selected_fn(t)
-            alloc = make_allocation(sel, t=t, budget=len(sel), policy="test")
+            alloc = make_allocation(sel, t=t, budget=len(sel), allocator="test")
             out.append(render_prompt(traj.trace_at(t), alloc, options=OPTS).bind(recall_data["archive"]))
             if len(out) == n:
                 return out

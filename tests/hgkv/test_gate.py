@@ -28,7 +28,7 @@ def batch(policy, recall_data):
     trajs, archive = recall_data["trajectories"], recall_data["archive"]
     prompts = []
     for traj, sel in ((trajs[0], (2, 6)), (trajs[1], ()), (trajs[2], (1, 4, 7))):
-        alloc = make_allocation(sel, t=8, budget=len(sel), policy="test")
+        alloc = make_allocation(sel, t=8, budget=len(sel), allocator="test")
         bound = render_prompt(traj.trace_at(8), alloc, options=RenderOptions(system_prompt="x")).bind(archive)
         prompts.append(policy.encode(bound))
     targets = [policy.target_ids("click red")] * 3

@@ -18,7 +18,7 @@ def prompts(recall_data):
     archive = recall_data["archive"]
     out = []
     for traj, sel in zip(recall_data["trajectories"][:3], ((2, 6), (), (7,)), strict=True):
-        alloc = make_allocation(sel, t=8, budget=len(sel), policy="test")
+        alloc = make_allocation(sel, t=8, budget=len(sel), allocator="test")
         out.append(
             render_prompt(traj.trace_at(8), alloc, options=RenderOptions(system_prompt="x")).bind(archive)
         )

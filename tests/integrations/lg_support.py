@@ -99,7 +99,7 @@ class PromoteKeyOnWitness:
         key = [e.index for e in ctx.trace.events if e.screenshot == self.key_sha()]
         if ctx.witness is not None and ctx.witness.target == "want-key" and key and key[0] not in recent:
             recent = [key[0], *recent[1:]]
-        return make_allocation(recent, t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
 class FailingAllocation:

@@ -8,7 +8,7 @@ from langgraph.graph import END, START, StateGraph
 from lg_support import KeyPolicy, Screens
 from typing_extensions import TypedDict
 
-from causalcache_memory.allocation import RecentPolicy
+from causalcache_memory.allocation import RecentAllocator
 from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
 
@@ -21,7 +21,7 @@ class AppState(TypedDict, total=False):
 def test_recorded_events_carry_app_and_pixel_coordinates(archive) -> None:
     screens = Screens()
     apps = ["Home", "Shop", "Shop", "Messages"]
-    memory = CausalCacheMemory(budget=2, policy=KeyPolicy(), archive=archive, allocation=RecentPolicy())
+    memory = CausalCacheMemory(budget=2, policy=KeyPolicy(), archive=archive, allocation=RecentAllocator())
 
     def shoot(state: AppState) -> dict[str, Any]:
         return {"screenshot": screens.screenshot(), "app": apps[0], "steps": 0}

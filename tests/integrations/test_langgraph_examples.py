@@ -34,7 +34,7 @@ def test_baseline_and_causalcache_examples(tmp_path, capsys):
     # the baseline trims the code screen away; the memory (bundled learned selector) restores it
     assert baseline["screen"] == "failure" and memory_run["screen"] == "success"
     log = memory_run["memory"].episode_log(memory_run["graph"], memory_run["config"])
-    assert all(r["policy"] == "causalcache" for r in log)
+    assert all(r["allocator"] == "causalcache" for r in log)
     typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
     assert typing_step["second_pass"] and 1 in typing_step["selected"]  # v_1 = the codes screen
     assert typing_step["proposal"]["text"] == "0000"  # pass 1 on Recent-4 could not read the code
@@ -58,7 +58,7 @@ def test_example_yaml_validates_and_builds_memory(tmp_path):
     config = load_config(EXAMPLES / "causalcache.yaml")
     assert config.budget == 4 and config.checkpointer.kind == "sqlite"
     memory = CausalCacheMemory.from_yaml(EXAMPLES / "causalcache.yaml", budget=2)
-    assert memory.budget == 2 and memory.config.allocation.policy == "causalcache"
+    assert memory.budget == 2 and memory.config.allocation.allocator == "causalcache"
 
 
 def test_checkpointer_from_config(tmp_path):

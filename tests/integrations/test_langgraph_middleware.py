@@ -18,7 +18,7 @@ from lg_support import (
     screen_png,
 )
 
-from causalcache_memory.allocation import RecentPolicy
+from causalcache_memory.allocation import RecentAllocator
 from causalcache_memory.errors import CausalCacheWarning
 from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_image_data
 
@@ -90,7 +90,7 @@ def test_create_agent_two_pass_and_references(archive, saver_factory):
 
 def test_screenshot_message_keeps_pixels_out_of_every_checkpoint(archive, saver_factory):
     memory = CausalCacheMemory(
-        config=relaxed_config(), budget=BUDGET, archive=archive, allocation=RecentPolicy()
+        config=relaxed_config(), budget=BUDGET, archive=archive, allocation=RecentAllocator()
     )
     screens = Screens()
     saver = saver_factory()
@@ -153,7 +153,7 @@ class _TwoCallModel(KeyChatModel):
 
 def test_parallel_tool_calls_record_only_the_action(archive):
     memory = CausalCacheMemory(
-        config=relaxed_config(), budget=BUDGET, archive=archive, allocation=RecentPolicy()
+        config=relaxed_config(), budget=BUDGET, archive=archive, allocation=RecentAllocator()
     )
     screens = Screens()
 

@@ -6,7 +6,7 @@ import pytest
 from lg_graphs import LoopState, build_loop, run_config
 from lg_support import FailingAllocation, KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, screen_png
 
-from causalcache_memory.allocation import RecentPolicy, recent_b
+from causalcache_memory.allocation import RecentAllocator, recent_b
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import CausalCacheWarning, PromptImageError, TraceError
 from causalcache_memory.integrations.langgraph import (
@@ -70,7 +70,7 @@ def test_two_pass_fires_exactly_when_a_recent_step_is_displaced(archive, saver_f
 
 def test_witness_free_policy_runs_a_single_pass(archive, saver_factory):
     policy = KeyPolicy()
-    memory = _memory(archive, RecentPolicy(), policy)
+    memory = _memory(archive, RecentAllocator(), policy)
     graph = build_loop(memory, Screens(), steps=5, checkpointer=saver_factory())
     graph.invoke({"goal": "g", "steps": 0}, run_config())
     log = memory.episode_log(graph, run_config())
@@ -111,7 +111,7 @@ def test_unbuildable_allocation_policy_falls_back_every_step(archive, monkeypatc
         raise ImportError("no selector package")
 
     # the default config asks for the learned selector; pretend it cannot be built
-    monkeypatch.setattr(memory_module, "build_allocation_policy", missing)
+    monkeypatch.setattr(memory_module, "build_allocator", missing)
     policy = KeyPolicy()
     memory = CausalCacheMemory(config=relaxed_config(), budget=2, policy=policy, archive=archive)
     graph = build_loop(memory, Screens(), steps=4)  # no checkpointer: the log comes from the stream
@@ -124,7 +124,7 @@ def test_unbuildable_allocation_policy_falls_back_every_step(archive, monkeypatc
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_missing_or_corrupt_blob_names_event_and_hash(archive, damage):
     key = _key_sha(archive)
-    memory = _memory(archive, RecentPolicy(), KeyPolicy(), budget=4)
+    memory = _memory(archive, RecentAllocator(), KeyPolicy(), budget=4)
     screens = Screens()
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -144,7 +144,7 @@ def test_missing_or_corrupt_blob_names_event_and_hash(archive, damage):
 def test_decide_before_observe_is_a_clear_error(archive):
     from langgraph.graph import END, START, StateGraph
 
-    memory = _memory(archive, RecentPolicy(), KeyPolicy())
+    memory = _memory(archive, RecentAllocator(), KeyPolicy())
     builder = StateGraph(LoopState)
     builder.add_node("decide", memory.decide_node(schema=LoopState))
     builder.add_edge(START, "decide")

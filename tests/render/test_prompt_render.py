@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from causalcache_memory import Action, Trace, make_allocation, render_prompt
-from causalcache_memory.allocation import AllocationContext, RandomPolicy, RecentPolicy
+from causalcache_memory.allocation import AllocationContext, RandomAllocator, RecentAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import PromptImageError, RenderError
 from causalcache_memory.render import ImagePart, TextPart
@@ -40,10 +40,10 @@ def make_trace(archive: LocalArchive, make_png, n: int = 8) -> Trace:
 def test_parity_across_allocations(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     allocations = [
-        RecentPolicy().allocate(AllocationContext(trace, 4)),
-        make_allocation([1, 2, 3, 4], t=trace.t, budget=4, policy="manual"),
-        make_allocation([2, 5, 7, 8], t=trace.t, budget=4, policy="manual"),
-        RandomPolicy(1).allocate(AllocationContext(trace, 4)),
+        RecentAllocator().allocate(AllocationContext(trace, 4)),
+        make_allocation([1, 2, 3, 4], t=trace.t, budget=4, allocator="manual"),
+        make_allocation([2, 5, 7, 8], t=trace.t, budget=4, allocator="manual"),
+        RandomAllocator(1).allocate(AllocationContext(trace, 4)),
     ]
     prompts = [render_prompt(trace, a) for a in allocations]
     structures = {json.dumps(p.structure()) for p in prompts}
@@ -65,13 +65,15 @@ def test_parity_across_allocations(archive, make_png) -> None:
 def test_images_have_identical_resolution_across_allocations(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     for selected in ([5, 6, 7, 8], [1, 3, 6, 8]):
-        bound = render_prompt(trace, make_allocation(selected, t=trace.t, budget=4, policy="m")).bind(archive)
+        bound = render_prompt(trace, make_allocation(selected, t=trace.t, budget=4, allocator="m")).bind(
+            archive
+        )
         assert {im.size for im in bound.pil_images()} == {(64, 48)}
 
 
 def test_golden_prompt_text(archive, make_png) -> None:
     trace = make_trace(archive, make_png, n=5)
-    prompt = render_prompt(trace, make_allocation([1, 4, 5], t=6, budget=3, policy="m"))
+    prompt = render_prompt(trace, make_allocation([1, 4, 5], t=6, budget=3, allocator="m"))
     rendered = []
     for message in prompt.messages:
         parts = []
@@ -89,14 +91,14 @@ def test_golden_prompt_text(archive, make_png) -> None:
 
 def test_first_step_has_only_the_current_screen(archive, make_png) -> None:
     trace = make_trace(archive, make_png, n=0)
-    prompt = render_prompt(trace, RecentPolicy().allocate(AllocationContext(trace, 4)))
+    prompt = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 4)))
     assert [i.role for i in prompt.images] == ["current"]
     assert "(no steps yet)" in prompt.messages[1].text
 
 
 def test_openai_messages_resolve_pixels_only_on_request(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
-    prompt = render_prompt(trace, RecentPolicy().allocate(AllocationContext(trace, 2)))
+    prompt = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 2)))
     messages = prompt.bind(archive).to_openai_messages()
     urls = [
         b["image_url"]["url"]
@@ -114,7 +116,7 @@ def test_openai_messages_resolve_pixels_only_on_request(archive, make_png) -> No
 
 def test_qwen_messages_hold_pil_images_in_order(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
-    prompt = render_prompt(trace, make_allocation([2, 9 - 1], t=9, budget=2, policy="m"))
+    prompt = render_prompt(trace, make_allocation([2, 9 - 1], t=9, budget=2, allocator="m"))
     qwen = prompt.bind(archive).to_qwen_messages()
     images = [b["image"] for m in qwen for b in m["content"] if b["type"] == "image"]
     assert len(images) == 3
@@ -128,7 +130,7 @@ def test_qwen_messages_hold_pil_images_in_order(archive, make_png) -> None:
 def test_missing_screenshot_names_event_and_hash(tmp_path, archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     other = LocalArchive(tmp_path / "other")
-    prompt = render_prompt(trace, RecentPolicy().allocate(AllocationContext(trace, 2)))
+    prompt = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 2)))
     with pytest.raises(PromptImageError, match=rf"event 7 \(sha256 {trace.event(7).screenshot}\)"):
         prompt.bind(other)
 
@@ -140,7 +142,7 @@ def test_corrupt_screenshot_names_event(archive, make_png) -> None:
     data = bytearray(blob.read_bytes())
     data[-20] ^= 0xFF
     blob.write_bytes(bytes(data))
-    bound = render_prompt(trace, RecentPolicy().allocate(AllocationContext(trace, 2))).bind(archive)
+    bound = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 2))).bind(archive)
     with pytest.raises(PromptImageError, match="event 8"):
         bound.image_bytes(1)
 
@@ -148,11 +150,11 @@ def test_corrupt_screenshot_names_event(archive, make_png) -> None:
 def test_allocation_for_another_step_rejected(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     with pytest.raises(RenderError, match="t=5"):
-        render_prompt(trace, make_allocation([1, 2], t=5, budget=2, policy="m"))
+        render_prompt(trace, make_allocation([1, 2], t=5, budget=2, allocator="m"))
 
 
 def test_part_indices_match_images(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
-    prompt = render_prompt(trace, RecentPolicy().allocate(AllocationContext(trace, 4)))
+    prompt = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 4)))
     seen = [p.image for m in prompt.messages for p in m.parts if isinstance(p, ImagePart)]
     assert seen == list(range(len(prompt.images)))

@@ -77,7 +77,7 @@ def make_prompt(episode) -> Callable[..., BoundPrompt]:
 
     def make(selected: tuple[int, ...], budget: int | None = None) -> BoundPrompt:
         alloc = make_allocation(
-            selected, t=trace.t, budget=len(selected) if budget is None else budget, policy="t"
+            selected, t=trace.t, budget=len(selected) if budget is None else budget, allocator="t"
         )
         return render_prompt(trace, alloc).bind(archive)
 

@@ -542,7 +542,7 @@ def make_prompt(
 ) -> BoundPrompt:
     """A retained-turn prompt with ``len(history)`` history images plus the current screen."""
     t = len(history) + 1
-    allocation = make_allocation(range(1, t), t=t, budget=len(history), policy="test")
+    allocation = make_allocation(range(1, t), t=t, budget=len(history), allocator="test")
     messages = [
         Message("system", (TextPart("You are a GUI agent."),)),
         Message(

@@ -210,7 +210,7 @@ def test_image_token_typed_into_text_fails_closed(policy, episode) -> None:
     _, archive = episode
     trace = Trace("type <|image_pad|> into the box")
     trace.observe(next(iter(archive.blobs)))
-    prompt = render_prompt(trace, make_allocation([], t=1, budget=2, policy="t")).bind(archive)
+    prompt = render_prompt(trace, make_allocation([], t=1, budget=2, allocator="t")).bind(archive)
     with pytest.raises(ImageSpanMismatchError, match="1 declared images"):
         policy.encode(prompt)
 

@@ -26,7 +26,7 @@ def random_scorer(n: int, seed: int):
 def test_random_scorers_give_exact_b_sets(seed, budget):
     t = 5 + seed
     res = beam_search(random_scorer(t - 1, seed), t=t, budget=budget, beam_width=3)
-    alloc = make_allocation(res.selected, t=t, budget=budget, policy="beam")  # raises if not exact-B
+    alloc = make_allocation(res.selected, t=t, budget=budget, allocator="beam")  # raises if not exact-B
     assert len(alloc.selected) == min(budget, t - 1) and res.gain >= 0
     assert (res.gain == 0) == alloc.is_recent
 
@@ -54,7 +54,7 @@ def test_preferred_distant_event_is_swapped_in_for_the_weakest_recent():
         return np.tile(row, (len(conds), 1))
 
     res = beam_search(scorer, t=t, budget=4)
-    alloc = make_allocation(res.selected, t=t, budget=4, policy="beam")
+    alloc = make_allocation(res.selected, t=t, budget=4, allocator="beam")
     assert alloc.k == 1 and alloc.promoted == (star,) and alloc.displaced == (recent[0],)
     assert res.gain == pytest.approx(0.2) and res.scores[star] == pytest.approx(0.2)
 
@@ -107,8 +107,8 @@ def test_min_gain_declines_near_neutral_swaps() -> None:
 
 
 def test_min_gain_reaches_the_policy_from_config() -> None:
-    from causalcache_memory.allocation.registry import build_allocation_policy
+    from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.config import parse_config
 
-    cfg = parse_config({"allocation": {"policy": "causalcache", "selector": {"min_gain": 0.1}}})
-    assert build_allocation_policy(cfg.allocation).min_gain == 0.1
+    cfg = parse_config({"allocation": {"allocator": "causalcache", "selector": {"min_gain": 0.1}}})
+    assert build_allocator(cfg.allocation).min_gain == 0.1

@@ -91,12 +91,14 @@ def test_set_utilities_are_fully_rescored_complete_prompts(tmp_path):
             assert len(set(g["base"]) - set(rec["recent"])) >= 1  # conditioned on an already-swapped set
             for j, q in zip(g["cands"], g["q"], strict=True):
                 full = (set(g["base"]) - {g["out"]}) | {j}
-                prompt = render_prompt(trace, make_allocation(sorted(full), t=rec["t"], budget=4, policy="x"))
+                prompt = render_prompt(
+                    trace, make_allocation(sorted(full), t=rec["t"], budget=4, allocator="x")
+                )
                 fresh = MarkerPolicy(useful).score([prompt.bind(DictArchive())], [target])[0]
                 assert q == pytest.approx(fresh, abs=1e-12)
                 checked += 1
         for step in rec["path"][1:]:
-            prompt = render_prompt(trace, make_allocation(step["set"], t=rec["t"], budget=4, policy="x"))
+            prompt = render_prompt(trace, make_allocation(step["set"], t=rec["t"], budget=4, allocator="x"))
             assert step["q"] == pytest.approx(
                 MarkerPolicy(useful).score([prompt.bind(DictArchive())], [target])[0]
             )

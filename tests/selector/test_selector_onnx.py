@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
-from causalcache_memory.allocation import AllocationContext, RecentPolicy, recent_b
+from causalcache_memory.allocation import AllocationContext, RecentAllocator, recent_b
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.render import render_prompt
-from causalcache_memory.selector.allocator import LearnedSelectorPolicy
+from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES
 from causalcache_memory.selector.onnx_scorer import OnnxSelector
 
@@ -66,8 +66,8 @@ def test_schema_mismatch_is_refused(trained, tmp_path):
 
 def test_policy_allocates_exact_b_with_the_witness(trained):
     _, out, _ = trained
-    policy = LearnedSelectorPolicy(out)
-    inverted = LearnedSelectorPolicy(out, inverted=True)
+    policy = LearnedSelectorAllocator(out)
+    inverted = LearnedSelectorAllocator(out, inverted=True)
     assert policy.name == "causalcache" and policy.uses_witness
     trajs, useful = make_trajectories(4, length=14, seed=11)
     scorer = MarkerPolicy(useful)
@@ -78,8 +78,8 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
             target = traj.steps[t - 1]
             ctx = AllocationContext(traj.trace_at(t), 2, witness=target.action)
             alloc, inv = policy.allocate(ctx), inverted.allocate(ctx)
-            assert len(alloc.selected) == min(2, t - 1) and alloc.policy == "causalcache"
-            assert inv.policy == "causalcache_inverted"
+            assert len(alloc.selected) == min(2, t - 1) and alloc.allocator == "causalcache"
+            assert inv.allocator == "causalcache_inverted"
             good = {
                 j for j in range(1, t - 2) if traj.steps[j - 1].screenshot_after in useful[target.response]
             }
@@ -87,7 +87,7 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
             found += bool(good & set(alloc.selected))
             q = scorer.score(
                 [render_prompt(ctx.trace, a).bind(DictArchive()) for a in (alloc, inv)]
-                + [render_prompt(ctx.trace, RecentPolicy().allocate(ctx)).bind(DictArchive())],
+                + [render_prompt(ctx.trace, RecentAllocator().allocate(ctx)).bind(DictArchive())],
                 [target.response] * 3,
             )
             margins.append(q[0] - q[2])
@@ -104,7 +104,7 @@ def test_bundled_model_missing_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(mod, "BUNDLED_MODEL", ("causalcache_memory", "assets/selector/absent.onnx"))
     with pytest.raises(SelectorError, match="no bundled selector model"):
-        LearnedSelectorPolicy()
+        LearnedSelectorAllocator()
 
 
 def test_onnx_path_does_not_import_torch(trained):
@@ -113,8 +113,8 @@ def test_onnx_path_does_not_import_torch(trained):
         "import sys; sys.path.insert(0, 'tests/selector');"
         "from selector_synth import DictArchive, MarkerPolicy, make_trajectories;"
         "from causalcache_memory.allocation import AllocationContext;"
-        "from causalcache_memory.selector.allocator import LearnedSelectorPolicy;"
-        f"p = LearnedSelectorPolicy({str(out)!r});"
+        "from causalcache_memory.selector.allocator import LearnedSelectorAllocator;"
+        f"p = LearnedSelectorAllocator({str(out)!r});"
         "tr = make_trajectories(1, length=12)[0][0];"
         "p.allocate(AllocationContext(tr.trace_at(12), 4, witness=tr.steps[11].action));"
         "assert 'torch' not in sys.modules, 'torch was imported'"

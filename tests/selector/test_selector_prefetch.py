@@ -22,10 +22,10 @@ def _png(seed: int) -> bytes:
 def policy():
     pytest.importorskip("onnxruntime")
     from causalcache_memory.errors import SelectorError
-    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
+    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
     try:
-        selector = LearnedSelectorPolicy(threads=1)
+        selector = LearnedSelectorAllocator(threads=1)
     except SelectorError:
         pytest.skip("no bundled selector model in this build")
     yield selector
@@ -61,7 +61,7 @@ def test_prepare_then_allocate_reuses_the_cache(policy, tmp_path):
         def score(self, prompts, targets):  # pragma: no cover - not used
             return [0.0] * len(prompts)
 
-    ctl = MemoryController(policy=Instant(), archive=archive, allocation_policy=policy, budget=2)
+    ctl = MemoryController(policy=Instant(), archive=archive, allocator=policy, budget=2)
     trace = Trace("goal", episode_id="ep")
     ctl.observe(trace, _png(0))
     for i in range(1, 6):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from causalcache_memory.allocation import RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.allocation import RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.lab.world import (
     EVIDENCE_KEY,
     EvidenceOraclePolicy,
@@ -27,7 +27,11 @@ def test_calibration_orders_the_arms_on_memory_critical_tasks(archive):
         SimulatedPolicy(),
         archive,
         budget=4,
-        arms={"summary_only": SummaryOnlyPolicy, "recent": RecentPolicy, "oracle": EvidenceOraclePolicy},
+        arms={
+            "summary_only": SummaryOnlyAllocator,
+            "recent": RecentAllocator,
+            "oracle": EvidenceOraclePolicy,
+        },
     )
     assert report["summary_only"]["memory_critical"] == 0.0
     assert report["oracle"]["memory_critical"] > report["recent"]["memory_critical"]

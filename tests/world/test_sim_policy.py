@@ -21,8 +21,8 @@ def _prompts(task, archive):
     t = task.need_step
     trace = traj.trace_at(t)
     recent = recent_b(t, 4)
-    with_evidence = make_allocation([*recent[1:], task.evidence_step], t=t, budget=4, policy="oracle")
-    without = make_allocation(recent, t=t, budget=4, policy="recent")
+    with_evidence = make_allocation([*recent[1:], task.evidence_step], t=t, budget=4, allocator="oracle")
+    without = make_allocation(recent, t=t, budget=4, allocator="recent")
     target = traj.steps[t - 1].response
     return (
         render_prompt(trace, with_evidence).bind(archive),
@@ -67,8 +67,8 @@ def test_scores_navigation_targets_and_continuity(mixed_tasks, archive):
     t = next(i for i, s in enumerate(traj.steps, 1) if i >= 3 and s.action.type == "click")
     trace = traj.trace_at(t)
     target = traj.steps[t - 1].response
-    full = render_prompt(trace, make_allocation(recent_b(t, 4), t=t, budget=4, policy="r")).bind(archive)
-    none = render_prompt(trace, make_allocation([], t=t, budget=0, policy="s")).bind(archive)
+    full = render_prompt(trace, make_allocation(recent_b(t, 4), t=t, budget=4, allocator="r")).bind(archive)
+    none = render_prompt(trace, make_allocation([], t=t, budget=0, allocator="s")).bind(archive)
     policy = SimulatedPolicy()
     s_full, s_none = policy.score([full, none], [target, target])
     assert s_full > s_none  # seeing the latest screens raises confidence a little
@@ -93,7 +93,7 @@ def test_recovers_from_a_visible_misclick(archive):
     action = element_action("click", wrong, world.size, target=wrong.label)
     png, info = world.step(action)
     trace.record(action, "r", archive.put(png), app=info.app)
-    prompt = render_prompt(trace, make_allocation(recent_b(trace.t, 4), t=trace.t, budget=4, policy="r"))
+    prompt = render_prompt(trace, make_allocation(recent_b(trace.t, 4), t=trace.t, budget=4, allocator="r"))
     generation = SimulatedPolicy().generate(prompt.bind(archive))
     assert generation.action.type == "back"
     assert "Action:" in generation.response

@@ -95,12 +95,12 @@ def _build(variant: str, steps: int, pool: Sequence[bytes], counter: itertools.c
 
     builder = StateGraph(state_type)
     if variant.startswith("causalcache"):
-        from causalcache_memory.allocation import RecentPolicy
+        from causalcache_memory.allocation import RecentAllocator
         from causalcache_memory.archive import LocalArchive
         from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
         memory = CausalCacheMemory(
-            budget=4, archive=LocalArchive(root / "archive"), allocation=RecentPolicy()
+            budget=4, archive=LocalArchive(root / "archive"), allocation=RecentAllocator()
         )
         builder.add_node("screenshot", memory.observe_node(screenshot, schema=state_type))
         builder.add_node("model", memory.decide_node(call_model, schema=state_type))

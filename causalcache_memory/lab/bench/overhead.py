@@ -62,7 +62,7 @@ def _windows(ts: Sequence[int], window: int) -> tuple[set[int], set[int]]:
 
 
 def _causalcache_episode(
-    allocation_policy: Any,
+    allocator: Any,
     archive: Any,
     *,
     episode: str,
@@ -81,15 +81,13 @@ def _causalcache_episode(
 
     trace = Trace(GOAL, episode_id=episode, platform="desktop")
     policy = InstantPolicy()
-    controller = MemoryController(
-        policy=policy, archive=archive, allocation_policy=allocation_policy, budget=budget
-    )
+    controller = MemoryController(policy=policy, archive=archive, allocator=allocator, budget=budget)
     controller.observe(trace, pool[0])
     samples: dict[int, dict[str, float]] = {}
     requests: dict[int, float] = {}
     cpu: dict[int, float] = {}
     second = fallbacks = 0
-    prepare = getattr(allocation_policy, "prepare", None) if prefetch else None
+    prepare = getattr(allocator, "prepare", None) if prefetch else None
     try:
         for t in range(1, last + 1):
             policy.step = t
@@ -114,7 +112,7 @@ def _causalcache_episode(
             if prepare is not None:
                 prepare(archive, sha)  # what MemoryController.record does: start the decode, return
             else:
-                thumbs = _thumbnail_cache(allocation_policy)
+                thumbs = _thumbnail_cache(allocator)
                 if thumbs is not None:
                     thumbs.get(sha)
             thumb_ms = (time.perf_counter() - start) * 1000.0
@@ -138,7 +136,7 @@ def _causalcache_episode(
                 requests[t] = request_ms
     finally:
         controller.close()
-        close = getattr(allocation_policy, "close", None)
+        close = getattr(allocator, "close", None)
         if close is not None:
             close()
     return {
@@ -318,19 +316,19 @@ def run_step_overhead(
     return out
 
 
-def _thumbnail_cache(allocation_policy: Any) -> Any:
+def _thumbnail_cache(allocator: Any) -> Any:
     """The learned selector's thumbnail cache (warmed right after the write: one new decode per step)."""
     from causalcache_memory.archive.thumbs import ThumbnailCache
 
-    cache = getattr(getattr(allocation_policy, "_extractor", None), "thumbnails", None)
+    cache = getattr(getattr(allocator, "_extractor", None), "thumbnails", None)
     return cache if isinstance(cache, ThumbnailCache) else None
 
 
 def _allocation(name: str, selector_model: str | Path | None) -> Any:
     if name == "recent4":
-        from causalcache_memory.allocation import RecentPolicy
+        from causalcache_memory.allocation import RecentAllocator
 
-        return RecentPolicy()
-    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
+        return RecentAllocator()
+    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
-    return LearnedSelectorPolicy(selector_model, threads=1)
+    return LearnedSelectorAllocator(selector_model, threads=1)

@@ -112,7 +112,7 @@ def run_two_pass(
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.controller import MemoryController
     from causalcache_memory.lab.world.tasks import generate_tasks
-    from causalcache_memory.selector.allocator import LearnedSelectorPolicy
+    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
     root = Path(workdir)  # type: ignore[arg-type]  # set by owns_workdir
     runtime = _policy(policy, model_path)
@@ -120,10 +120,8 @@ def run_two_pass(
     out: dict[str, Any] = {}
     for budget in budgets:
         archive = LocalArchive(root / f"two-pass-B{budget}")
-        selector = LearnedSelectorPolicy(selector_model, threads=1)
-        controller = MemoryController(
-            policy=runtime, archive=archive, allocation_policy=selector, budget=budget
-        )
+        selector = LearnedSelectorAllocator(selector_model, threads=1)
+        controller = MemoryController(policy=runtime, archive=archive, allocator=selector, budget=budget)
         rows: list[dict[str, float]] = []
         try:
             for index, task in enumerate(tasks):

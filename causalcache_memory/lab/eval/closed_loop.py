@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import TypedDict
 
 from causalcache_memory._optional import require
-from causalcache_memory.allocation.registry import build_allocation_policy
+from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.loader import parse_config
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.eval.showcase import showcase
@@ -208,13 +208,13 @@ def _memory_for(
         {
             "budget": effective,
             "allocation": {
-                "policy": ARMS[arm],
+                "allocator": ARMS[arm],
                 "selector": {"model_path": selector_path, "timeout_ms": 2000, "min_gain": min_gain},
             },
             "policy": {"kind": "simulated"},
         }
     )
-    allocation = build_allocation_policy(config.allocation)
+    allocation = build_allocator(config.allocation)
     return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
 
 

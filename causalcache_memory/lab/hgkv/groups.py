@@ -82,7 +82,7 @@ class ReplacementGroup:
         raise ConfigError(f"arm={arm!r} is not one of {', '.join(ARMS)}")
 
     def allocation(self, arm: str) -> Allocation:
-        return make_allocation(self.selected(arm), t=self.t, budget=self.budget, policy=f"did:{arm}")
+        return make_allocation(self.selected(arm), t=self.t, budget=self.budget, allocator=f"did:{arm}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": GROUP_FORMAT_VERSION, **asdict(self)}

@@ -121,7 +121,7 @@ class _SetScorer:
             prompts = [
                 render_prompt(
                     self.trace,
-                    make_allocation(sorted(k), t=self.trace.t, budget=self.budget, policy="label"),
+                    make_allocation(sorted(k), t=self.trace.t, budget=self.budget, allocator="label"),
                 ).bind(self.archive)
                 for k in chunk
             ]

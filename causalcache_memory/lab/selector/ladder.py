@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import AllocationContext, make_allocation, recent_b
-from causalcache_memory.allocation.simple import RandomPolicy
+from causalcache_memory.allocation.simple import RandomAllocator
 from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer, _target_text, decision_states
 from causalcache_memory.render.prompt import render_prompt
@@ -101,7 +101,9 @@ def _witness(
         return traj.steps[t - 1].action
     if kind == "none":
         return None
-    prompt = render_prompt(trace, make_allocation(recent_b(t, budget), t=t, budget=budget, policy="recent"))
+    prompt = render_prompt(
+        trace, make_allocation(recent_b(t, budget), t=t, budget=budget, allocator="recent")
+    )
     return policy.generate(prompt.bind(archive)).action
 
 
@@ -139,10 +141,10 @@ def run_ladder(
         skipped["rgb"] = "the archive cannot decode pixels (no open_image)"
         rules.remove("rgb")
     if "rgb" in rules:
-        from causalcache_memory.allocation.rgb import RGBSimilarityPolicy
+        from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
 
-        rgb = RGBSimilarityPolicy()
-    random_rule = RandomPolicy(seed=cfg.seed)
+        rgb = RGBSimilarityAllocator()
+    random_rule = RandomAllocator(seed=cfg.seed)
     # margins[rule][B][trajectory] -> list of Q(S) - Q(Recent-B); ks[rule][B] -> Counter of k
     margins: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))

@@ -19,7 +19,7 @@ Pieces (one module each):
 Example::
 
     task = generate_tasks(1, seed=0)[0]
-    result = run_episode(task, RecentPolicy(), SimulatedPolicy(), LocalArchive("shots"), budget=4)
+    result = run_episode(task, RecentAllocator(), SimulatedPolicy(), LocalArchive("shots"), budget=4)
     print(task.split, task.evidence_age, result.success)
 
 Measured calibration (``python -m causalcache_memory.lab.world --tasks 300 --seed 0 --platform mixed``,

@@ -23,11 +23,11 @@ from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
-    AllocationPolicy,
+    Allocator,
     make_allocation,
     recent_b,
 )
-from causalcache_memory.allocation.simple import RecentPolicy, SummaryOnlyPolicy
+from causalcache_memory.allocation.simple import RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.lab.world.env import GuiWorld
 from causalcache_memory.lab.world.tasks import Task
 from causalcache_memory.render.prompt import render_prompt
@@ -89,12 +89,12 @@ class EvidenceOraclePolicy:
         evidence = [e.index for e in ctx.trace if e.metadata.get(EVIDENCE_KEY)]
         if recent and evidence and evidence[-1] not in recent:
             recent = [*recent[1:], evidence[-1]]
-        return make_allocation(recent, t=ctx.t, budget=ctx.budget, policy=self.name)
+        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
 def run_episode(
     task: Task,
-    allocation_policy: AllocationPolicy,
+    allocator: Allocator,
     policy: Policy,
     archive: ScreenshotArchive,
     *,
@@ -112,7 +112,7 @@ def run_episode(
     typed: list[str] = []
     for _ in range(cap):
         ctx = AllocationContext(trace=trace, budget=budget, archive=archive, episode_seed=episode_seed)
-        allocation = allocation_policy.allocate(ctx)
+        allocation = allocator.allocate(ctx)
         allocations.append(allocation)
         prompt = render_prompt(trace, allocation).bind(archive)
         generation = policy.generate(prompt)
@@ -148,7 +148,7 @@ def calibrate(
     archive: ScreenshotArchive,
     *,
     budget: int = 4,
-    arms: dict[str, Callable[[], AllocationPolicy]] | None = None,
+    arms: dict[str, Callable[[], Allocator]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Success rate per arm and split (``all``, ``memory_critical``, ``control``), plus counts.
 
@@ -156,7 +156,11 @@ def calibrate(
     (``memory_in_window``: ``age <= B``) or not (``memory_out_of_window``). Counts are under ``n_<key>``.
     Default arms: ``summary_only`` (B = 0), ``recent`` (Recent-B) and ``oracle`` (evidence oracle).
     """
-    arms = arms or {"summary_only": SummaryOnlyPolicy, "recent": RecentPolicy, "oracle": EvidenceOraclePolicy}
+    arms = arms or {
+        "summary_only": SummaryOnlyAllocator,
+        "recent": RecentAllocator,
+        "oracle": EvidenceOraclePolicy,
+    }
     report: dict[str, dict[str, float]] = {}
     for arm, make in arms.items():
         keys = ("all", "memory_critical", "control", "memory_in_window", "memory_out_of_window")

@@ -64,6 +64,7 @@ from causalcache_memory.lab.world.tasks import VALUE_KINDS, PlanStep, parse_goal
 from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:
+    from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = ["PromptView", "SimulatedPolicy"]
@@ -469,3 +470,8 @@ def _thought(view: PromptView, action: Action) -> str:
     if action.type == "done":
         return "The task is complete."
     return "Next step."
+
+
+def policy_from_config(config: PolicyConfig) -> SimulatedPolicy:
+    """The runtime registered as ``simulated``: the synthetic world's CPU stand-in (demo and tests)."""
+    return SimulatedPolicy(seed=config.simulated.seed)
