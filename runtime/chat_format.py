@@ -21,9 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ConfigError, RenderError
-from causalcache_memory.render.prompt import ImagePart, Message, TextPart
+from causalcache_memory.render.messages import ImagePart, Message, TextPart
+
+if TYPE_CHECKING:
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = [
     "QWEN_VL",
@@ -31,6 +35,8 @@ __all__ = [
     "ChatText",
     "chatml_render",
     "get_chat_format",
+    "openai_messages",
+    "qwen_messages",
     "register_chat_format",
 ]
 
@@ -131,3 +137,40 @@ def get_chat_format(chat_format: str | ChatFormat) -> ChatFormat:
             f"chat_format={chat_format!r} is not a known chat format; use one of {sorted(_REGISTRY)} "
             "or pass a ChatFormat(name, render, end_of_turn)"
         ) from None
+
+
+# ---------------------------------------------------------------------- structured wire formats
+def openai_messages(prompt: BoundPrompt) -> list[dict[str, Any]]:
+    """OpenAI-compatible chat messages with ``image_url`` data-URL content blocks (images in prompt order)."""
+    out: list[dict[str, Any]] = []
+    for message in prompt.messages:
+        if message.role in ("system", "assistant") and all(isinstance(p, TextPart) for p in message.parts):
+            out.append({"role": message.role, "content": message.text})
+            continue
+        content: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            else:
+                content.append({"type": "image_url", "image_url": {"url": prompt.data_url(part.image)}})
+        out.append({"role": message.role, "content": content})
+    return out
+
+
+def qwen_messages(prompt: BoundPrompt, *, with_pixels: bool = True) -> list[dict[str, Any]]:
+    """The message structure a Qwen-VL chat template consumes.
+
+    Every content is a list of ``{"type": "text", "text": ...}`` and ``{"type": "image", "image": PIL}``
+    blocks (``"image"`` holds the sha256 instead when ``with_pixels`` is False).
+    """
+    out: list[dict[str, Any]] = []
+    for message in prompt.messages:
+        content: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                image = prompt.pil_image(part.image) if with_pixels else prompt.images[part.image].sha256
+                content.append({"type": "image", "image": image})
+        out.append({"role": message.role, "content": content})
+    return out

@@ -1,6 +1,6 @@
 """A policy behind any OpenAI-compatible chat endpoint (vLLM, SGLang ``/v1``, hosted APIs).
 
-Generation: ``POST {base_url}/chat/completions`` with :meth:`BoundPrompt.to_openai_messages` (images as
+Generation: ``POST {base_url}/chat/completions`` with :func:`~causalcache_memory.runtime.chat_format.openai_messages` (images as
 ``image_url`` data URLs), ``temperature: 0``.
 
 Scoring needs the log-probabilities of *prompt* tokens, which the OpenAI API does not return. vLLM
@@ -40,10 +40,11 @@ from causalcache_memory.runtime._http import (
     parse_response_action,
     snippet,
 )
+from causalcache_memory.runtime.chat_format import openai_messages
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["OpenAIPolicy", "PromptLogprobsUnsupportedError"]
 
@@ -148,7 +149,7 @@ class OpenAIPolicy:
         payload = {
             **self.extra_body,
             "model": self.model,
-            "messages": prompt.to_openai_messages(),
+            "messages": openai_messages(prompt),
             "temperature": 0,
             "max_tokens": self.max_tokens,
         }
@@ -215,7 +216,7 @@ class OpenAIPolicy:
         return n
 
     def _score_one(self, prompt: BoundPrompt, target: str) -> float:
-        messages = prompt.to_openai_messages()
+        messages = openai_messages(prompt)
         p_len = self._prompt_len(messages)
         payload = {
             **self.extra_body,

@@ -20,11 +20,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from causalcache_memory.errors import ImageSpanMismatchError
+from causalcache_memory.runtime.chat_format import qwen_messages
 
 if TYPE_CHECKING:
     import torch
 
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
     from causalcache_memory.render.prompt import ImageRef
 
 __all__ = [
@@ -191,7 +192,7 @@ def image_only_processor_class(family: str) -> type:
 
 def encode_prompt(prompt: BoundPrompt, processor: Any, tokens: QwenTokens) -> EncodedPrompt:
     """Encode ``prompt`` with the processor's chat template (generation prompt appended)."""
-    messages = prompt.to_qwen_messages()
+    messages = qwen_messages(prompt)
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     images = prompt.pil_images()
     try:

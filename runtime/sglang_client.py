@@ -51,7 +51,7 @@ from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["SGLangPolicy", "rendezvous_route"]
 

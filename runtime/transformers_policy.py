@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import torch
 
     from causalcache_memory.config.models import PolicyConfig
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["SUPPORTED_FAMILIES", "ForwardAdapter", "TransformersPolicy"]
 

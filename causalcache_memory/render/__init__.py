@@ -1,6 +1,6 @@
-"""Retained-turn prompt rendering and wire formats (OpenAI chat, Qwen-VL chat template)."""
+"""Retained-turn prompt rendering: prompt data types and the renderer (wire formats are runtime-side)."""
 
-from causalcache_memory.render.bound import BoundPrompt, sniff_mime
+from causalcache_memory.render.messages import BoundPrompt, sniff_mime
 from causalcache_memory.render.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     ImagePart,

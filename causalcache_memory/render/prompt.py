@@ -17,15 +17,12 @@ its token gate fail-closed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
 
 from causalcache_memory.allocation.base import Allocation
 from causalcache_memory.errors import RenderError
+from causalcache_memory.render.messages import ImagePart, ImageRef, Message, RenderedPrompt, TextPart
 from causalcache_memory.trace import Trace
-
-if TYPE_CHECKING:
-    from causalcache_memory.render.bound import BoundPrompt
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -46,43 +43,6 @@ DEFAULT_SYSTEM_PROMPT = (
 
 
 @dataclass(frozen=True, slots=True)
-class ImageRef:
-    """Declaration of one image in a prompt.
-
-    Attributes:
-        role: ``history`` for a restored archived screenshot, ``current`` for ``x_t``.
-        sha256: content hash in the archive.
-        event_index: the event ``j`` whose ``v_j`` this is (None for the current screen).
-    """
-
-    role: Literal["history", "current"]
-    sha256: str
-    event_index: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TextPart:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ImagePart:
-    """Placeholder for ``RenderedPrompt.images[image]``."""
-
-    image: int
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    role: Literal["system", "user", "assistant"]
-    parts: tuple[TextPart | ImagePart, ...]
-
-    @property
-    def text(self) -> str:
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
-
-
-@dataclass(frozen=True, slots=True)
 class RenderOptions:
     """Text of the fixed parts of the prompt."""
 
@@ -91,38 +51,6 @@ class RenderOptions:
     retained_header: str = "Screen after step {index}:"
     current_header: str = "Current screen:"
     request: str = "What is the next action?"
-
-
-@dataclass(frozen=True)
-class RenderedPrompt:
-    """A rendered prompt holding image *references* only (no pixels).
-
-    ``images[i]`` is the image of the ``i``-th :class:`ImagePart` in message order. Bind it to an archive
-    (:meth:`bind`) to resolve pixels for a model call.
-    """
-
-    messages: tuple[Message, ...]
-    images: tuple[ImageRef, ...]
-    allocation: Allocation
-    goal: str
-    meta: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def history_images(self) -> tuple[ImageRef, ...]:
-        return tuple(i for i in self.images if i.role == "history")
-
-    def structure(self) -> list[tuple[str, list[str]]]:
-        """Roles and part kinds, e.g. ``[("user", ["text", "image"]), ...]`` (for parity checks)."""
-        return [
-            (m.role, ["image" if isinstance(p, ImagePart) else "text" for p in m.parts])
-            for m in self.messages
-        ]
-
-    def bind(self, archive: object) -> BoundPrompt:
-        """Attach an archive so pixels can be resolved; checks every image is present."""
-        from causalcache_memory.render.bound import BoundPrompt
-
-        return BoundPrompt(self, archive)  # type: ignore[arg-type]
 
 
 def render_prompt(

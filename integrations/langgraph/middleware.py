@@ -49,7 +49,7 @@ from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["CausalCacheAgentState", "CausalCacheMiddleware"]
 

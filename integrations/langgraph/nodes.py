@@ -30,7 +30,7 @@ from causalcache_memory.trace import Trace
 
 if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["make_decide_node", "make_observe_node"]
 

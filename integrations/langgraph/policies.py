@@ -22,9 +22,10 @@ from causalcache_memory._optional import require
 from causalcache_memory.actions.model import ACTION_TYPES, Action
 from causalcache_memory.errors import ActionParseError, PolicyError
 from causalcache_memory.policy import Generation
+from causalcache_memory.runtime.chat_format import openai_messages
 
 if TYPE_CHECKING:
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["ChatModelPolicy", "generation_from_message", "parse_message_action", "prompt_messages"]
 
@@ -35,7 +36,7 @@ ActionParser = Callable[[Any], Action | None]
 def prompt_messages(prompt: BoundPrompt) -> list[Any]:
     """LangChain messages (system, user, assistant; images as data-URL blocks) for one model call."""
     messages = require("langchain_core.messages", purpose="the LangGraph integration")
-    return list(messages.convert_to_messages(prompt.to_openai_messages()))
+    return list(messages.convert_to_messages(openai_messages(prompt)))
 
 
 def _text_action(text: str) -> Action | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 _LAZY = {
     "HGKVAdapter": "causalcache_memory.runtime.hgkv.adapter",
-    "HGKVConfig": "causalcache_memory.runtime.hgkv.adapter",
+    "HGKVConfig": "causalcache_memory.runtime.hgkv.config",
     "HistoryGatedLinear": "causalcache_memory.runtime.hgkv.layer",
     "GateState": "causalcache_memory.runtime.hgkv.layer",
     "build_history_gate": "causalcache_memory.runtime.hgkv.gate",

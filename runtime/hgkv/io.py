@@ -22,7 +22,8 @@ from causalcache_memory.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+    from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
 __all__ = ["HGKV_FORMAT_VERSION", "read_adapter", "save_adapter"]
 
@@ -33,7 +34,7 @@ HGKV_CONFIG = "hgkv_config.json"
 
 
 def save_adapter(adapter: HGKVAdapter, directory: str | Path) -> Path:
-    from causalcache_memory.runtime.hgkv.adapter import language_layers
+    from causalcache_memory.runtime.hgkv.config import language_layers
 
     safetensors_torch = require("safetensors.torch", purpose="saving HGKV adapters")
     if adapter.model is None:
@@ -92,7 +93,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Tensor]]:
     """The adapter's config and its peft-style tensors (not yet attached to a model)."""
-    from causalcache_memory.runtime.hgkv.adapter import HGKVConfig
+    from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
     safetensors_torch = require("safetensors.torch", purpose="loading HGKV adapters")
     root = Path(directory)

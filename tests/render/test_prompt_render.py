@@ -13,6 +13,7 @@ from causalcache_memory.allocation import AllocationContext, RandomAllocator, Re
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import PromptImageError, RenderError
 from causalcache_memory.render import ImagePart, TextPart
+from causalcache_memory.runtime.chat_format import openai_messages, qwen_messages
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -99,7 +100,7 @@ def test_first_step_has_only_the_current_screen(archive, make_png) -> None:
 def test_openai_messages_resolve_pixels_only_on_request(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     prompt = render_prompt(trace, RecentAllocator().allocate(AllocationContext(trace, 2)))
-    messages = prompt.bind(archive).to_openai_messages()
+    messages = openai_messages(prompt.bind(archive))
     urls = [
         b["image_url"]["url"]
         for m in messages
@@ -117,11 +118,11 @@ def test_openai_messages_resolve_pixels_only_on_request(archive, make_png) -> No
 def test_qwen_messages_hold_pil_images_in_order(archive, make_png) -> None:
     trace = make_trace(archive, make_png)
     prompt = render_prompt(trace, make_allocation([2, 9 - 1], t=9, budget=2, allocator="m"))
-    qwen = prompt.bind(archive).to_qwen_messages()
+    qwen = qwen_messages(prompt.bind(archive))
     images = [b["image"] for m in qwen for b in m["content"] if b["type"] == "image"]
     assert len(images) == 3
     assert images[0].getpixel((0, 0)) == (20, 10, 190)  # v_2 was drawn with i=1
-    refs = prompt.bind(archive).to_qwen_messages(with_pixels=False)
+    refs = qwen_messages(prompt.bind(archive), with_pixels=False)
     assert [b["image"] for m in refs for b in m["content"] if b["type"] == "image"] == [
         i.sha256 for i in prompt.images
     ]

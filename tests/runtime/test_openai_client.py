@@ -7,6 +7,7 @@ from loopback import MemoryArchive, OpenAILoopback, SGLangLoopback, free_port_ur
 
 from causalcache_memory.errors import ConfigError, PolicyError, PolicyUnavailableError
 from causalcache_memory.runtime._http import PolicyRequestRejectedError
+from causalcache_memory.runtime.chat_format import openai_messages
 from causalcache_memory.runtime.openai_client import OpenAIPolicy, PromptLogprobsUnsupportedError
 from causalcache_memory.runtime.sglang_client import SGLangPolicy
 
@@ -35,7 +36,7 @@ def test_generate_request_shape(prompt, monkeypatch):
         path, payload, headers = server.requests[-1]
     assert path == "/v1/chat/completions"
     assert payload["model"] == "fake-vl" and payload["temperature"] == 0 and payload["max_tokens"] == 40
-    assert payload["messages"] == prompt.to_openai_messages()
+    assert payload["messages"] == openai_messages(prompt)
     assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Bearer sk-test"
     assert gen.response and gen.meta["prompt_tokens"] > 0 and gen.meta["finish_reason"] == "stop"
 

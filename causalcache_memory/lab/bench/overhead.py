@@ -45,6 +45,7 @@ from causalcache_memory.errors import CausalCacheWarning
 from causalcache_memory.lab.bench.episode import GOAL, InstantPolicy, step_action, step_response
 from causalcache_memory.lab.bench.screens import screenshot_pool, unique_variant
 from causalcache_memory.lab.bench.stats import owns_workdir, percentiles
+from causalcache_memory.runtime.chat_format import openai_messages
 
 __all__ = ["POLICIES", "run_step_overhead"]
 
@@ -153,7 +154,7 @@ def _request_ms(prompt: Any) -> float:
     if prompt is None:
         return 0.0
     start = time.perf_counter()
-    prompt.to_openai_messages()
+    openai_messages(prompt)
     return (time.perf_counter() - start) * 1000.0
 
 

@@ -18,7 +18,10 @@ from typing import Any
 from causalcache_memory._optional import require
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, schema_hash
 
-__all__ = ["METADATA_KEYS", "export_onnx"]
+__all__ = ["METADATA_KEYS", "MODEL_FORMAT_VERSION", "export_onnx"]
+
+#: version of the exported model's metadata layout (bump when its keys change meaning)
+MODEL_FORMAT_VERSION = 1
 
 METADATA_KEYS = (
     "causalcache.schema_hash",
@@ -37,7 +40,6 @@ def export_onnx(model: Any, path: str | Path, *, metadata: Mapping[str, Any] | N
     torch = require("torch", purpose="exporting the selector to ONNX")
     onnx = require("onnx", purpose="exporting the selector to ONNX")
     from causalcache_memory import __version__
-    from causalcache_memory.lab.selector.train import MODEL_FORMAT_VERSION
 
     meta = dict(metadata or {})
     path = Path(path)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import (
     CONTEXT_SCHEMA,
@@ -50,8 +51,6 @@ __all__ = [
     "split_of",
     "train_selector",
 ]
-
-MODEL_FORMAT_VERSION = 1
 
 
 class TrainConfig(BaseModel):

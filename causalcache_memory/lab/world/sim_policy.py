@@ -65,7 +65,7 @@ from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
-    from causalcache_memory.render.bound import BoundPrompt
+    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["PromptView", "SimulatedPolicy"]
 

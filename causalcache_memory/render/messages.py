@@ -1,19 +1,92 @@
-"""A rendered prompt bound to an archive: pixels are resolved here, only when a request is built."""
+"""Prompt data types: messages with image *references*, and the prompt bound to its archive.
+
+A :class:`RenderedPrompt` holds no pixels: each image is an :class:`ImageRef` (role, sha256, event).
+:class:`BoundPrompt` attaches the archive and resolves pixels only when a model request is built; wire
+formats (OpenAI chat, Qwen-VL chat template, SGLang text) live in :mod:`causalcache_memory.runtime.chat_format`.
+"""
 
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from causalcache_memory.errors import ArchiveError, PromptImageError
-from causalcache_memory.render.prompt import ImagePart, ImageRef, Message, RenderedPrompt, TextPart
 
 if TYPE_CHECKING:
     from PIL import Image
 
+    from causalcache_memory.allocation.base import Allocation
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BoundPrompt", "sniff_mime"]
+__all__ = ["BoundPrompt", "ImagePart", "ImageRef", "Message", "RenderedPrompt", "TextPart", "sniff_mime"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """Declaration of one image in a prompt.
+
+    Attributes:
+        role: ``history`` for a restored archived screenshot, ``current`` for ``x_t``.
+        sha256: content hash in the archive.
+        event_index: the event ``j`` whose ``v_j`` this is (None for the current screen).
+    """
+
+    role: Literal["history", "current"]
+    sha256: str
+    event_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """Placeholder for ``RenderedPrompt.images[image]``."""
+
+    image: int
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    parts: tuple[TextPart | ImagePart, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered prompt holding image *references* only (no pixels).
+
+    ``images[i]`` is the image of the ``i``-th :class:`ImagePart` in message order. Bind it to an archive
+    (:meth:`bind`) to resolve pixels for a model call.
+    """
+
+    messages: tuple[Message, ...]
+    images: tuple[ImageRef, ...]
+    allocation: Allocation
+    goal: str
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def history_images(self) -> tuple[ImageRef, ...]:
+        return tuple(i for i in self.images if i.role == "history")
+
+    def structure(self) -> list[tuple[str, list[str]]]:
+        """Roles and part kinds, e.g. ``[("user", ["text", "image"]), ...]`` (for parity checks)."""
+        return [
+            (m.role, ["image" if isinstance(p, ImagePart) else "text" for p in m.parts])
+            for m in self.messages
+        ]
+
+    def bind(self, archive: object) -> BoundPrompt:
+        """Attach an archive so pixels can be resolved; checks every image is present."""
+        return BoundPrompt(self, archive)  # type: ignore[arg-type]
 
 
 def sniff_mime(data: bytes) -> str:
@@ -87,42 +160,3 @@ class BoundPrompt:
     def data_url(self, i: int) -> str:
         data = self.image_bytes(i)
         return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
-
-    # ------------------------------------------------------------------ wire formats
-    def to_openai_messages(self) -> list[dict[str, Any]]:
-        """OpenAI-compatible chat messages with ``image_url`` data-URL content blocks."""
-        out: list[dict[str, Any]] = []
-        for message in self.prompt.messages:
-            if message.role in ("system", "assistant") and all(
-                isinstance(p, TextPart) for p in message.parts
-            ):
-                out.append({"role": message.role, "content": message.text})
-                continue
-            content: list[dict[str, Any]] = []
-            for part in message.parts:
-                if isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                else:
-                    content.append({"type": "image_url", "image_url": {"url": self.data_url(part.image)}})
-            out.append({"role": message.role, "content": content})
-        return out
-
-    def to_qwen_messages(self, *, with_pixels: bool = True) -> list[dict[str, Any]]:
-        """The message structure a Qwen-VL chat template consumes.
-
-        Every content is a list of ``{"type": "text", "text": ...}`` and ``{"type": "image", "image": PIL}``
-        blocks (``"image"`` holds the sha256 instead when ``with_pixels`` is False).
-        """
-        out: list[dict[str, Any]] = []
-        for message in self.prompt.messages:
-            content: list[dict[str, Any]] = []
-            for part in message.parts:
-                if isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                elif isinstance(part, ImagePart):
-                    image = (
-                        self.pil_image(part.image) if with_pixels else self.prompt.images[part.image].sha256
-                    )
-                    content.append({"type": "image", "image": image})
-            out.append({"role": message.role, "content": content})
-        return out
