@@ -9,6 +9,7 @@ from causalcache_memory.allocation.base import (
     make_allocation,
     recent_b,
 )
+from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 
@@ -16,6 +17,8 @@ __all__ = [
     "Allocation",
     "AllocationContext",
     "Allocator",
+    "EvenlySpacedAllocator",
+    "FirstBAllocator",
     "RGBSimilarityAllocator",
     "RandomAllocator",
     "RecentAllocator",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from causalcache_memory.allocation.base import Allocator
+from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.errors import AllocationError
 
@@ -44,6 +45,8 @@ _REGISTRY: dict[str, Factory] = {
     "recent": lambda cfg: RecentAllocator(),
     "summary_only": lambda cfg: SummaryOnlyAllocator(),
     "random": lambda cfg: RandomAllocator(seed=cfg.seed),
+    "first": lambda cfg: FirstBAllocator(),
+    "evenly_spaced": lambda cfg: EvenlySpacedAllocator(),
     "rgb": _rgb,
     "causalcache": _learned,
 }
