@@ -37,7 +37,8 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,23 +106,9 @@ def _causalcache_episode(
             request_cpu = time.process_time()
             request_ms = _request_ms(policy.last_prompt) if t in timed else 0.0
             request_cpu = time.process_time() - request_cpu  # not part of the step: excluded from its CPU
-            start = time.perf_counter()
-            sha = archive.put(png)
-            archive.retain(trace.episode_id, [sha])
-            archive_ms = (time.perf_counter() - start) * 1000.0
-            start = time.perf_counter()
-            if prepare is not None:
-                prepare(archive, sha)  # what MemoryController.record does: start the decode, return
-            else:
-                thumbs = _thumbnail_cache(allocator)
-                if thumbs is not None:
-                    thumbs.get(sha)
-            thumb_ms = (time.perf_counter() - start) * 1000.0
-            start = time.perf_counter()
-            trace.record(
-                decision.action or step_action(t), decision.response, sha, app="Shop", screen_size=screen
+            archive_ms, thumb_ms, record_ms = _record_step(
+                trace, archive, allocator, png, decision, t, screen=screen, prepare=prepare
             )
-            record_ms = (time.perf_counter() - start) * 1000.0
             cpu_ms = (time.process_time() - cpu_start - request_cpu) * 1000.0
             if t in timed:
                 cpu[t] = cpu_ms
@@ -147,6 +134,27 @@ def _causalcache_episode(
         "requests": requests,
         "cpu": cpu,
     }
+
+
+def _record_step(
+    trace: Any, archive: Any, allocator: Any, png: bytes, decision: Any, t: int, *, screen: Any, prepare: Any
+) -> tuple[float, float, float]:
+    """Archive the new screen, warm or prefetch its thumbnail, record the event: ``(ms, ms, ms)`` of each."""
+    start = time.perf_counter()
+    sha = archive.put(png)
+    archive.retain(trace.episode_id, [sha])
+    archive_ms = (time.perf_counter() - start) * 1000.0
+    start = time.perf_counter()
+    if prepare is not None:
+        prepare(archive, sha)  # what MemoryController.record does: start the decode, return
+    else:
+        thumbs = _thumbnail_cache(allocator)
+        if thumbs is not None:
+            thumbs.get(sha)
+    thumb_ms = (time.perf_counter() - start) * 1000.0
+    start = time.perf_counter()
+    trace.record(decision.action or step_action(t), decision.response, sha, app="Shop", screen_size=screen)
+    return archive_ms, thumb_ms, (time.perf_counter() - start) * 1000.0
 
 
 def _request_ms(prompt: Any) -> float:
@@ -253,18 +261,20 @@ def run_step_overhead(
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise ValueError(f"policies={unknown!r} are not benchmarked; choose from {list(POLICIES)}")
-    root = Path(workdir)  # type: ignore[arg-type]  # set by owns_workdir
     pool = screenshot_pool(pool_size, tuple(screen))
     timed, fresh = _windows(ts, window)
-    last = max(ts) + window
-    counter = itertools.count(1)
-    out: dict[str, Any] = {
-        "step_overhead_ms": {},
-        "step_overhead_noarchive_ms": {},
-        "step_breakdown_ms": {},
-        "request_build_ms": {},
-        "step_cpu_ms": {},
-    }
+    scenario = _Scenario(
+        root=Path(workdir),  # type: ignore[arg-type]  # set by owns_workdir
+        pool=pool,
+        timed=timed,
+        fresh=fresh,
+        last=max(ts) + window,
+        budget=budget,
+        screen=tuple(screen),
+        selector_model=selector_model,
+        model_delay_ms=model_delay_ms,
+    )
+    out: dict[str, Any] = {key: {} for key in _OUTPUT_KEYS}
     info: dict[str, Any] = {
         "episodes": episodes,
         "window": window,
@@ -274,40 +284,8 @@ def run_step_overhead(
         "model_delay_ms_prefetch": model_delay_ms,
     }
     for name in policies:
-        runs = []
-        for ep in range(episodes):
-            if name == "naive":
-                runs.append(_naive_episode(last=last, timed=timed, fresh=fresh, pool=pool, counter=counter))
-                continue
-            from causalcache_memory.archive import LocalArchive
-
-            archive = LocalArchive(root / f"archive-{name}-{ep}")
-            runs.append(
-                _causalcache_episode(
-                    _allocation(name, selector_model),
-                    archive,
-                    episode=f"bench-{name}-{ep}",
-                    last=last,
-                    timed=timed,
-                    fresh=fresh,
-                    budget=budget,
-                    pool=pool,
-                    counter=counter,
-                    screen=tuple(screen),
-                    prefetch=name == "causalcache_prefetch",
-                    model_delay_ms=model_delay_ms,
-                )
-            )
-        summary = _summarize(runs, ts, window)
-        out["step_overhead_ms"][name] = summary["total"]
-        out["step_overhead_noarchive_ms"][name] = summary["noarchive"]
-        out["step_breakdown_ms"][name] = summary["breakdown"]
-        if name == "causalcache":
-            out["step_overhead_noarchive_nothumbnail_ms"] = {name: summary["nodecode"]}
-        if summary["cpu"]:
-            out["step_cpu_ms"][name] = summary["cpu"]
-        if summary["request"]:
-            out["request_build_ms"][name] = summary["request"]
+        runs = [scenario.episode(name, ep) for ep in range(episodes)]
+        _record(out, name, _summarize(runs, ts, window))
         n_timed = sum(len(r["samples"]) for r in runs)
         info[name] = {
             "second_pass_rate": round(sum(r["second_pass"] for r in runs) / max(n_timed, 1), 3),
@@ -315,6 +293,66 @@ def run_step_overhead(
         }
     out["step_overhead_info"] = info
     return out
+
+
+_OUTPUT_KEYS = (
+    "step_overhead_ms",
+    "step_overhead_noarchive_ms",
+    "step_breakdown_ms",
+    "request_build_ms",
+    "step_cpu_ms",
+)
+
+
+@dataclass
+class _Scenario:
+    """What every episode of one ``run_step_overhead`` call shares."""
+
+    root: Path
+    pool: list[bytes]
+    timed: set[int]
+    fresh: set[int]
+    last: int
+    budget: int
+    screen: tuple[int, int]
+    selector_model: str | Path | None
+    model_delay_ms: float
+    counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def episode(self, name: str, ep: int) -> dict[str, Any]:
+        if name == "naive":
+            return _naive_episode(
+                last=self.last, timed=self.timed, fresh=self.fresh, pool=self.pool, counter=self.counter
+            )
+        from causalcache_memory.archive import LocalArchive
+
+        return _causalcache_episode(
+            _allocation(name, self.selector_model),
+            LocalArchive(self.root / f"archive-{name}-{ep}"),
+            episode=f"bench-{name}-{ep}",
+            last=self.last,
+            timed=self.timed,
+            fresh=self.fresh,
+            budget=self.budget,
+            pool=self.pool,
+            counter=self.counter,
+            screen=self.screen,
+            prefetch=name == "causalcache_prefetch",
+            model_delay_ms=self.model_delay_ms,
+        )
+
+
+def _record(out: dict[str, Any], name: str, summary: dict[str, Any]) -> None:
+    """Copy one policy's summary into the result tables."""
+    out["step_overhead_ms"][name] = summary["total"]
+    out["step_overhead_noarchive_ms"][name] = summary["noarchive"]
+    out["step_breakdown_ms"][name] = summary["breakdown"]
+    if name == "causalcache":
+        out["step_overhead_noarchive_nothumbnail_ms"] = {name: summary["nodecode"]}
+    if summary["cpu"]:
+        out["step_cpu_ms"][name] = summary["cpu"]
+    if summary["request"]:
+        out["request_build_ms"][name] = summary["request"]
 
 
 def _thumbnail_cache(allocator: Any) -> Any:
