@@ -96,20 +96,30 @@ def test_unchanged_commit_keeps_the_head_and_old_heads_stay_valid(archive):
     ]
 
 
-@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+@pytest.mark.parametrize("damage", ["missing", "not-a-node", "byte-flipped"])
 def test_broken_chain_names_record_and_episode(archive, damage):
     store = TraceStore(archive)
     head, _, _ = _episode(archive, store, 3)
-    victim = store.heads(head)[1]
+    victim = store.heads(head)[1]  # the node holding the decision record of step 1
     rel = f"records/{victim[:2]}/{victim}"
-    if hasattr(archive, "fs"):
-        path = f"{archive.root}/{rel}"
-        archive.fs.rm_file(path) if damage == "missing" else archive.fs.pipe_file(path, b"{}")
+    remote = hasattr(archive, "fs")
+    path = f"{archive.root}/{rel}" if remote else archive.root / rel
+    raw = archive.fs.cat_file(path) if remote else path.read_bytes()
+    if damage == "missing":
+        archive.fs.rm_file(path) if remote else path.unlink()
     else:
-        path = archive.root / rel
-        path.unlink() if damage == "missing" else path.write_bytes(b"{}")
-    with pytest.raises(TraceError, match=rf"trace record {victim} of episode 'ep-1'"):
+        # "byte-flipped" stays a well-formed chain node (still JSON, v=1), so only the record's hash
+        # check can refuse it; "not-a-node" would also be refused by the format check.
+        assert raw.count(b'"t":1') == 1
+        bad = b"{}" if damage == "not-a-node" else raw.replace(b'"t":1', b'"t":2')
+        archive.fs.pipe_file(path, bad) if remote else path.write_bytes(bad)
+    cause = "is not in archive" if damage == "missing" else f"record {victim} in archive .* is corrupt"
+    with pytest.raises(
+        TraceError, match=rf"trace record {victim} of episode 'ep-1' cannot be read .*{cause}"
+    ):
         TraceStore(archive).load_trace(head, episode_id="ep-1")
+    with pytest.raises(TraceError, match=rf"trace record {victim} of episode 'ep-1'"):
+        TraceStore(archive).load_log(head, episode_id="ep-1")
 
 
 def test_misuse_is_refused(archive):
