@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from selector_synth import FakeThumbs, make_trajectories
 from causalcache_memory.actions import Action
 from causalcache_memory.lab.data.trajectory import Step, Trajectory
 from causalcache_memory.selector import features as F
+from causalcache_memory.selector import schema as S
 from causalcache_memory.selector.features import FEATURE_SCHEMA, FeatureExtractor, feature_index, schema_hash
 
 WITNESS_COLUMNS = {
@@ -34,7 +36,7 @@ def test_schema_is_documented_unique_and_hashed():
 
 def test_schema_hash_changes_with_names(monkeypatch):
     before = schema_hash()
-    monkeypatch.setattr(F, "FEATURE_SCHEMA", (*FEATURE_SCHEMA, ("extra", "x")))
+    monkeypatch.setattr(S, "FEATURE_SCHEMA", (*FEATURE_SCHEMA, ("extra", "x")))
     assert schema_hash() != before
 
 
@@ -49,7 +51,7 @@ def _branch(traj: Trajectory, t: int, seed: int) -> Trajectory:
             if k % 2
             else Action("click", x=float(rng.random()), y=0.5)
         )
-        nxt = F.hashlib.sha256(f"branch{seed}:{k}".encode()).hexdigest()
+        nxt = hashlib.sha256(f"branch{seed}:{k}".encode()).hexdigest()
         steps.append(Step(a, f"r{seed}{k}", prev, nxt, app="Other"))
         prev = nxt
     return dataclasses.replace(traj, steps=tuple(steps))
