@@ -1,0 +1,158 @@
+"""Closed-loop summaries are recomputed by hand from the episodes: success per split on the right split,
+contrasts with the right sign (treatment − control), the interaction and the per-arm accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
+from causalcache_memory.lab.eval.summary import SPLITS, split_rows, summarize, summarize_arm
+
+# (split, recent success, causalcache success, random success) per task; chosen so every split, arm
+# and contrast has a different, non-zero value (a swapped sign or split cannot give the same numbers)
+TASKS = {
+    "m1": ("memory_critical", 0, 1, 0),
+    "m2": ("memory_critical", 0, 1, 1),
+    "m3": ("memory_critical", 1, 1, 0),
+    "m4": ("memory_critical", 0, 0, 1),
+    "c1": ("control", 1, 1, 1),
+    "c2": ("control", 1, 1, 0),
+    "c3": ("control", 0, 0, 0),
+    "c4": ("control", 1, 0, 0),
+}
+ARMS = ("recent", "causalcache", "random")
+
+
+def outcomes() -> list[EpisodeOutcome]:
+    out = []
+    for a, arm in enumerate(ARMS):
+        for i, (task, row) in enumerate(TASKS.items()):
+            log = [{"k": (i + a) % 3 if arm != "recent" else 0, "selector_latency_ms": 1.0 + a}]
+            if arm == "causalcache":
+                fired = i % 2 == 0
+                log[0].update(
+                    proposal={}, second_pass=fired, pass_latency_ms=[10.0, 30.0] if fired else [10.0]
+                )
+            else:
+                log[0].update(pass_latency_ms=[20.0])
+            out.append(
+                EpisodeOutcome(
+                    task_id=task,
+                    split=row[0],
+                    arm=arm,
+                    budget=4,
+                    success=bool(row[1 + a]),
+                    steps=3 + i + a,
+                    wall_s=0.5 * (i + 1),
+                    log=log,
+                )
+            )
+    return out
+
+
+def mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def success(arm: str, split: str) -> float:
+    a = ARMS.index(arm)
+    return mean(row[1 + a] for row in TASKS.values() if split == "all" or row[0] == split)
+
+
+def delta(arm: str, base: str, split: str) -> float:
+    return success(arm, split) - success(base, split)
+
+
+def test_the_fixture_discriminates() -> None:
+    """Guard on the test data itself: splits and arms differ, so a swap cannot go unnoticed."""
+    for arm in ARMS:
+        assert success(arm, "memory_critical") != success(arm, "control")
+    for split in SPLITS:
+        assert delta("causalcache", "recent", split) != 0
+    assert delta("causalcache", "recent", "memory_critical") != -delta("causalcache", "recent", "control")
+    for split in SPLITS:
+        assert delta("random", "recent", split) != delta("causalcache", "recent", split)
+
+
+def test_split_rows_keeps_exactly_the_split() -> None:
+    rows = outcomes()
+    for split in ("memory_critical", "control"):
+        kept = split_rows(rows, split)
+        assert kept and all(o.split == split for o in kept)
+        assert len(kept) == sum(o.split == split for o in rows)
+    assert split_rows(rows, "all") == rows
+
+
+def test_success_per_split_is_the_mean_over_that_split() -> None:
+    result = summarize(outcomes(), ARMS)
+    for arm in ARMS:
+        for split in SPLITS:
+            cell = result["arms"][arm][split]
+            assert cell["success"] == pytest.approx(success(arm, split))
+            assert cell["n"] == (8 if split == "all" else 4)
+            low, high = cell["ci95"]
+            assert 0.0 <= low <= cell["success"] <= high <= 1.0
+
+
+def test_contrasts_are_treatment_minus_control_on_the_right_split() -> None:
+    result = summarize(outcomes(), ARMS, treatment="causalcache", baseline="recent")
+    for split in SPLITS:
+        c = result["contrasts"][split]
+        assert c["delta"] == pytest.approx(delta("causalcache", "recent", split))
+        assert c["n"] == (8 if split == "all" else 4)
+        assert c["ci95"][0] <= c["delta"] <= c["ci95"][1]
+        for arm in ("causalcache", "random"):
+            by_arm = result["contrasts_by_arm"][arm][split]
+            assert by_arm["delta"] == pytest.approx(delta(arm, "recent", split))
+    assert "recent" not in result["contrasts_by_arm"]
+    expected = delta("causalcache", "recent", "memory_critical") - delta("causalcache", "recent", "control")
+    assert result["contrasts"]["interaction"]["delta"] == pytest.approx(expected)
+
+
+def test_contrasts_pair_tasks_by_id_not_by_position() -> None:
+    rows = outcomes()
+    shuffled = [o for o in rows if o.arm != "recent"] + [o for o in reversed(rows) if o.arm == "recent"]
+    a = summarize(rows, ARMS)["contrasts"]
+    b = summarize(shuffled, ARMS)["contrasts"]
+    for split in SPLITS:
+        assert b[split]["delta"] == pytest.approx(a[split]["delta"])
+    unpaired = [o for o in rows if not (o.arm == "recent" and o.task_id == "m1")]
+    assert summarize(unpaired, ARMS)["contrasts"]["memory_critical"]["n"] == 3
+
+
+def test_no_contrast_without_both_arms() -> None:
+    result = summarize([o for o in outcomes() if o.arm == "random"], ("random",))
+    assert result["contrasts"] == {} and result["contrasts_by_arm"] == {}
+
+
+def test_arm_accounting_is_recomputed_from_the_logs() -> None:
+    rows = [o for o in outcomes() if o.arm == "causalcache"]
+    s = summarize_arm(rows)
+    assert s["all"]["steps_mean"] == pytest.approx(mean(o.steps for o in rows))
+    mc = [o for o in rows if o.split == "memory_critical"]
+    assert s["memory_critical"]["wall_s_mean"] == pytest.approx(mean(o.wall_s for o in mc))
+    ks = [r["k"] for o in rows for r in o.log]
+    assert s["k_profile"] == {str(k): ks.count(k) / len(ks) for k in sorted(set(ks))}
+    assert sum(s["k_profile"].values()) == pytest.approx(1.0)
+    fired = [r["second_pass"] for o in rows for r in o.log]
+    assert s["fire_rate"] == pytest.approx(sum(fired) / len(fired)) and 0 < s["fire_rate"] < 1
+    assert s["added_model_ms_per_step"] == pytest.approx(30.0 * sum(fired) / len(fired))
+    assert s["model_ms_per_step"] == pytest.approx(
+        mean(sum(r["pass_latency_ms"]) for o in rows for r in o.log)
+    )
+    assert s["selector_ms_per_step"] == pytest.approx(2.0)
+    single = summarize_arm([o for o in outcomes() if o.arm == "random"])
+    assert single["fire_rate"] is None and single["added_model_ms_per_step"] is None
+    assert single["model_ms_per_step"] == pytest.approx(20.0)
+    assert single["selector_ms_per_step"] == pytest.approx(3.0)
+
+
+def test_an_empty_split_is_nan_not_zero() -> None:
+    rows = [o for o in outcomes() if o.arm == "recent" and o.split == "control"]
+    s = summarize_arm(rows)
+    assert s["memory_critical"]["n"] == 0 and math.isnan(s["memory_critical"]["success"])
+    assert math.isnan(s["memory_critical"]["steps_mean"]) and s["control"]["n"] == 4
+    assert summarize_arm([])["k_profile"] == {} and summarize_arm([])["selector_ms_per_step"] is None
