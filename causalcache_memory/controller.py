@@ -45,7 +45,33 @@ if TYPE_CHECKING:
     from causalcache_memory.policy import Generation, Policy
     from causalcache_memory.trace import Event, Trace
 
-__all__ = ["MemoryController", "StepDecision"]
+__all__ = ["MemoryController", "StepDecision", "unparsed_summary"]
+
+_CLIP = 60
+
+
+def unparsed_summary(index: int, response: str, app: str | None = None) -> str:
+    """The one-line summary of an executed step whose reply held no parsable action."""
+    text = " ".join(str(response).split())
+    text = text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
+    where = f" [{app}]" if app else ""
+    return f"{index}. (reply not parsed) {text!r}{where}" if text else f"{index}. (reply not parsed){where}"
+
+
+def _pixel_size(screenshot: Any) -> tuple[int, int] | None:
+    """``(width, height)`` of encoded bytes (header only) or of a PIL image; None if unreadable."""
+    size = getattr(screenshot, "size", None)
+    if isinstance(size, tuple) and len(size) == 2:
+        return int(size[0]), int(size[1])
+    try:
+        import io
+
+        from PIL import Image as _Image
+
+        with _Image.open(io.BytesIO(bytes(screenshot))) as image:
+            return int(image.width), int(image.height)
+    except Exception:  # the archive already validated the bytes; a size is a bonus
+        return None
 
 
 @dataclass(frozen=True)
@@ -99,6 +125,9 @@ class StepDecision:
         }
         if self.proposal is not None:
             record["proposal"] = self.proposal.action.to_dict() if self.proposal.action else None
+        for key in ("predicted_gain", "min_gain", "ood_distance"):  # the learned selector's facts
+            if key in self.allocation.info:
+                record[key] = self.allocation.info[key]
         return record
 
 
@@ -135,50 +164,96 @@ class MemoryController:
         self.selector_timeout_s = selector_timeout_s
         self._recent = RecentAllocator()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._sizes: dict[str, tuple[int, int] | None] = {}  # screenshots archived or read this step
+        self._present: set[str] = set()  # prompt images checked present this step (both passes)
 
     # ------------------------------------------------------------------ trace bookkeeping
+    def put(self, screenshot: bytes | Image.Image) -> str:
+        """Archive ``screenshot`` (validated once, by the archive) and remember its pixel size.
+
+        Pass this as the ``put`` function of code that archives screenshots for this step, so the
+        following :meth:`observe`/:meth:`record` neither re-check nor re-open them.
+        """
+        sha = self.archive.put(screenshot)
+        self._sizes[sha] = _pixel_size(screenshot)
+        return sha
+
     def observe(self, trace: Trace, screenshot: bytes | Image.Image | str) -> str:
-        """Archive ``screenshot`` (bytes/PIL, or an existing hash) and make it the current screen."""
-        sha = self._store(trace, screenshot)
-        trace.observe(sha)
+        """Archive ``screenshot`` (bytes/PIL, or an existing hash) and make it the current screen.
+
+        The screen's ``(width, height)`` is recorded with it (:attr:`Trace.current_screen_size`).
+        """
+        sha, size = self._store(trace, screenshot)
+        trace.observe(sha, size=size)
         return sha
 
     def record(
         self,
         trace: Trace,
-        decision_or_action: StepDecision | Action,
+        decision_or_action: StepDecision | Action | None,
         screenshot: bytes | Image.Image | str,
         *,
         response: str | None = None,
         app: str | None = None,
         screen_size: tuple[int, int] | None = None,
         metadata: dict[str, Any] | None = None,
+        parse_error: str | None = None,
     ) -> Event:
-        """Append the executed step to the trace with its archived post-action screenshot."""
+        """Append the executed step to the trace with its archived post-action screenshot.
+
+        A step whose reply held no parsable action (``decision.action`` or the action is None) is still
+        recorded, so no executed step is missing from the trace: its event keeps the verbatim reply,
+        its ``action`` is a ``wait`` placeholder, ``metadata`` holds ``{"unparsed": True, "parse_error"}``
+        and the summary says the reply was not parsed. ``screen_size`` defaults to the recorded size of
+        the screen the action was taken on; the post-action screenshot's size is recorded too.
+        """
         if isinstance(decision_or_action, StepDecision):
             action = decision_or_action.action
             response = decision_or_action.response if response is None else response
+            parse_error = parse_error or decision_or_action.generation.parse_error
         else:
             action = decision_or_action
+        sha, size = self._store(trace, screenshot)
+        summary = None
+        meta = dict(metadata or {})
         if action is None:
-            from causalcache_memory.errors import TraceError
+            from causalcache_memory.actions.model import Action as _Action
 
-            raise TraceError(
-                "cannot record a step whose response had no parsable action; record the action executed"
-            )
-        sha = self._store(trace, screenshot)
-        return trace.record(action, response or "", sha, app=app, screen_size=screen_size, metadata=metadata)
+            action = _Action("wait")
+            meta.update(unparsed=True, parse_error=parse_error or "no action found in the reply")
+            summary = unparsed_summary(len(trace) + 1, response or "", app)
+        return trace.record(
+            action,
+            response or "",
+            sha,
+            app=app,
+            screen_size=screen_size,
+            summary=summary,
+            metadata=meta,
+            screenshot_size=size,
+        )
 
-    def _store(self, trace: Trace, screenshot: bytes | Image.Image | str) -> str:
+    def _store(
+        self, trace: Trace, screenshot: bytes | Image.Image | str
+    ) -> tuple[str, tuple[int, int] | None]:
         if isinstance(screenshot, str):
-            if screenshot not in self.archive:
-                raise PromptImageError(f"screenshot {screenshot} is not in the archive at {self.archive.url}")
             sha = screenshot
+            size = self._sizes.get(sha)
+            if sha not in self._sizes:  # not archived by this step: one verified read gives existence + size
+                try:
+                    with self.archive.open_image(sha) as image:
+                        size = (int(image.width), int(image.height))
+                except Exception as exc:
+                    raise PromptImageError(
+                        f"screenshot {sha} cannot be read from the archive at {self.archive.url}: {exc}"
+                    ) from exc
+                self._sizes[sha] = size
         else:
-            sha = self.archive.put(screenshot)
+            sha = self.put(screenshot)
+            size = self._sizes[sha]
         self.archive.retain(trace.episode_id, [sha])
         self._prepare(sha)
-        return sha
+        return sha, size
 
     def _prepare(self, sha: str) -> None:
         """Call the allocator's optional ``prepare(archive, sha256)`` hook (e.g. thumbnail prefetch)."""
@@ -198,12 +273,15 @@ class MemoryController:
     # ------------------------------------------------------------------ decisions
     def decide(self, trace: Trace) -> StepDecision:
         """Choose the allocation and the action for decision ``t = trace.t``."""
+        self._present.clear()  # each step checks its prompt images once (shared by both passes)
         if self.allocator.uses_witness and self.two_pass:
             return self._two_pass(trace)
         return self._single_pass(trace)
 
     def _generate(self, trace: Trace, allocation: Allocation) -> tuple[Generation, float]:
-        prompt = render_prompt(trace, allocation, options=self.render_options).bind(self.archive)
+        prompt = render_prompt(trace, allocation, options=self.render_options).bind(
+            self.archive, present=self._present
+        )
         start = time.perf_counter()
         generation = self.policy.generate(prompt)
         return generation, time.perf_counter() - start
@@ -236,7 +314,8 @@ class MemoryController:
         except Exception as exc:  # never crash the episode because of the selector
             reason = f"allocator {self.allocator.name!r} failed: {type(exc).__name__}: {exc}"
             return self._fallback(trace, reason, start)
-        return allocation, time.perf_counter() - start, None
+        # an allocator may decline to search and say why (e.g. the selector's "ood" guard)
+        return allocation, time.perf_counter() - start, allocation.info.get("fallback")
 
     def _fallback(self, trace: Trace, reason: str, start: float) -> tuple[Allocation, float, str]:
         warnings.warn(

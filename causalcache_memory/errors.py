@@ -12,6 +12,9 @@ __all__ = [
     "AllocationError",
     "ArchiveError",
     "ArchiveKeyError",
+    "ArchiveLayoutError",
+    "ArchivePermissionError",
+    "ArchiveUnavailableError",
     "BlobCorruptError",
     "BlobNotFoundError",
     "CausalCacheError",
@@ -28,6 +31,7 @@ __all__ = [
     "RenderError",
     "SchemaMismatchError",
     "SelectorError",
+    "TraceConflictError",
     "TraceError",
 ]
 
@@ -56,12 +60,32 @@ class TraceError(CausalCacheError, ValueError):
     """An event trace was used against its invariants (append-only, contiguous indices)."""
 
 
+class TraceConflictError(TraceError):
+    """Two writers extended one episode's trace: the head a writer extended is no longer the head.
+
+    Raised by :meth:`~causalcache_memory.trace_store.TraceStore.commit` (compare-and-swap on the head per
+    episode); the message names the episode (the LangGraph ``thread_id``) and nothing recorded is lost.
+    """
+
+
 class ArchiveError(CausalCacheError):
     """A screenshot archive operation failed."""
 
 
 class ArchiveKeyError(ArchiveError, ValueError):
     """An episode id or content hash given to the archive is malformed (for example a path like ``../x``)."""
+
+
+class ArchiveUnavailableError(ArchiveError, ConnectionError):
+    """The archive's storage cannot be reached (connection refused, unknown host, timeout)."""
+
+
+class ArchivePermissionError(ArchiveError, PermissionError):
+    """The archive location is not writable or readable by this process (e.g. a read-only directory)."""
+
+
+class ArchiveLayoutError(ArchiveError):
+    """The archive directory holds something the archive never writes (a symlink, a file for a folder)."""
 
 
 class BlobNotFoundError(ArchiveError, KeyError):

@@ -47,7 +47,10 @@ class Event:
         app: application in the foreground when the action was taken (metadata, may be None).
         platform: ``desktop`` or ``mobile``.
         screen_size: ``(width, height)`` in pixels of the screen the action refers to.
-        metadata: small JSON-serializable extras (dataset ids, timings).
+        metadata: small JSON-serializable extras (dataset ids, timings). An executed step whose reply
+            could not be parsed carries ``{"unparsed": True, "parse_error": ...}`` (see :meth:`Trace.record`).
+        screenshot_size: ``(width, height)`` of the post-action screenshot ``v_j``, recorded when it was
+            archived (None in records written before this field existed).
     """
 
     index: int
@@ -60,9 +63,15 @@ class Event:
     platform: str = "desktop"
     screen_size: tuple[int, int] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    screenshot_size: tuple[int, int] | None = None
+
+    @property
+    def unparsed(self) -> bool:
+        """Whether this executed step's reply held no parsable action (its ``action`` is a placeholder)."""
+        return bool(self.metadata.get("unparsed"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "index": self.index,
             "action": self.action.to_dict(),
             "response": self.response,
@@ -74,11 +83,15 @@ class Event:
             "screen_size": list(self.screen_size) if self.screen_size else None,
             "metadata": dict(self.metadata),
         }
+        if self.screenshot_size is not None:  # omitted when unknown: older records hash the same
+            out["screenshot_size"] = list(self.screenshot_size)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:
         try:
             size = data.get("screen_size")
+            post = data.get("screenshot_size")
             return cls(
                 index=int(data["index"]),
                 action=Action.from_dict(data["action"]),
@@ -94,9 +107,22 @@ class Event:
                 platform=str(data.get("platform", "desktop")),
                 screen_size=(int(size[0]), int(size[1])) if size else None,
                 metadata=dict(data.get("metadata") or {}),
+                screenshot_size=_size(post, "screenshot_size"),
             )
         except KeyError as exc:
             raise TraceError(f"event record is missing field {exc.args[0]!r}: {dict(data)!r}") from exc
+
+
+def _size(value: Any, what: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        width, height = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise TraceError(f"{what}={value!r} must be (width, height) in pixels") from None
+    if width < 1 or height < 1:
+        raise TraceError(f"{what}={value!r} must be (width, height) in pixels, both >= 1")
+    return width, height
 
 
 class Trace:
@@ -123,6 +149,8 @@ class Trace:
         self.summarizer: Summarizer = summarizer or default_summarizer
         self._events: list[Event] = []
         self.current_screenshot: str | None = None
+        #: ``(width, height)`` of the current screen when known (recorded when it was archived)
+        self.current_screen_size: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ access
     @property
@@ -162,9 +190,10 @@ class Trace:
         return refs
 
     # ------------------------------------------------------------------ mutation (append-only)
-    def observe(self, screenshot: str) -> None:
-        """Set the current observation ``x_t`` (a content hash)."""
+    def observe(self, screenshot: str, *, size: tuple[int, int] | None = None) -> None:
+        """Set the current observation ``x_t`` (a content hash) and, when known, its pixel size."""
         self.current_screenshot = check_sha256(screenshot, what="current screenshot")
+        self.current_screen_size = _size(size, "current screen size")
 
     def record(
         self,
@@ -177,16 +206,21 @@ class Trace:
         summary: str | None = None,
         instruction: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        screenshot_size: tuple[int, int] | None = None,
     ) -> Event:
         """Append event ``e_t``: ``action`` was taken on the current screen and produced ``screenshot``.
 
-        The new screenshot becomes the current observation. The summary is written by the trace's
-        summarizer unless given.
+        The new screenshot becomes the current observation (``screenshot_size`` its pixel size). The
+        summary is written by the trace's summarizer unless given. ``screen_size`` defaults to the
+        current screen's recorded size (the screen the action was taken on).
         """
         if not isinstance(action, Action):
             raise TraceError(f"action must be an Action, got {type(action).__name__}")
         check_sha256(screenshot, what="post-action screenshot")
         index = len(self._events) + 1
+        if screen_size is None:
+            screen_size = self.current_screen_size
+        post_size = _size(screenshot_size, "screenshot_size")
         if summary is None:
             summary = self.summarizer(
                 index, action, app=app, screen_size=screen_size, instruction=instruction
@@ -204,9 +238,11 @@ class Trace:
             platform=self.platform,
             screen_size=screen_size,
             metadata=dict(metadata or {}),
+            screenshot_size=post_size,
         )
         self._events.append(event)
         self.current_screenshot = screenshot
+        self.current_screen_size = post_size
         return event
 
     def append(self, event: Event) -> Event:
@@ -219,11 +255,12 @@ class Trace:
         check_sha256(event.screenshot)
         self._events.append(event)
         self.current_screenshot = event.screenshot
+        self.current_screen_size = event.screenshot_size
         return event
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "version": TRACE_FORMAT_VERSION,
             "episode_id": self.episode_id,
             "goal": self.goal,
@@ -231,6 +268,9 @@ class Trace:
             "current_screenshot": self.current_screenshot,
             "events": [e.to_dict() for e in self._events],
         }
+        if self.current_screen_size is not None:
+            out["current_screen_size"] = list(self.current_screen_size)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, summarizer: Summarizer | None = None) -> Trace:
@@ -248,7 +288,7 @@ class Trace:
         for raw in data.get("events", []):
             trace.append(Event.from_dict(raw))
         if data.get("current_screenshot"):
-            trace.observe(data["current_screenshot"])
+            trace.observe(data["current_screenshot"], size=data.get("current_screen_size"))
         return trace
 
     @classmethod

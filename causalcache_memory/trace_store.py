@@ -12,7 +12,10 @@ Chain node (one archive record, canonical JSON, ``sort_keys``)::
      "episode": {"goal", "episode_id", "platform"}     # the root node only
      "event": Event.to_dict() | null,                  # the step recorded by this node, if any
      "current": <sha256 of the current screen x_t> | null,
+     "current_size": [width, height],                  # optional: pixel size of the current screen
      "log": [<decision record>, ...]}                  # decision records added since the parent
+
+``current_size`` is written only when the size is known (nodes written before it existed load unchanged).
 
 ``current`` (not in the first design sketch) is kept in every node so an observation with no event (the
 first screen, or a step with no executable action) is part of the chain: ``load_trace(head)`` restores
@@ -28,6 +31,14 @@ chains of released ones.
 parent's cache entry, so appending to a cached head reads nothing from the archive, and a cold load (new
 process, empty cache) walks the chain once. A missing or corrupt node raises :class:`TraceError` naming
 the record hash and the episode.
+
+One writer per episode: :meth:`TraceStore.commit` is a compare-and-swap on the episode's head. The store
+remembers, per archive and episode, the head it last committed (in this process); a commit that extends
+any other head raises :class:`~causalcache_memory.errors.TraceConflictError` naming the episode, so a
+second run writing the same LangGraph thread concurrently fails loudly instead of overwriting the first
+one's steps (nothing recorded is lost). A new process starts with no remembered heads (a resume after a
+crash extends the checkpoint's head). To branch deliberately from an older head in the same process (time
+travel), call :meth:`TraceStore.reset_head` first.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.errors import ArchiveError, TraceError
+from causalcache_memory.errors import ArchiveError, TraceConflictError, TraceError
 from causalcache_memory.trace import Event, Trace, check_sha256
 
 if TYPE_CHECKING:
@@ -61,6 +72,36 @@ class _Node:
     current: str | None
     log: tuple[Mapping[str, Any], ...]
     n_events: int  # events in the chain up to and including this node
+    current_size: tuple[int, int] | None = None
+
+
+#: (archive identity, episode id) -> head last committed in this process; shared by every TraceStore
+_HEADS: dict[tuple[str, str], str] = {}
+_HEAD_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _archive_key(archive: Any) -> str:
+    url = getattr(archive, "url", None)
+    return url if isinstance(url, str) and url else f"object-{id(archive)}"
+
+
+def _head_lock(key: tuple[str, str]) -> threading.Lock:
+    with _REGISTRY_LOCK:
+        lock = _HEAD_LOCKS.get(key)
+        if lock is None:
+            lock = _HEAD_LOCKS[key] = threading.Lock()
+        return lock
+
+
+def _size_of(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        width, height = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise TraceError(f"current_size={value!r} must be [width, height]") from None
+    return width, height
 
 
 def _encode(node: Mapping[str, Any]) -> bytes:
@@ -98,9 +139,12 @@ class TraceStore:
         episode: Mapping[str, str] | None = None,
         event: Event | None = None,
         current: str | None = None,
+        current_size: tuple[int, int] | None = None,
         log: Sequence[Mapping[str, Any]] = (),
     ) -> str:
         """Write one node after ``head`` (``None``: a new chain) and return the new head.
+
+        A low-level write with no compare-and-swap: agents use :meth:`commit`.
 
         ``episode`` (``goal``, ``episode_id``, ``platform``) is required for the root and refused after it.
         ``current`` defaults to the event's screenshot, else the parent's current screen.
@@ -124,6 +168,10 @@ class TraceStore:
             n_events += 1
         if current is None:
             current = event.screenshot if event is not None else (parent.current if parent else None)
+            if current_size is None:
+                current_size = (
+                    event.screenshot_size if event is not None else (parent.current_size if parent else None)
+                )
         if current is not None:
             check_sha256(current, what="current screenshot")
         record: dict[str, Any] = {
@@ -135,13 +183,15 @@ class TraceStore:
         }
         if parent is None:
             record["episode"] = meta
+        if current_size is not None:
+            record["current_size"] = list(_size_of(current_size))  # type: ignore[arg-type]
         try:
             sha = self.archive.put_record(_encode(record))
             self.archive.retain(meta["episode_id"], [sha])
         except (TypeError, ValueError) as exc:
             raise TraceError(f"trace node of episode {meta['episode_id']!r} is not JSON data: {exc}") from exc
         frozen_log = tuple(json.loads(_encode({"log": record["log"]}))["log"])  # detached from the caller
-        node = _Node(sha, parent, meta, event, current, frozen_log, n_events)
+        node = _Node(sha, parent, meta, event, current, frozen_log, n_events, _size_of(current_size))
         self._remember(node)
         return sha
 
@@ -151,7 +201,40 @@ class TraceStore:
         ``trace`` must extend the chain at ``head`` (typically it was loaded from it and then mutated).
         Writes one node per new event (the log goes on the last), or one node when only the current
         screen or the log changed; returns ``head`` itself when nothing changed.
+
+        Compare-and-swap: ``head`` must still be the episode's head (the one this process last committed
+        for it, if any), else :class:`~causalcache_memory.errors.TraceConflictError` is raised and nothing
+        is written.
         """
+        key = (_archive_key(self.archive), trace.episode_id)
+        with _head_lock(key):
+            current = _HEADS.get(key)
+            if current is not None and current != head:
+                raise TraceConflictError(
+                    f"thread {trace.episode_id!r}: another run extended this episode's trace "
+                    f"(its head is now {current[:12]}..., this run extends {str(head)[:12]}...); one "
+                    "run at a time may write a thread. Wait for the other run to finish and continue "
+                    "from the thread's latest checkpoint, or use another thread_id (to branch from an "
+                    "older checkpoint on purpose, call reset_head(thread) first). Nothing recorded was lost."
+                )
+            new_head = self._commit(head, trace, log)
+            _HEADS[key] = new_head
+            return new_head
+
+    def reset_head(self, episode_id: str, head: str | None = None) -> None:
+        """Forget (or set) the head remembered for ``episode_id``: the next commit may extend any head."""
+        key = (_archive_key(self.archive), episode_id)
+        with _head_lock(key):
+            if head is None:
+                _HEADS.pop(key, None)
+            else:
+                _HEADS[key] = check_sha256(head, what="trace chain head")
+
+    def head_of(self, episode_id: str) -> str | None:
+        """The head this process last committed for ``episode_id`` (None if none)."""
+        return _HEADS.get((_archive_key(self.archive), episode_id))
+
+    def _commit(self, head: str | None, trace: Trace, log: Sequence[Mapping[str, Any]]) -> str:
         node = self._node(head, trace.episode_id) if head is not None else None
         known = node.n_events if node is not None else 0
         if len(trace) < known:
@@ -163,15 +246,31 @@ class TraceStore:
         if node is None:
             episode = {"goal": trace.goal, "episode_id": trace.episode_id, "platform": trace.platform}
         new = trace.events[known:]
-        if not new and node is not None and not log and trace.current_screenshot == node.current:
+        size = trace.current_screen_size
+        if (
+            not new
+            and node is not None
+            and not log
+            and trace.current_screenshot == node.current
+            and (size is None or size == node.current_size)
+        ):
             return head  # type: ignore[return-value]
         for i, event in enumerate(new):
             last = i == len(new) - 1
             current = trace.current_screenshot if last else event.screenshot
-            head = self.append(head, episode=episode, event=event, current=current, log=log if last else ())
+            head = self.append(
+                head,
+                episode=episode,
+                event=event,
+                current=current,
+                current_size=size if last else event.screenshot_size,
+                log=log if last else (),
+            )
             episode = None
         if not new:
-            head = self.append(head, episode=episode, current=trace.current_screenshot, log=log)
+            head = self.append(
+                head, episode=episode, current=trace.current_screenshot, current_size=size, log=log
+            )
         return head  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ reading
@@ -189,6 +288,7 @@ class TraceStore:
         for event in reversed(events):
             trace.append(event)
         trace.current_screenshot = node.current
+        trace.current_screen_size = node.current_size
         return trace
 
     def load_log(self, head: str, *, episode_id: str | None = None) -> list[dict[str, Any]]:
@@ -308,4 +408,6 @@ class TraceStore:
         log = data.get("log") or []
         if not isinstance(log, list) or not all(isinstance(r, dict) for r in log):
             raise TraceError(f"trace record {sha}: 'log' must be a list of objects")
-        return _Node(sha, parent, meta, event, current, tuple(log), n_events)
+        return _Node(
+            sha, parent, meta, event, current, tuple(log), n_events, _size_of(data.get("current_size"))
+        )

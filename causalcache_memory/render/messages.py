@@ -84,9 +84,13 @@ class RenderedPrompt:
             for m in self.messages
         ]
 
-    def bind(self, archive: object) -> BoundPrompt:
-        """Attach an archive so pixels can be resolved; checks every image is present."""
-        return BoundPrompt(self, archive)  # type: ignore[arg-type]
+    def bind(self, archive: object, *, present: set[str] | None = None) -> BoundPrompt:
+        """Attach an archive so pixels can be resolved; checks every image is present.
+
+        ``present``: hashes already checked (for example by an earlier pass of the same step); they are
+        not checked again and the newly checked ones are added to it.
+        """
+        return BoundPrompt(self, archive, present=present)  # type: ignore[arg-type]
 
 
 def sniff_mime(data: bytes) -> str:
@@ -103,19 +107,26 @@ def sniff_mime(data: bytes) -> str:
 class BoundPrompt:
     """:class:`RenderedPrompt` plus the archive that holds its screenshots.
 
-    Construction checks that every referenced blob exists; reading verifies integrity. A missing or
-    corrupt screenshot raises :class:`PromptImageError` naming the event and the hash, never a silently
-    different prompt.
+    Construction checks that every referenced blob exists (except hashes in ``present``, already checked
+    this step; the set is shared so the two passes of a step check each image once); reading verifies
+    integrity. A missing or corrupt screenshot raises :class:`PromptImageError` naming the event and the
+    hash, never a silently different prompt.
     """
 
-    def __init__(self, prompt: RenderedPrompt, archive: ScreenshotArchive) -> None:
+    def __init__(
+        self, prompt: RenderedPrompt, archive: ScreenshotArchive, *, present: set[str] | None = None
+    ) -> None:
         self.prompt = prompt
         self.archive = archive
         self._bytes: dict[int, bytes] = {}
         self._pil: dict[int, Image.Image] = {}
+        checked = present if present is not None else set()
         for ref in prompt.images:
+            if ref.sha256 in checked:
+                continue
             if ref.sha256 not in archive:
                 raise PromptImageError(f"{self._describe(ref)} is not in the archive at {archive.url}")
+            checked.add(ref.sha256)
 
     @staticmethod
     def _describe(ref: ImageRef) -> str:

@@ -12,6 +12,17 @@ For fixed ``t`` and ``B`` every allocation yields the same message structure, th
 ``|S| + 1`` and the same text except which events occupy the high-fidelity turns. Every image is
 declared with its role (``history`` with its event index, or ``current``) so the HGKV adapter can build
 its token gate fail-closed.
+
+There is exactly one system message, first. When an agent brings its own system text, it is merged
+into that message by :func:`merge_system_prompts` in this order: the agent's text, a blank line, the
+memory's text.
+
+``RenderOptions.dedupe_current_screen`` (off by default, which keeps the paper's prompt): when a
+retained screenshot is byte-identical to the current screen (same content hash; in the paper's setting
+the newest retained screenshot ``v_{t-1}`` *is* ``x_t``), its retained turn keeps its header and the
+verbatim response but says the screen is the current one instead of repeating the image, so the current
+screen is sent once. The image count is then ``|S| + 1`` minus the repeats; the HGKV adapter's gate
+expects ``|S| + 1`` images, so leave the option off with HGKV.
 """
 
 from __future__ import annotations
@@ -26,12 +37,14 @@ from causalcache_memory.trace import Trace
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "SAME_AS_CURRENT",
     "ImagePart",
     "ImageRef",
     "Message",
     "RenderOptions",
     "RenderedPrompt",
     "TextPart",
+    "merge_system_prompts",
     "render_prompt",
 ]
 
@@ -42,15 +55,35 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+#: text standing for a retained screenshot identical to the current screen (``dedupe_current_screen``)
+SAME_AS_CURRENT = "(identical to the current screen, shown below)"
+
+
+def merge_system_prompts(user_text: str | None, memory_text: str | None) -> str:
+    """One system text from the agent's and the memory's: agent's first, a blank line, memory's.
+
+    Either may be empty; identical texts are not repeated.
+    """
+    parts = [p.strip() for p in (user_text, memory_text) if p and p.strip()]
+    if len(parts) == 2 and parts[0] == parts[1]:
+        parts = parts[:1]
+    return "\n\n".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class RenderOptions:
-    """Text of the fixed parts of the prompt."""
+    """Text of the fixed parts of the prompt, and whether to send the current screen only once.
+
+    ``dedupe_current_screen``: replace a retained screenshot byte-identical to the current screen by
+    :data:`SAME_AS_CURRENT` (off by default: the paper's prompt; see the module docstring).
+    """
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     history_header: str = "Action history (every past step):"
     retained_header: str = "Screen after step {index}:"
     current_header: str = "Current screen:"
     request: str = "What is the next action?"
+    dedupe_current_screen: bool = False
 
 
 def render_prompt(
@@ -81,13 +114,12 @@ def render_prompt(
     for j in allocation.selected:
         event = trace.event(j)
         messages.append(Message("assistant", (TextPart(event.response),)))
+        header = options.retained_header.format(index=j)
+        if options.dedupe_current_screen and event.screenshot == current:
+            messages.append(Message("user", (TextPart(f"{header} {SAME_AS_CURRENT}"),)))
+            continue
         images.append(ImageRef("history", event.screenshot, j))
-        messages.append(
-            Message(
-                "user",
-                (TextPart(options.retained_header.format(index=j)), ImagePart(len(images) - 1)),
-            )
-        )
+        messages.append(Message("user", (TextPart(header), ImagePart(len(images) - 1))))
     images.append(ImageRef("current", current, None))
     messages.append(
         Message(
@@ -95,9 +127,11 @@ def render_prompt(
             (TextPart(options.current_header), ImagePart(len(images) - 1), TextPart(options.request)),
         )
     )
-    return RenderedPrompt(
-        tuple(messages), tuple(images), allocation, trace.goal, {"t": t, "episode_id": trace.episode_id}
-    )
+    meta: dict[str, object] = {"t": t, "episode_id": trace.episode_id}
+    size = trace.current_screen_size if current == trace.current_screenshot else None
+    if size is not None:
+        meta["screen_size"] = size  # the recorded size of x_t: parsers read pixel coordinates with it
+    return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, meta)
 
 
 def history_sequence(prompts: Sequence[RenderedPrompt]) -> list[tuple[int | None, ...]]:
