@@ -71,6 +71,9 @@ class Allocation:
         budget: ``B``.
         allocator: name of the allocator that produced it.
         scores: optional per-event scores the policy computed (event index -> score), for logs.
+        info: optional JSON-ready facts about the decision, for the decision log (the learned selector
+            puts ``predicted_gain`` and ``min_gain`` here, and ``fallback`` (e.g. ``"ood"``) when it
+            returned Recent-B instead of searching).
     """
 
     selected: tuple[int, ...]
@@ -78,6 +81,7 @@ class Allocation:
     budget: int
     allocator: str
     scores: Mapping[int, float] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def recent(self) -> tuple[int, ...]:
@@ -123,6 +127,7 @@ def make_allocation(
     budget: int,
     allocator: str,
     scores: Mapping[int, float] | None = None,
+    info: Mapping[str, Any] | None = None,
 ) -> Allocation:
     """Build an :class:`Allocation`, enforcing the exact-B contract.
 
@@ -142,7 +147,12 @@ def make_allocation(
     if bad:
         raise AllocationError(f"{allocator}: events {bad} are outside the history 1..{t - 1}")
     return Allocation(
-        selected=tuple(sorted(chosen)), t=t, budget=budget, allocator=allocator, scores=dict(scores or {})
+        selected=tuple(sorted(chosen)),
+        t=t,
+        budget=budget,
+        allocator=allocator,
+        scores=dict(scores or {}),
+        info=dict(info or {}),
     )
 
 
