@@ -5,7 +5,8 @@ Layout, identical for every backend (relative to the archive root)::
     blobs/<sha256[:2]>/<sha256>    original image bytes, addressed by their sha256
     records/<sha256[:2]>/<sha256>  small JSON records (trace chain nodes), addressed by their sha256
     refs/<episode_id>/<sha256>     empty marker: the episode references the blob or record (retention)
-    tmp/                           temporary files of in-flight writes (local backend only)
+    tmp/                           temporary files of in-flight writes (rename-based backends)
+    gc/<sha256>.<ms>.<uuid>        empty marker: a ``gc`` is deciding whether to delete that object
 
 Keys are validated before any filesystem call, so a hostile id such as ``../x`` can never name a path
 outside the archive.
@@ -13,14 +14,28 @@ outside the archive.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import socket
+import threading
+import time
+import uuid
 from collections.abc import Iterable
 
-from causalcache_memory.errors import ArchiveKeyError, BlobCorruptError
+from causalcache_memory.errors import (
+    ArchiveError,
+    ArchiveKeyError,
+    ArchivePermissionError,
+    ArchiveUnavailableError,
+    BlobCorruptError,
+)
 
 __all__ = [
     "BLOBS",
+    "GC",
+    "GC_MARKER_STALE_SECONDS",
     "RECORDS",
     "REFS",
     "TMP",
@@ -30,11 +45,19 @@ __all__ = [
     "check_hashes",
     "check_record_bytes",
     "digest",
+    "gc_marker_name",
     "is_hash",
+    "marker_is_stale",
+    "os_error",
     "record_relpath",
+    "temp_name",
+    "temp_writer_is_dead",
 ]
 
-BLOBS, RECORDS, REFS, TMP = "blobs", "records", "refs", "tmp"
+BLOBS, RECORDS, REFS, TMP, GC = "blobs", "records", "refs", "tmp", "gc"
+#: A ``gc/`` marker older than this belongs to a collector that died; writers stop waiting for it.
+GC_MARKER_STALE_SECONDS = 30.0
+_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -104,3 +127,65 @@ def verified(raw: bytes, sha256: str, *, kind: str, url: str, location: str) -> 
             f"{kind} {sha256} in archive {url} is corrupt: its bytes hash to {actual}; {fix}"
         )
     return raw
+
+
+def gc_marker_name(sha256: str) -> str:
+    """A unique ``gc/`` marker name for ``sha256``: ``<sha256>.<epoch ms>.<uuid>``."""
+    return f"{sha256}.{int(time.time() * 1000)}.{uuid.uuid4().hex}"
+
+
+def marker_is_stale(name: str, now: float | None = None) -> bool:
+    """True for a ``gc/`` marker written more than :data:`GC_MARKER_STALE_SECONDS` ago (or unparsable)."""
+    parts = name.split(".")
+    try:
+        written = int(parts[1]) / 1000.0
+    except (IndexError, ValueError):
+        return True
+    return (time.time() if now is None else now) - written > GC_MARKER_STALE_SECONDS
+
+
+def temp_name(final_name: str) -> str:
+    """Temporary file name of one write: ``<name>.<host>.<pid>.<thread>.<uuid>.tmp``.
+
+    Host and pid let any later process on the same host recognise the file of a killed writer.
+    """
+    return f"{final_name}.{_HOST}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp"
+
+
+def temp_writer_is_dead(name: str) -> bool:
+    """True when ``name`` is a temporary file of a process on this host that no longer runs."""
+    parts = name.split(".")
+    if os.name != "posix" or len(parts) != 6 or parts[-1] != "tmp" or parts[1] != _HOST:
+        return False
+    try:
+        pid = int(parts[2])
+    except ValueError:
+        return False
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False  # exists under another user, or cannot tell: keep it
+    return False
+
+
+def os_error(exc: OSError, what: str) -> ArchiveError:
+    """The named archive error for an ``OSError`` raised while doing ``what`` (a phrase naming the object)."""
+    if isinstance(exc, PermissionError) or getattr(exc, "errno", None) in (
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+    ):
+        return ArchivePermissionError(
+            f"{what}: permission denied ({exc}); give this process write access to the archive location "
+            "or open a different one"
+        )
+    if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
+        return ArchiveUnavailableError(
+            f"{what}: the storage cannot be reached ({type(exc).__name__}: {exc}); check the URL, the "
+            "network and that the server is running"
+        )
+    return ArchiveError(f"{what}: {type(exc).__name__}: {exc}")

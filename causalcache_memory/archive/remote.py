@@ -3,12 +3,20 @@
 Same layout and contract as :class:`~causalcache_memory.archive.local.LocalArchive`, so many agent
 workers on different machines can share one archive:
 
-* a blob is written with one ``pipe_file`` of the whole object. Object stores (S3, GCS, Azure) make a
-  single PUT atomic per object: readers see the old state or the complete object, never a prefix. Two
-  workers uploading the same screenshot write identical bytes, so the race is harmless. On filesystems
-  without atomic object writes (SFTP, some FUSE mounts) prefer a local path, which uses rename.
-* an existence check before writing gives de-duplication (a racing duplicate upload only costs bandwidth);
-* every read is re-hashed (``BlobCorruptError`` on mismatch);
+* on object stores (S3, GCS, Azure, ``memory://``) a blob is written with one ``pipe_file`` of the whole
+  object: a single PUT is atomic per object, readers see the old state or the complete object, never a
+  prefix. On every other filesystem (``local://``, SFTP, SMB, WebDAV, FUSE mounts) the bytes go to a
+  temporary file under ``tmp/`` that is then renamed (``fs.mv``) onto the final name, and parent folders
+  are created first (``local://`` needs no ``auto_mkdir``). ``atomic_put=True/False`` overrides the choice.
+* an existing object is never trusted: every ``put`` rewrites the whole object with that atomic method.
+  A torn object left by a killed writer is therefore repaired by the next ``put`` of the same bytes, and
+  the rewrite refreshes the modification time that ``gc`` reads. A duplicate costs one upload;
+  the object is still stored once.
+* ``gc`` and writers follow the marker rule of :mod:`causalcache_memory.archive.local` (marker
+  ``gc/<sha256>.*`` written before the collector re-reads the object's time; ``put`` waits while a marker
+  names its object and then checks the object exists): a returned ``put`` is never collected.
+* every read is re-hashed (``BlobCorruptError`` on mismatch); storage errors are named
+  (:class:`~causalcache_memory.errors.ArchiveUnavailableError`, ``ArchivePermissionError``);
 * retention markers are empty objects ``refs/<episode>/<sha256>``; ``gc`` lists ``blobs/``, ``records/``
   and ``refs/``.
 * small JSON records (trace chain nodes, :mod:`causalcache_memory.trace_store`) live under
@@ -27,16 +35,24 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import (
     BLOBS,
+    GC,
+    GC_MARKER_STALE_SECONDS,
     RECORDS,
     REFS,
+    TMP,
     blob_relpath,
     check_episode_id,
     check_hash,
     check_hashes,
     check_record_bytes,
     digest,
+    gc_marker_name,
     is_hash,
+    marker_is_stale,
+    os_error,
     record_relpath,
+    temp_name,
+    temp_writer_is_dead,
     verified,
 )
 from causalcache_memory.archive.base import GCReport
@@ -49,12 +65,24 @@ from causalcache_memory.archive.images import (
     to_bytes,
     validate_image_bytes,
 )
-from causalcache_memory.errors import ArchiveError, BlobNotFoundError
+from causalcache_memory.errors import (
+    ArchiveError,
+    ArchiveUnavailableError,
+    BlobNotFoundError,
+    CausalCacheError,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["FsspecArchive"]
+__all__ = ["OBJECT_STORE_PROTOCOLS", "FsspecArchive"]
+
+#: fsspec protocols whose single whole-object write is atomic (no rename needed).
+OBJECT_STORE_PROTOCOLS = frozenset(
+    {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory", "r2", "b2", "cos", "tos"}
+)
+#: temporary files of the rename path older than this are collected by ``gc``.
+TEMP_GRACE_SECONDS = 300.0
 
 
 def _as_epoch(value: Any) -> float | None:
@@ -84,6 +112,8 @@ class FsspecArchive:
         url: archive root, e.g. ``"s3://bucket/screens"`` or ``"memory://tests/run-1"``.
         max_pixels: largest accepted ``width * height``; also enforced on every decode.
         formats: accepted container formats, a subset of ``("PNG", "JPEG", "WEBP")``.
+        atomic_put: True = one whole-object write is atomic on this store; False = write a temporary
+            file and rename it; None (default) = True exactly for :data:`OBJECT_STORE_PROTOCOLS`.
         **storage_options: passed to fsspec (credentials, endpoint, ...).
     """
 
@@ -93,18 +123,23 @@ class FsspecArchive:
         *,
         max_pixels: int = DEFAULT_MAX_PIXELS,
         formats: Iterable[str] = DEFAULT_FORMATS,
+        atomic_put: bool | None = None,
         **storage_options: Any,
     ) -> None:
         from fsspec.core import url_to_fs
 
         self.max_pixels = check_max_pixels(max_pixels)
         self.formats = check_formats(formats)
+        self.url = url
         try:
             self.fs, root = url_to_fs(url, **storage_options)
         except (ImportError, ValueError) as exc:
             raise ArchiveError(f"cannot open archive url={url!r}: {exc}") from exc
+        except OSError as exc:
+            raise os_error(exc, f"cannot open archive url={url!r}") from exc
         self.root = root.rstrip("/")
-        self.url = url
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
+        self.atomic_put = bool(set(protocols) & OBJECT_STORE_PROTOCOLS) if atomic_put is None else atomic_put
 
     def __repr__(self) -> str:
         return f"FsspecArchive({self.url!r})"
@@ -112,41 +147,99 @@ class FsspecArchive:
     def _path(self, rel: str) -> str:
         return f"{self.root}/{rel}"
 
-    # ------------------------------------------------------------------ blobs
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """Translate storage errors into named archive errors (``FileNotFoundError`` passes through)."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise os_error(exc, f"{what} in archive {self.url}") from exc
+        except (CausalCacheError, ImportError, ValueError, TypeError, AttributeError, KeyError, RuntimeError):
+            raise
+        except Exception as exc:  # botocore, aiohttp, paramiko errors are not OSError
+            name = type(exc).__name__
+            if "Connect" in name or "Timeout" in name or "Endpoint" in name:
+                raise ArchiveUnavailableError(
+                    f"{what} in archive {self.url}: the storage cannot be reached ({name}: {exc})"
+                ) from exc
+            raise ArchiveError(f"{what} in archive {self.url}: {name}: {exc}") from exc
+
+    # ------------------------------------------------------------------ writes
     def put(self, data: bytes | Image.Image) -> str:
-        """Validate and upload ``data`` unchanged (one whole-object write); return its sha256."""
+        """Validate and upload ``data`` unchanged (atomic whole-object write); return its sha256."""
         raw = to_bytes(data)
         validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
         sha = digest(raw)
-        path = self._path(blob_relpath(sha))
-        if self.fs.exists(path):
-            return sha
-        try:
-            self.fs.pipe_file(path, raw)
-        except OSError as exc:
-            raise ArchiveError(f"could not write blob {sha} to {self.url}: {exc}") from exc
+        self._store(blob_relpath(sha), raw, sha, "blob")
         return sha
 
-    # ------------------------------------------------------------------ records
     def put_record(self, data: bytes) -> str:
-        """Upload a small record (any bytes, not image-validated) in one write; return its sha256."""
+        """Upload a small record (any bytes, not image-validated) atomically; return its sha256."""
         raw = check_record_bytes(data)
         sha = digest(raw)
-        path = self._path(record_relpath(sha))
-        if self.fs.exists(path):
-            return sha
-        try:
-            self.fs.pipe_file(path, raw)
-        except OSError as exc:
-            raise ArchiveError(f"could not write record {sha} to {self.url}: {exc}") from exc
+        self._store(record_relpath(sha), raw, sha, "record")
         return sha
 
+    def _store(self, rel: str, raw: bytes, sha: str, kind: str) -> None:
+        path = self._path(rel)
+        for _ in range(8):
+            self._write(path, raw, f"cannot write {kind} {sha}")
+            self._wait_for_collectors(sha)
+            with self._io(f"cannot check {kind} {sha}"):
+                self.fs.invalidate_cache(path)
+                if self.fs.exists(path):
+                    return
+        raise ArchiveError(
+            f"could not keep {kind} {sha} in archive {self.url}: it was deleted again after 8 writes; is a "
+            "gc with grace_seconds=0 running against live writers?"
+        )
+
+    def _write(self, path: str, raw: bytes, what: str) -> None:
+        """One atomic whole-object write (object stores) or temp file + rename (every other filesystem)."""
+        with self._io(what):
+            if self.atomic_put:
+                self.fs.pipe_file(path, raw)
+                return
+            tmp = self._path(f"{TMP}/{temp_name(path.rsplit('/', 1)[-1])}")
+            self.fs.makedirs(self._path(TMP), exist_ok=True)
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            try:
+                self.fs.pipe_file(tmp, raw)
+                self.fs.mv(tmp, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    if self.fs.exists(tmp):
+                        self.fs.rm_file(tmp)
+
+    def _wait_for_collectors(self, sha: str) -> None:
+        deadline = time.monotonic() + 2 * GC_MARKER_STALE_SECONDS
+        folder = self._path(GC)
+        while True:
+            with self._io(f"cannot list gc markers of {sha}"):
+                self.fs.invalidate_cache(folder)
+                pending = [n for n in self._ls_names(folder) if n.startswith(sha + ".")]
+            if not pending:
+                return
+            for name in pending:
+                if marker_is_stale(name):
+                    with contextlib.suppress(FileNotFoundError), self._io("cannot remove a stale gc marker"):
+                        self.fs.rm_file(f"{folder}/{name}")
+            if time.monotonic() > deadline:
+                raise ArchiveError(f"a gc has held object {sha} in archive {self.url} for over a minute")
+            time.sleep(0.005)
+
+    # ------------------------------------------------------------------ reads
     def get_record(self, sha256: str) -> bytes:
         """The bytes of record ``sha256``, re-hashed: raises on absence or corruption."""
         return self._read_verified(self._path(record_relpath(check_hash(sha256))), sha256, "record")
 
     def has_record(self, sha256: object) -> bool:
-        return is_hash(sha256) and bool(self.fs.exists(self._path(record_relpath(sha256))))  # type: ignore[arg-type]
+        if not is_hash(sha256):
+            return False
+        with self._io(f"cannot check record {sha256}"):
+            return bool(self.fs.exists(self._path(record_relpath(sha256))))  # type: ignore[arg-type]
 
     def iter_records(self) -> Iterator[str]:
         yield from sorted(self._list(RECORDS))
@@ -157,11 +250,10 @@ class FsspecArchive:
 
     def _read_verified(self, path: str, sha256: str, kind: str) -> bytes:
         try:
-            raw = bytes(self.fs.cat_file(path))
+            with self._io(f"could not read {kind} {sha256}"):
+                raw = bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             raise BlobNotFoundError(f"{kind} {sha256} is not in archive {self.url}") from None
-        except OSError as exc:
-            raise ArchiveError(f"could not read {kind} {sha256} from {self.url}: {exc}") from exc
         return verified(raw, sha256, kind=kind, url=self.url, location=path)
 
     def open_image(self, sha256: str) -> Image.Image:
@@ -169,20 +261,25 @@ class FsspecArchive:
         return open_image_bytes(self.get_bytes(sha256), max_pixels=self.max_pixels, formats=self.formats)
 
     def __contains__(self, sha256: object) -> bool:
-        return is_hash(sha256) and bool(self.fs.exists(self._path(blob_relpath(sha256))))  # type: ignore[arg-type]
+        if not is_hash(sha256):
+            return False
+        with self._io(f"cannot check blob {sha256}"):
+            return bool(self.fs.exists(self._path(blob_relpath(sha256))))  # type: ignore[arg-type]
 
     def _list_blobs(self) -> dict[str, Mapping[str, Any]]:
         return self._list(BLOBS)
 
     def _list(self, sub: str) -> dict[str, Mapping[str, Any]]:
         try:
-            found = self.fs.find(self._path(sub), detail=True)
+            with self._io(f"cannot list {sub}/"):
+                self.fs.invalidate_cache(self._path(sub))
+                found = self.fs.find(self._path(sub), detail=True)
         except FileNotFoundError:
             return {}
         out = {}
         for path, info in found.items():
             name = path.rstrip("/").rsplit("/", 1)[-1]
-            if is_hash(name) and info.get("type", "file") == "file":
+            if is_hash(name) and info.get("type", "file") == "file" and not info.get("islink"):
                 out[name] = info
         return out
 
@@ -191,7 +288,8 @@ class FsspecArchive:
 
     def size_bytes(self, sha256: str) -> int:
         try:
-            return int(self.fs.size(self._path(blob_relpath(check_hash(sha256)))))
+            with self._io(f"cannot stat blob {sha256}"):
+                return int(self.fs.size(self._path(blob_relpath(check_hash(sha256)))))
         except FileNotFoundError:
             raise BlobNotFoundError(f"blob {sha256} is not in archive {self.url}") from None
 
@@ -199,58 +297,144 @@ class FsspecArchive:
     def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
         """Record that ``episode_id`` references ``hashes`` (all validated before anything is written)."""
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        for sha in check_hashes(hashes):
-            marker = f"{folder}/{sha}"
-            if not self.fs.exists(marker):
-                self.fs.pipe_file(marker, b"")
+        wanted = check_hashes(hashes)
+        with self._io(f"cannot record references of episode {episode_id!r}"):
+            if not self.atomic_put:
+                self.fs.makedirs(folder, exist_ok=True)
+            for sha in wanted:
+                marker = f"{folder}/{sha}"
+                if not self.fs.exists(marker):
+                    self.fs.pipe_file(marker, b"")
 
     def release(self, episode_id: str) -> None:
+        """Forget every reference of ``episode_id``: removes its marker objects one by one (no recursion
+        through links)."""
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.rm(folder, recursive=True)
+        with self._io(f"cannot release episode {episode_id!r}"):
+            for name in self._ls_names(folder, files_only=True):
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm_file(f"{folder}/{name}")
+            with contextlib.suppress(OSError):
+                if self.fs.exists(folder) and not self._ls_names(folder):
+                    self.fs.rmdir(folder)
 
-    def _ls_names(self, path: str) -> list[str]:
+    def _ls_names(self, path: str, *, files_only: bool = False) -> list[str]:
         try:
-            entries = self.fs.ls(path, detail=False)
+            entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
-        return [str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries]
+        names = []
+        for e in entries:
+            if files_only and (e.get("type", "file") != "file" or e.get("islink")):
+                continue
+            names.append(str(e["name"]).rstrip("/").rsplit("/", 1)[-1])
+        return names
 
     def live_episodes(self) -> list[str]:
         episodes = []
-        for name in self._ls_names(self._path(REFS)):
-            if self.references(name):
-                episodes.append(name)
+        with self._io("cannot list episodes"):
+            for name in self._ls_names(self._path(REFS)):
+                if self.references(name):
+                    episodes.append(name)
         return sorted(episodes)
 
     def references(self, episode_id: str) -> set[str]:
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        return {n for n in self._ls_names(folder) if is_hash(n)}
+        with self._io(f"cannot list references of episode {episode_id!r}"):
+            return {n for n in self._ls_names(folder, files_only=True) if is_hash(n)}
 
+    def _episode_mtime(self, episode_id: str) -> float | None:
+        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
+        with self._io(f"cannot list references of episode {episode_id!r}"):
+            try:
+                entries = self.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                return None
+        stamps = [_info_mtime(e) for e in entries if e.get("type", "file") == "file"]
+        known = [s for s in stamps if s is not None]
+        return max(known) if known else None
+
+    # ------------------------------------------------------------------ collection
     def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
         """Delete blobs and records no live episode references and older than ``grace_seconds``."""
-        if grace_seconds < 0:
+        if not grace_seconds >= 0:
             raise ValueError(f"grace_seconds={grace_seconds!r} must be >= 0")
         live: set[str] = set()
         for episode in self.live_episodes():
             live |= self.references(episode)
-        now = time.time()
         kept = deleted = freed = recent = 0
-        stored = [(sha, info, blob_relpath(sha)) for sha, info in self._list_blobs().items()]
-        stored += [(sha, info, record_relpath(sha)) for sha, info in self._list(RECORDS).items()]
-        for sha, info, rel in stored:
+        stored = [(sha, blob_relpath(sha)) for sha in self._list_blobs()]
+        stored += [(sha, record_relpath(sha)) for sha in self._list(RECORDS)]
+        for sha, rel in stored:
             if sha in live:
                 kept += 1
                 continue
-            mtime = _info_mtime(info)
-            if mtime is not None and now - mtime < grace_seconds:
+            outcome, size = self._collect(sha, self._path(rel), grace_seconds, dry_run)
+            if outcome == "recent":
                 recent += 1
-                continue
-            if not dry_run:
-                try:
-                    self.fs.rm_file(self._path(rel))
-                except FileNotFoundError:
-                    continue
-            deleted += 1
-            freed += int(info.get("size") or 0)
+            elif outcome == "deleted":
+                deleted += 1
+                freed += size
+        if not dry_run:
+            self._sweep_tmp(time.time() - max(grace_seconds, TEMP_GRACE_SECONDS))
         return GCReport(kept=kept, deleted=deleted, bytes_freed=freed, skipped_recent=recent)
+
+    def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
+        marker = self._path(f"{GC}/{gc_marker_name(sha)}")
+        with self._io(f"cannot collect object {sha}"):
+            if not dry_run:
+                if not self.atomic_put:
+                    self.fs.makedirs(self._path(GC), exist_ok=True)
+                self.fs.pipe_file(marker, b"")
+            try:
+                self.fs.invalidate_cache(path)
+                try:
+                    info = self.fs.info(path)
+                except FileNotFoundError:
+                    return "gone", 0
+                mtime = _info_mtime(info)
+                if mtime is not None and time.time() - mtime < grace:
+                    return "recent", 0
+                if not dry_run:
+                    try:
+                        self.fs.rm_file(path)
+                    except FileNotFoundError:
+                        return "gone", 0
+                return "deleted", int(info.get("size") or 0)
+            finally:
+                if not dry_run:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.fs.rm_file(marker)
+
+    def _sweep_tmp(self, cutoff: float | None) -> int:
+        """Remove temp files of dead writers on this host and (``cutoff`` given) any older than it."""
+        folder = self._path(TMP)
+        removed = 0
+        with self._io("cannot sweep temporary files"):
+            try:
+                entries = self.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                return 0
+            for info in entries:
+                if info.get("type", "file") != "file" or info.get("islink"):
+                    continue
+                name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+                mtime = _info_mtime(info)
+                if temp_writer_is_dead(name) or (cutoff is not None and mtime is not None and mtime < cutoff):
+                    with contextlib.suppress(FileNotFoundError):
+                        self.fs.rm_file(f"{folder}/{name}")
+                        removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ maintenance (causalcache archive check)
+    def _discard(self, kind: str, sha: str) -> None:
+        rel = blob_relpath(sha) if kind == "blob" else record_relpath(sha)
+        with contextlib.suppress(FileNotFoundError), self._io(f"cannot delete {kind} {sha}"):
+            self.fs.rm_file(self._path(rel))
+
+    def _layout_problems(self) -> list[str]:
+        return []
+
+    def _temp_files(self) -> int:
+        with self._io("cannot list temporary files"):
+            return len(self._ls_names(self._path(TMP), files_only=True))

@@ -18,7 +18,7 @@ from causalcache_memory.errors import CausalCacheError
 __all__ = ["build_parser", "main"]
 
 #: subcommand modules, in help order
-COMMAND_MODULES = ("demo", "config_cmd", "bench", "train", "eval", "label")
+COMMAND_MODULES = ("demo", "config_cmd", "bench", "train", "eval", "label", "archive_cmd", "data_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
