@@ -145,9 +145,12 @@ class HttpClient:
         self.close()
 
     # ------------------------------------------------------------------ requests
-    def post_json(self, url: str, payload: Any) -> Any:
-        """POST ``payload`` as JSON and return the decoded JSON body (retrying as documented)."""
-        return self._request("POST", url, payload)
+    def post_json(self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None) -> Any:
+        """POST ``payload`` as JSON and return the decoded JSON body (retrying as documented).
+
+        ``headers`` are added to this request only (e.g. the gateway's routing key).
+        """
+        return self._request("POST", url, payload, headers)
 
     def get_json(self, url: str) -> Any:
         return self._request("GET", url, None)
@@ -163,13 +166,13 @@ class HttpClient:
                 return hinted
         return delay * (0.5 + 0.5 * self._rng.random())
 
-    def _request(self, method: str, url: str, payload: Any) -> Any:
+    def _request(self, method: str, url: str, payload: Any, headers: Mapping[str, str] | None = None) -> Any:
         attempts = self.max_retries + 1
         last = ""
         for attempt in range(attempts):
             retry_after = None
             try:
-                response = self._client.request(method, url, json=payload)
+                response = self._client.request(method, url, json=payload, headers=headers)
             except httpx.TimeoutException as exc:
                 last = f"timed out after {self.timeout_s:g} s ({type(exc).__name__})"
             except httpx.TransportError as exc:

@@ -23,10 +23,11 @@ prompt-only request with ``max_new_tokens: 0`` (its KV stays in the radix cache 
 and is cached per (server, prompt). The scoring request asks for logprobs from ``P - 1`` on and the client
 keeps the last ``T`` entries, which is correct whether or not the server returns the boundary entry.
 
-Routing: with several server URLs, each request goes to the server chosen by rendezvous hashing of a
-route key, so all steps of an episode hit the same server and its radix cache. The key is, in order, the
-``route_key`` argument, ``prompt.prompt.meta["episode_id"]``, else the task goal text. With one URL (a
-single server or an SGLang router) every request goes there.
+Routing (:mod:`.routing`): every request carries the episode key in the ``x-smg-routing-key`` header, so
+one URL may be an SGLang Model Gateway that keeps an episode on one worker; with several server URLs the
+client itself picks the server by rendezvous hashing of the key. The key is, in order, the ``route_key``
+argument, ``prompt.prompt.meta["episode_id"]``, else the task goal text. A scoring call sends one batch
+per (server, key), so each batch is routed whole.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ from causalcache_memory.runtime._http import (
     snippet,
 )
 from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
+from causalcache_memory.runtime.routing import (
+    EpisodeRouter,
+    rendezvous_route,
+    routing_headers,
+    routing_key,
+    split_batch,
+)
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
@@ -56,16 +64,11 @@ if TYPE_CHECKING:
 __all__ = ["SGLangPolicy", "rendezvous_route"]
 
 
-def rendezvous_route(key: str, urls: Sequence[str]) -> str:
-    """The URL with the highest ``sha256(url | key)``: stable per key, spread evenly over URLs."""
-    return max(urls, key=lambda url: hashlib.sha256(f"{url}|{key}".encode()).digest())
-
-
 class SGLangPolicy:
     """A GUI policy served by SGLang (native API).
 
     Args:
-        urls: one server/router URL (``http://host:30000``) or several servers (sticky per episode).
+        urls: one server or gateway URL (``http://host:30000``) or several servers (sticky per episode).
         model_name: name used in logs and label files (:attr:`name`).
         timeout_s: per-attempt HTTP timeout.
         max_retries: retries on connection errors, 5xx and 429.
@@ -75,6 +78,8 @@ class SGLangPolicy:
         chat_format: a :class:`ChatFormat` or its registered name (default Qwen-VL ChatML).
         score_batch_size: prompts per ``/generate`` batch when scoring.
         sampling_params: extra sampling parameters merged into generation requests.
+        gateway: ``urls`` is one SGLang Model Gateway: batches go as single-prompt requests (the
+            gateway's ``/generate`` takes a string ``text`` only), each with the episode's routing key.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class SGLangPolicy:
         sampling_params: dict[str, Any] | None = None,
         backoff_s: float = 0.25,
         prompt_len_cache_size: int = 4096,
+        gateway: bool = False,
     ) -> None:
         url_list = [urls] if isinstance(urls, str) else list(urls)
         problems = []
@@ -113,9 +119,13 @@ class SGLangPolicy:
             )
         if not isinstance(score_batch_size, int) or score_batch_size < 1:
             problems.append(f"score_batch_size={score_batch_size!r} must be an integer >= 1")
+        if gateway and len(url_list) != 1:
+            problems.append(f"gateway=True needs exactly one URL (the gateway), got {len(url_list)}")
         if problems:
             raise ConfigError("invalid SGLangPolicy arguments: " + "; ".join(problems), problems)
         self.urls = tuple(u.rstrip("/") for u in url_list)
+        self._router = EpisodeRouter(self.urls)
+        self.gateway = gateway
         self.name = model_name
         self.max_new_tokens = max_new_tokens
         self.max_images_per_prompt = max_images_per_prompt
@@ -145,13 +155,7 @@ class SGLangPolicy:
     # ------------------------------------------------------------------ routing
     def route(self, prompt: BoundPrompt | None = None, route_key: str | None = None) -> str:
         """The server URL for ``prompt`` (see the module docstring for the key)."""
-        if len(self.urls) == 1:
-            return self.urls[0]
-        key = route_key
-        if key is None and prompt is not None:
-            episode = prompt.prompt.meta.get("episode_id")
-            key = str(episode) if episode is not None else prompt.prompt.goal
-        return rendezvous_route(key or "", self.urls)
+        return self._router.url(routing_key(prompt, route_key))
 
     # ------------------------------------------------------------------ request pieces
     def _format(self, prompt: BoundPrompt) -> tuple[str, list[str]]:
@@ -186,7 +190,8 @@ class SGLangPolicy:
         if images:
             payload["image_data"] = images
         start = time.perf_counter()
-        body = self._http.post_json(f"{url}/generate", payload)
+        headers = routing_headers(routing_key(prompt, route_key))
+        body = self._http.post_json(f"{url}/generate", payload, headers=headers)
         latency = time.perf_counter() - start
         if isinstance(body, list) and len(body) == 1:
             body = body[0]
@@ -215,29 +220,35 @@ class SGLangPolicy:
             if not isinstance(target, str) or not target:
                 raise PolicyInputError(f"targets[{i}]={target!r} must be a non-empty string")
         check_image_limit(prompts, self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
-        groups: dict[str, list[int]] = {}
+        groups: dict[tuple[str, str | None], list[int]] = {}
         for i, prompt in enumerate(prompts):
-            groups.setdefault(self.route(prompt, route_key), []).append(i)
+            key = routing_key(prompt, route_key)
+            groups.setdefault((self._router.url(key), key), []).append(i)
         scores: list[float] = [0.0] * len(prompts)
-        for url, indices in groups.items():
+        for (url, key), indices in groups.items():
+            headers = routing_headers(key)
             for start in range(0, len(indices), self.score_batch_size):
                 chunk = indices[start : start + self.score_batch_size]
-                values = self._score_batch(url, [prompts[i] for i in chunk], [targets[i] for i in chunk])
+                values = self._score_batch(
+                    url, [prompts[i] for i in chunk], [targets[i] for i in chunk], headers
+                )
                 for i, value in zip(chunk, values, strict=True):
                     scores[i] = value
         return scores
 
-    def _score_batch(self, url: str, prompts: list[BoundPrompt], targets: list[str]) -> list[float]:
+    def _score_batch(
+        self, url: str, prompts: list[BoundPrompt], targets: list[str], headers: dict[str, str]
+    ) -> list[float]:
         formatted = [self._format(p) for p in prompts]
         keys = [(url, self._prompt_key(text, p)) for (text, _), p in zip(formatted, prompts, strict=True)]
-        lens = self._prompt_lengths(url, formatted, keys)
+        lens = self._prompt_lengths(url, formatted, keys, headers)
         texts = [
             text + self.chat_format.target_text(t) for (text, _), t in zip(formatted, targets, strict=True)
         ]
         payload = self._batch_payload(texts, [imgs for _, imgs in formatted])
         payload["return_logprob"] = True
         payload["logprob_start_len"] = [max(n - 1, 0) for n in lens]
-        results = self._batch_results(url, payload, len(texts))
+        results = self._batch_results(url, payload, len(texts), headers)
         out = []
         for j, (result, p_len) in enumerate(zip(results, lens, strict=True)):
             n_len = get_field(result, "meta_info.prompt_tokens", url=url, kind=int)
@@ -253,7 +264,11 @@ class SGLangPolicy:
         return out
 
     def _prompt_lengths(
-        self, url: str, formatted: list[tuple[str, list[str]]], keys: list[tuple[str, str]]
+        self,
+        url: str,
+        formatted: list[tuple[str, list[str]]],
+        keys: list[tuple[str, str]],
+        headers: dict[str, str],
     ) -> list[int]:
         with self._lock:
             known = {k: self._prompt_lens[k] for k in keys if k in self._prompt_lens}
@@ -262,7 +277,7 @@ class SGLangPolicy:
             payload = self._batch_payload(
                 [formatted[j][0] for j in missing], [formatted[j][1] for j in missing]
             )
-            results = self._batch_results(url, payload, len(missing))
+            results = self._batch_results(url, payload, len(missing), headers)
             with self._lock:
                 for j, result in zip(missing, results, strict=True):
                     n = get_field(result, "meta_info.prompt_tokens", url=url, kind=int)
@@ -280,8 +295,15 @@ class SGLangPolicy:
             payload["image_data"] = [imgs or None for imgs in images]
         return payload
 
-    def _batch_results(self, url: str, payload: dict[str, Any], n: int) -> list[dict[str, Any]]:
-        body = self._http.post_json(f"{url}/generate", payload)
+    def _batch_results(
+        self, url: str, payload: dict[str, Any], n: int, headers: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        if self.gateway:
+            body = [
+                self._http.post_json(f"{url}/generate", p, headers=headers) for p in split_batch(payload, n)
+            ]
+        else:
+            body = self._http.post_json(f"{url}/generate", payload, headers=headers)
         if not isinstance(body, list) or len(body) != n or not all(isinstance(r, dict) for r in body):
             raise PolicyResponseError(
                 f"batch /generate at {url} should answer a list of {n} objects; body: {snippet(body)}"
@@ -308,10 +330,11 @@ def policy_from_config(config: PolicyConfig) -> SGLangPolicy:
     if cfg is None:  # pragma: no cover - PolicyConfig refuses this
         raise ConfigError("policy.kind is 'sglang' but the policy.sglang section is missing")
     return SGLangPolicy(
-        list(cfg.urls),
+        list(cfg.endpoints()),
         timeout_s=cfg.timeout_s,
         max_retries=cfg.max_retries,
         max_new_tokens=cfg.max_new_tokens,
         max_images_per_prompt=cfg.max_images_per_prompt,
         platform=config.platform,
+        gateway=cfg.gateway_url is not None,
     )

@@ -7,10 +7,12 @@ the policy runtime and the LangGraph checkpointer. Load it from YAML with
 
 from __future__ import annotations
 
+import types
+import typing
 import warnings
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import check_allocator_name
@@ -34,7 +36,28 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    """Base of every section: unknown keys, non-finite numbers and booleans given for numbers are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _wants_number(annotation):
+                raise ValueError(f"{info.field_name}={value!r} is a boolean; this field takes a number")
+        return value
+
+
+def _wants_number(annotation: Any) -> bool:
+    """True when ``annotation`` accepts int or float but not bool (YAML ``true`` is no ``1`` here)."""
+    members = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
+    return bool not in members and any(m in (int, float) for m in members)
 
 
 class ArchiveConfig(_Strict):
@@ -60,11 +83,34 @@ class SelectorConfig(_Strict):
         description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
     )
     inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
-    min_gain: float = Field(
-        0.0,
-        ge=0.0,
-        description="Smallest predicted gain for a swap (0 = paper; larger = fewer second passes).",
+    min_gain: float | Literal["auto"] = Field(
+        "auto",
+        description="Smallest predicted gain for a swap: 'auto' = the threshold calibrated on development "
+        "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
+        "larger = fewer second passes.",
     )
+    ood_guard: bool = Field(
+        True,
+        description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
+        "scorer's training distribution (models exported with OOD statistics).",
+    )
+    ood_scale: float = Field(
+        1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
+    )
+
+    @field_validator("min_gain", mode="before")
+    @classmethod
+    def _min_gain_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"min_gain={value!r} must be 'auto' or a number >= 0, not a boolean")
+        return value
+
+    @field_validator("min_gain")
+    @classmethod
+    def _min_gain(cls, value: float | str) -> float | str:
+        if isinstance(value, str) or (value >= 0.0 and value < float("inf")):
+            return value
+        raise ValueError(f"min_gain={value!r} must be 'auto' or a finite number >= 0 (0 = the paper's rule)")
 
 
 def _registered(check: Any, value: Any) -> Any:
@@ -135,7 +181,17 @@ class TransformersPolicyConfig(_Strict):
 
 
 class SGLangPolicyConfig(_Strict):
-    urls: tuple[str, ...] = Field(..., min_length=1, description="Server (or router) base URLs.")
+    urls: tuple[str, ...] = Field(
+        (),
+        description="Server base URLs; with several, each episode sticks to one (rendezvous hashing). "
+        "Give urls or gateway_url.",
+    )
+    gateway_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="SGLang Model Gateway (smg) URL; requests carry the per-episode x-smg-routing-key "
+        "header (start smg with --routing-key-override, docs/DEPLOY.md). Give urls or gateway_url.",
+    )
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=20)
     max_new_tokens: int = Field(256, ge=1, le=8192)
@@ -148,6 +204,19 @@ class SGLangPolicyConfig(_Strict):
         if bad:
             raise ValueError(f"URLs must start with http:// or https://, got {bad}")
         return urls
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SGLangPolicyConfig:
+        if bool(self.urls) == (self.gateway_url is not None):
+            raise ValueError(
+                f"give exactly one of policy.sglang.urls (servers) or policy.sglang.gateway_url (smg); "
+                f"got urls={list(self.urls)!r}, gateway_url={self.gateway_url!r}"
+            )
+        return self
+
+    def endpoints(self) -> tuple[str, ...]:
+        """The URLs the client talks to: the gateway alone, or the servers."""
+        return (self.gateway_url,) if self.gateway_url is not None else self.urls
 
 
 class OpenAIPolicyConfig(_Strict):

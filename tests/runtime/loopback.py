@@ -140,8 +140,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        if self.path in ("/health", "/v1/models"):
-            self._send(200, json.dumps(self.server.app.info()).encode())
+        found = self.server.app.get_info(self.path)
+        if found is not None:
+            self._send(200, json.dumps(found).encode())
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
 
@@ -239,6 +240,10 @@ class LoopbackApp:
     def info(self) -> dict[str, Any]:
         return {"model_path": "fake"}
 
+    def get_info(self, path: str) -> Any:
+        """The body of ``GET path``, or None for 404."""
+        return self.info() if path in ("/health", "/v1/models") else None
+
     def handle(self, path: str, payload: Any) -> tuple[int, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -275,6 +280,14 @@ _SGLANG_FIELDS = frozenset(
         "return_hidden_states",
         "routing_key",
         "extra_key",
+        # sent by the SGLang Model Gateway (smg 1.13) on every /generate it forwards; all but `model` are
+        # GenerateReqInput fields, and the real server ignores keys it does not know
+        "model",
+        "background",
+        "log_metrics",
+        "no_logs",
+        "return_bytes",
+        "return_entropy",
     }
 )
 _SAMPLING_KEYS = frozenset(
@@ -302,7 +315,19 @@ _SAMPLING_KEYS = frozenset(
 
 
 class SGLangLoopback(LoopbackApp):
-    """Fake SGLang server (``/generate``)."""
+    """Fake SGLang server (``/generate``; ``/server_info``, ``/model_info`` and ``/v1/models`` in SGLang's
+    shapes, which the SGLang Model Gateway reads when it registers a worker)."""
+
+    def get_info(self, path: str) -> Any:
+        if path == "/health":
+            return {}
+        if path == "/v1/models":
+            return {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "sglang"}]}
+        if path in ("/server_info", "/get_server_info"):
+            return {"model_path": "fake", "served_model_name": "fake", "version": "0.5.23", "tp_size": 1}
+        if path in ("/model_info", "/get_model_info"):
+            return {"model_path": "fake", "served_model_name": "fake", "is_generation": True}
+        return None
 
     def handle(self, path: str, payload: Any) -> tuple[int, Any]:
         if path != "/generate":

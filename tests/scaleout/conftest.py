@@ -1,0 +1,30 @@
+"""Fixtures of the scale-out tests (loopback only; see scaleout_support)."""
+
+from __future__ import annotations
+
+import pytest
+from scaleout_support import Gateway, MotoS3, start_workers
+
+
+@pytest.fixture
+def workers():
+    """Three fake SGLang workers on loopback."""
+    servers = start_workers(3)
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def gateway(workers):
+    with Gateway([w.url for w in workers]) as gw:
+        yield gw
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """moto S3 on loopback; the standard AWS variables point this process at it."""
+    with MotoS3() as server:
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        yield server

@@ -1,0 +1,181 @@
+"""Loopback fixtures of the scale-out tests: the SGLang Model Gateway in front of fake SGLang workers, and
+an S3 API (moto's server mode). Everything binds 127.0.0.1 and stops by itself."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))  # tests/runtime/loopback.py
+
+from loopback import SGLangLoopback
+
+from causalcache_memory.runtime.routing import ROUTING_KEY_HEADER, smg_launch_args
+
+__all__ = ["Gateway", "MotoS3", "SGLangLoopback", "free_port", "keys_by_worker", "start_workers"]
+
+#: Gateway flags that make a loopback test fast: probe workers every second, short retry backoff.
+FAST_SMG = (
+    "--worker-startup-check-interval",
+    "1",
+    "--health-check-interval-secs",
+    "1",
+    "--retry-initial-backoff-ms",
+    "10",
+    "--log-level",
+    "warn",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_workers(n: int, *, lifetime_s: float = 120.0) -> list[SGLangLoopback]:
+    return [SGLangLoopback(lifetime_s=lifetime_s).start() for _ in range(n)]
+
+
+def keys_by_worker(workers: Sequence[SGLangLoopback]) -> list[list[str]]:
+    """For each worker, the routing-key header of every ``/generate`` it answered, in order."""
+    out = []
+    for worker in workers:
+        keys = []
+        for path, _, headers in list(worker.requests):
+            lower = {k.lower(): v for k, v in headers.items()}
+            if path == "/generate":
+                keys.append(lower.get(ROUTING_KEY_HEADER, ""))
+        out.append(keys)
+    return out
+
+
+class Gateway:
+    """``smg launch`` on 127.0.0.1 in front of ``worker_urls``, killed on exit or after ``lifetime_s``."""
+
+    def __init__(
+        self, worker_urls: Sequence[str], *, lifetime_s: int = 120, extra: Sequence[str] = FAST_SMG
+    ) -> None:
+        if shutil.which("smg") is None:
+            raise RuntimeError(
+                "the `smg` command is missing; install the test extra: pip install -e '.[test]'"
+            )
+        self.worker_urls = list(worker_urls)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = smg_launch_args(
+            self.worker_urls, port=self.port, prometheus_port=free_port(), extra=tuple(extra)
+        )
+        self.lifetime_s = lifetime_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    def start(self, timeout_s: float = 30.0) -> Gateway:
+        cmd = list(self.args)
+        if shutil.which("timeout"):  # self-stopping even if this process dies first
+            cmd = ["timeout", "-s", "KILL", str(self.lifetime_s), *cmd]
+        self._log = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"smg exited with {self._proc.returncode}: {self.log()[-2000:]}")
+            if self.healthy_workers() >= len(self.worker_urls):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"smg did not register {len(self.worker_urls)} workers within {timeout_s} s")
+
+    def healthy_workers(self) -> int:
+        try:
+            body = httpx.get(f"{self.url}/workers", timeout=1.0).json()
+        except (httpx.HTTPError, ValueError):
+            return 0
+        return sum(bool(w.get("is_healthy")) for w in body.get("workers", []))
+
+    def log(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()  # a graceful stop waits ~5 s for load balancers to notice
+            self._proc.wait(10)
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class MotoS3:
+    """moto's S3 server on 127.0.0.1 (a thread of this process) with one bucket.
+
+    ``env`` holds the standard AWS variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) that boto3/s3fs read, for this process and subprocesses.
+    """
+
+    def __init__(self, bucket: str = "causalcache") -> None:
+        self.bucket = bucket
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            "AWS_ACCESS_KEY_ID": "loopback",
+            "AWS_SECRET_ACCESS_KEY": "loopback-secret",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+        self._server = None
+
+    def start(self) -> MotoS3:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        with self.environ():
+            import boto3
+
+            boto3.client("s3").create_bucket(Bucket=self.bucket)
+        return self
+
+    @contextlib.contextmanager
+    def environ(self) -> Iterator[None]:
+        old = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            yield
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> MotoS3:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
