@@ -7,12 +7,10 @@ the policy runtime and the LangGraph checkpointer. Load it from YAML with
 
 from __future__ import annotations
 
-import types
-import typing
 import warnings
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import check_allocator_name
@@ -36,28 +34,7 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    """Base of every section: unknown keys, non-finite numbers and booleans given for numbers are refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if _wants_number(annotation):
-                raise ValueError(f"{info.field_name}={value!r} is a boolean; this field takes a number")
-        return value
-
-
-def _wants_number(annotation: Any) -> bool:
-    """True when ``annotation`` accepts int or float but not bool (YAML ``true`` is no ``1`` here)."""
-    members = (
-        typing.get_args(annotation)
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-        else (annotation,)
-    )
-    return bool not in members and any(m in (int, float) for m in members)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 class ArchiveConfig(_Strict):
@@ -83,34 +60,11 @@ class SelectorConfig(_Strict):
         description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
     )
     inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
-    min_gain: float | Literal["auto"] = Field(
-        "auto",
-        description="Smallest predicted gain for a swap: 'auto' = the threshold calibrated on development "
-        "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
-        "larger = fewer second passes.",
+    min_gain: float = Field(
+        0.0,
+        ge=0.0,
+        description="Smallest predicted gain for a swap (0 = paper; larger = fewer second passes).",
     )
-    ood_guard: bool = Field(
-        True,
-        description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
-        "scorer's training distribution (models exported with OOD statistics).",
-    )
-    ood_scale: float = Field(
-        1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
-    )
-
-    @field_validator("min_gain", mode="before")
-    @classmethod
-    def _min_gain_not_bool(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(f"min_gain={value!r} must be 'auto' or a number >= 0, not a boolean")
-        return value
-
-    @field_validator("min_gain")
-    @classmethod
-    def _min_gain(cls, value: float | str) -> float | str:
-        if isinstance(value, str) or (value >= 0.0 and value < float("inf")):
-            return value
-        raise ValueError(f"min_gain={value!r} must be 'auto' or a finite number >= 0 (0 = the paper's rule)")
 
 
 def _registered(check: Any, value: Any) -> Any:
