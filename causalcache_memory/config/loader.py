@@ -13,7 +13,23 @@ from pydantic import BaseModel, ValidationError
 from causalcache_memory.config.models import CausalCacheConfig
 from causalcache_memory.errors import ConfigError
 
-__all__ = ["config_schema", "format_validation_error", "load_config", "parse_config"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_NODES",
+    "config_schema",
+    "format_validation_error",
+    "load_config",
+    "parse_config",
+    "read_yaml_bytes",
+]
+
+#: bounds of :func:`load_config` (a real config is a few KiB, a few levels deep, a few hundred values)
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_NODES = 20_000
+MAX_INT_DIGITS = 40
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,10 +59,7 @@ def format_validation_error(
     for err in exc.errors(include_url=False):
         loc = tuple(err.get("loc", ()))
         path = ".".join(str(p) for p in loc) or "(top level)"
-        value = err.get("input")
-        shown = json.dumps(value, default=str) if not isinstance(value, Mapping) else "{...}"
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        shown = _show(err.get("input"))
         if err["type"] == "missing":
             lines.append(f"{path}: required key is missing; add it")
         elif err["type"] == "extra_forbidden":
@@ -58,6 +71,23 @@ def format_validation_error(
     noun = "problem" if len(lines) == 1 else "problems"
     message = f"{source}: {len(lines)} {noun}:\n  " + "\n  ".join(lines)
     return ConfigError(message, lines)
+
+
+def _show(value: Any) -> str:
+    """A short rendering of a bad value that never walks into it (an alias bomb stays unexpanded)."""
+    if isinstance(value, Mapping):
+        return "{...}"
+    if isinstance(value, (list, tuple, set)):
+        return f"a list of {len(value)} items"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    if isinstance(value, str):
+        shown = json.dumps(value[:80])
+    elif value is None or isinstance(value, (bool, int, float)):
+        shown = json.dumps(value)
+    else:
+        shown = f"a {type(value).__name__}"
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def parse_config(
@@ -75,21 +105,177 @@ def parse_config(
 
 
 def load_config(path: str | Path, model: type[M] = CausalCacheConfig) -> M:  # type: ignore[assignment]
-    """Load and validate a YAML file (``yaml.safe_load``; never arbitrary objects)."""
+    """Load and validate a YAML file (``yaml.safe_load`` semantics, bounded; never arbitrary objects).
+
+    Bounded in time and memory whatever the file holds: at most :data:`MAX_CONFIG_BYTES` bytes, nesting
+    depth :data:`MAX_DEPTH`, :data:`MAX_NODES` values after alias expansion (a "billion laughs" alias bomb
+    is refused before it is built) and integers of at most :data:`MAX_INT_DIGITS` digits. Duplicate keys,
+    invalid UTF-8 and every other problem raise :class:`ConfigError` naming the file.
+    """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from exc
+    data = read_yaml_bytes(raw, source=str(path))
+    return parse_config(data, model, source=str(path))
+
+
+def read_yaml_bytes(raw: bytes, *, source: str) -> Any:
+    """Parse YAML bytes with the bounds of :func:`load_config`; every problem is a :class:`ConfigError`."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{source}: the file is larger than {MAX_CONFIG_BYTES} bytes; a config is a few KiB"
+        )
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{source}: not valid UTF-8 at byte {exc.start} (line {line}); save the file as UTF-8"
+        ) from None
+    try:
+        _check_depth(text, source)
+        loader = _BoundedLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_nodes(node, source)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(data, model, source=str(path))
+        raise ConfigError(f"{source}: invalid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply (limit {MAX_DEPTH} levels)") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ConfigError(
+            f"{source}: a value cannot be read: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` (no Python tags); the bounds are checked on the composed node graph."""
+
+
+_CONTAINERS = (yaml.SequenceNode, yaml.MappingNode)
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` (iterative, before composing).
+
+    A character pass counts unclosed flow brackets outside quotes and comments (conservative: a refusal
+    at worst for 32 unclosed brackets inside plain text); the token pass counts block nesting.
+    """
+    flow = 0
+    quote = ""
+    for line_no, line in enumerate(text.splitlines(), 1):
+        for i, ch in enumerate(line):
+            if quote:
+                if ch == quote:
+                    quote = ""
+            elif ch in "\"'" and (i == 0 or line[i - 1] in " \t[{,:"):
+                quote = ch
+            elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+                break
+            elif ch in "[{":
+                flow += 1
+                if flow > MAX_DEPTH:
+                    raise ConfigError(
+                        f"{source}: nesting deeper than {MAX_DEPTH} levels at line {line_no}; "
+                        "a config is a few levels deep"
+                    )
+            elif ch in "]}":
+                flow = max(0, flow - 1)
+        if quote == "'":
+            quote = ""  # single-quoted scalars may span lines; be lenient, the token pass still bounds
+    depth = 0
+    opening = (
+        yaml.BlockSequenceStartToken,
+        yaml.BlockMappingStartToken,
+        yaml.FlowSequenceStartToken,
+        yaml.FlowMappingStartToken,
+    )
+    closing = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, opening):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(
+                    f"{source}: nesting deeper than {MAX_DEPTH} levels at line {token.start_mark.line + 1}; "
+                    "a config is a few levels deep"
+                )
+        elif isinstance(token, closing):
+            depth -= 1
+
+
+def _check_nodes(root: yaml.Node, source: str) -> None:
+    """Expanded size (aliases counted at every use), cycles, duplicate keys and integer lengths."""
+    sizes: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_stack.discard(key)
+            children = _children(node)
+            total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_NODES:
+                raise ConfigError(
+                    f"{source}: the YAML expands to more than {MAX_NODES} values through aliases "
+                    f"(line {node.start_mark.line + 1}); anchors/aliases may not multiply the document"
+                )
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in on_stack:
+            raise ConfigError(f"{source}: a YAML alias refers to itself (line {node.start_mark.line + 1})")
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+                raise ConfigError(
+                    f"{source}: line {node.start_mark.line + 1}: an integer of {len(node.value)} characters; "
+                    f"numbers in a config have at most {MAX_INT_DIGITS} digits"
+                )
+            sizes[key] = 1
+            continue
+        if isinstance(node, yaml.MappingNode):
+            _check_duplicate_keys(node, source)
+        on_stack.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key_node.start_mark.line + 1
+        if key_node.value in seen:
+            raise ConfigError(
+                f"{source}: duplicate key {key_node.value[:80]!r} at line {line} (first at line "
+                f"{seen[key_node.value]}); YAML would silently keep only the last one — remove one"
+            )
+        seen[key_node.value] = line
 
 
 def config_schema(model: type[BaseModel] = CausalCacheConfig) -> dict[str, Any]:
