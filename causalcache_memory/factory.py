@@ -29,7 +29,9 @@ def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
     """Open the archive named by ``config.url`` (a local directory or an fsspec URL)."""
     from causalcache_memory.archive import open_archive
 
-    return open_archive(config.url, max_pixels=config.max_pixels, formats=tuple(config.formats))
+    return open_archive(
+        config.url, max_pixels=config.max_pixels, formats=tuple(config.formats), cache_dir=config.cache_dir
+    )
 
 
 def build_policy(config: PolicyConfig) -> Policy:

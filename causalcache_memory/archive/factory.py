@@ -15,14 +15,22 @@ __all__ = ["open_archive"]
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def open_archive(url_or_path: str | Path, **options: Any) -> ScreenshotArchive:
+def open_archive(
+    url_or_path: str | Path, *, cache_dir: str | Path | None = None, **options: Any
+) -> ScreenshotArchive:
     """Open a screenshot archive.
 
     ``"/data/screens"``, ``Path(...)`` or ``"file:///data/screens"`` give a :class:`LocalArchive`
     (atomic rename, fsync); any other URL (``"s3://bucket/screens"``, ``"memory://x"``) gives an
     :class:`~causalcache_memory.archive.remote.FsspecArchive`. ``options`` are ``max_pixels``,
-    ``formats`` and, for URLs, fsspec storage options.
+    ``formats`` and, for URLs, fsspec storage options. ``cache_dir`` wraps the archive in a
+    :class:`~causalcache_memory.archive.cached.CachedArchive` (write-through local copies; for an
+    object-store archive shared by many workers).
     """
+    if cache_dir is not None:
+        from causalcache_memory.archive.cached import CachedArchive
+
+        return CachedArchive(open_archive(url_or_path, **options), cache_dir)
     if isinstance(url_or_path, Path):
         return LocalArchive(url_or_path, **options)
     text = str(url_or_path)

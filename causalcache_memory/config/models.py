@@ -42,6 +42,11 @@ class ArchiveConfig(_Strict):
         ".causalcache/archive",
         description="Local directory or fsspec URL (memory://, s3://bucket/prefix, ...) of the screenshot archive.",
     )
+    cache_dir: str | None = Field(
+        None,
+        description="Local write-through cache of an object-store archive (writes still return only once "
+        "stored in the shared archive; reads of recent screenshots stay local). null = no cache.",
+    )
     max_pixels: int = Field(40_000_000, gt=0, description="Largest accepted image (width*height).")
     formats: tuple[Literal["png", "jpeg", "webp"], ...] = Field(
         ("png", "jpeg", "webp"), min_length=1, description="Accepted encoded image formats."

@@ -21,10 +21,10 @@ def gateway(workers):
         yield gw
 
 
-@pytest.fixture
-def s3(monkeypatch):
-    """moto S3 on loopback; the standard AWS variables point this process at it."""
-    with MotoS3() as server:
-        for key, value in server.env.items():
-            monkeypatch.setenv(key, value)
+@pytest.fixture(scope="session")
+def s3():
+    """moto S3 on loopback, one per session (fsspec caches a filesystem per set of options, so the
+    endpoint must not change); the standard AWS variables point this process at it. Tests use their own
+    prefixes."""
+    with MotoS3() as server, server.environ():
         yield server
