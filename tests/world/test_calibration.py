@@ -33,8 +33,10 @@ def test_calibration_orders_the_arms_on_memory_critical_tasks(archive):
             "oracle": EvidenceOraclePolicy,
         },
     )
-    assert report["summary_only"]["memory_critical"] == 0.0
+    # without any history image only a lucky pick of a person can succeed (about 1 in 6 names on screen)
+    assert report["summary_only"]["memory_critical"] <= 0.2
     assert report["oracle"]["memory_critical"] > report["recent"]["memory_critical"]
+    assert report["oracle"]["memory_critical"] > report["summary_only"]["memory_critical"] + 0.3
     assert report["oracle"]["control"] > 0.5
 
 

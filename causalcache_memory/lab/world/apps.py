@@ -10,7 +10,10 @@ carry *actions* the environment interprets:
 * ``("submit", form, field_id)`` submits the field's text (send a message, save a note, ...).
 
 Values that tasks ask the agent to carry across apps (order numbers, verification codes, rooms, ticket
-ids, addresses) only ever appear as screen text, never as a clickable label.
+ids, addresses, event hosts) only ever appear as screen text, never as a clickable label. Every app holds
+several values of each pattern (five orders, several code senders with three codes each, four events
+with a room and a host, three place notes), so most screens a task visits show *distractors*: values of
+the needed pattern that belong to another item.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from causalcache_memory.lab.world.render import (
     Screen,
 )
 
-__all__ = ["APPS", "WorldData", "build_screen", "make_world_data"]
+__all__ = ["APPS", "CODE_SENDERS", "WorldData", "build_screen", "make_world_data"]
 
 #: app name -> accent colour
 APPS: dict[str, tuple[int, int, int]] = ACCENTS
@@ -98,6 +101,7 @@ FOLDERS = {
     "Photos": ["beach.jpg", "party.png", "cat.jpg"],
     "Music": ["song-a.mp3", "podcast.mp3"],
 }
+CODE_SENDERS = ["Bank", "Gym", "Post office", "Pharmacy", "Work"]
 MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 SETTING_PAGES = ["Display", "Account", "Storage", "About"]
 TOGGLES = ["Wi-Fi", "Bluetooth", "Dark mode", "Airplane mode"]
@@ -110,7 +114,7 @@ class WorldData:
     orders: list[dict[str, str]]
     contacts: list[str]
     chats: dict[str, list[str]]
-    bank_codes: list[str]
+    codes: dict[str, list[str]]
     notes: list[dict[str, str]]
     events: list[dict[str, str]]
     pages: dict[str, list[str]]
@@ -144,7 +148,6 @@ def make_world_data(seed: int) -> WorldData:
     ]
     contacts = rng.sample(NAMES, 6)
     chats = {c: rng.sample(CHAT_LINES, 2) for c in contacts}
-    bank_codes = [_unique(rng, lambda: str(rng.randint(1, 9)) + digits(5), used) for _ in range(3)]
     addr = lambda: f"{rng.randint(2, 98)} {rng.choice(STREETS)} {rng.choice(STREET_KINDS)}"  # noqa: E731
     notes = [
         {"title": t, "body": rng.choice(["Milk and eggs", "Ask about prices", "Remember charger"])}
@@ -170,7 +173,16 @@ def make_world_data(seed: int) -> WorldData:
     for p in rng.sample(OTHER_PAGES, 2):
         pages[p] = [p, "Updated today.", "Read more below."]
     toggles = {k: rng.random() < 0.5 for k in TOGGLES}
-    return WorldData(orders, contacts, chats, bank_codes, notes, events, pages, tickets, toggles)
+    senders = rng.sample(CODE_SENDERS, 3)
+    codes = {
+        s: [_unique(rng, lambda: str(rng.randint(1, 9)) + digits(5), used) for _ in range(3)] for s in senders
+    }
+    for note in notes:
+        if "address" in note:
+            note["contact"] = rng.choice(contacts)
+    for event in events:
+        event["host"] = rng.choice(contacts)
+    return WorldData(orders, contacts, chats, codes, notes, events, pages, tickets, toggles)
 
 
 @dataclass
@@ -261,14 +273,14 @@ def _shop_simple(lines: list[str]):
 
 # ---------------------------------------------------------------- Messages
 def _msg_root(lay: Layout, data: WorldData, nav: NavState, arg: str, out: dict) -> None:
-    threads = ["Bank", *data.contacts]
+    threads = [*data.codes, *data.contacts]
     for name in _list_window(nav, "Messages", threads, 12):
-        lay.item(name, ("push", "thread", name), detail="New" if name == "Bank" else "Read")
+        lay.item(name, ("push", "thread", name), detail="New" if name in data.codes else "Read")
 
 
 def _msg_thread(lay: Layout, data: WorldData, nav: NavState, arg: str, out: dict) -> None:
-    if arg == "Bank":
-        for i, code in enumerate(data.bank_codes):
+    if arg in data.codes:
+        for i, code in enumerate(data.codes[arg]):
             lay.text(f"Day {i + 1}: Your code is {code}", bg=BUBBLE_IN)
             lay.gap()
     else:
@@ -300,6 +312,7 @@ def _notes_note(lay: Layout, data: WorldData, nav: NavState, arg: str, out: dict
     lay.text(note["title"])
     if "address" in note:
         lay.text("Address: " + note["address"])
+        lay.text("Contact: " + note["contact"])
         lay.text("Ring the bell twice.")
     else:
         lay.text(note["body"])
@@ -324,6 +337,7 @@ def _cal_event(lay: Layout, data: WorldData, nav: NavState, arg: str, out: dict)
     lay.gap()
     lay.text(f"Time: {event['day']} {event['time']}")
     lay.text("Room: " + event["room"])
+    lay.text("Host: " + event["host"])
     lay.text("Reminder: 15 min before")
 
 

@@ -5,9 +5,10 @@ policy picks the exact-B set of history events, :func:`~causalcache_memory.rende
 the prompt, the policy generates an action, the world steps. It is deliberately small and public; richer
 harnesses (LangGraph agent, two-pass re-decision, reports) build on the same pieces.
 
-:class:`EvidenceOraclePolicy` is Recent-B that always holds the latest event whose screenshot showed the
-task's value (ground truth from the world, recorded in each event's ``metadata["world_evidence_visible"]``
-by :func:`run_episode`; only the oracle reads it), displacing the oldest recent event when needed.
+:class:`EvidenceOraclePolicy` is Recent-B that always holds, for each value the task needs, the latest
+event whose screenshot showed it (ground truth from the world, recorded in each event's
+``metadata["world_evidence_visible"]`` as the list of needed-value indices by :func:`run_episode`; only the
+oracle reads it), displacing the oldest recent events when needed.
 
 :func:`calibrate` reports success per split for summary-only (B = 0), Recent-B and the oracle.
 """
@@ -79,17 +80,22 @@ class EpisodeResult:
 
 
 class EvidenceOraclePolicy:
-    """Recent-B plus the latest evidence event (world ground truth); see the module docstring."""
+    """Recent-B plus the latest evidence event of each needed value (world ground truth); see the module
+    docstring."""
 
     name = "evidence_oracle"
     uses_witness = False
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         recent = list(recent_b(ctx.t, ctx.budget))
-        evidence = [e.index for e in ctx.trace if e.metadata.get(EVIDENCE_KEY)]
-        if recent and evidence and evidence[-1] not in recent:
-            recent = [*recent[1:], evidence[-1]]
-        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
+        latest: dict[int, int] = {}
+        for event in ctx.trace:
+            for need in event.metadata.get(EVIDENCE_KEY) or ():
+                latest[int(need)] = event.index
+        keep = sorted(set(latest.values()))[-len(recent) :] if recent else []
+        others = [j for j in recent if j not in keep]
+        chosen = [*others[len(others) - (len(recent) - len(keep)) :], *keep] if recent else []
+        return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
 def run_episode(
@@ -126,7 +132,7 @@ def run_episode(
             archive.put(png),
             app=info.app,
             screen_size=world.size,
-            metadata={EVIDENCE_KEY: info.evidence_visible},
+            metadata={EVIDENCE_KEY: list(info.evidence)},
         )
         if info.done:
             break

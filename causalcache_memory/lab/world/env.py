@@ -42,7 +42,8 @@ class StepInfo:
         hit: label of the element the action hit, if any.
         changed: whether the screen changed.
         done: whether the episode has ended.
-        evidence_visible: whether the task's remembered value is shown on the new screen.
+        evidence: indices of the task's needed values the new screen shows (world ground truth, for
+            the evidence oracle and demonstrations' metadata; policies never see it).
     """
 
     app: str
@@ -50,7 +51,11 @@ class StepInfo:
     hit: str | None
     changed: bool
     done: bool
-    evidence_visible: bool
+    evidence: tuple[int, ...] = ()
+
+    @property
+    def evidence_visible(self) -> bool:
+        return bool(self.evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +122,11 @@ class GuiWorld:
             {k: list(v) for k, v in self.outputs.items()}, dict(self.data.toggles), self.steps, self.done
         )
 
-    def evidence_visible(self) -> bool:
-        value = self.task.value if self.task is not None else None
-        return bool(value) and any(value in text for text in self.screen().texts())
+    def evidence_visible(self) -> tuple[int, ...]:
+        """Indices of the task's needed values shown on the current screen (item key and value line)."""
+        if self.task is None:
+            return ()
+        return self.task.evidence_in(self.screen().texts())
 
     # ------------------------------------------------------------------ dynamics
     def step(self, action: Action) -> tuple[bytes, StepInfo]:

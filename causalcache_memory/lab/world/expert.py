@@ -43,9 +43,9 @@ def thought_for(step: PlanStep) -> str:
     if step.op == "open_app":
         return f"I need the {step.app} app."
     if step.op == "click":
-        return f"I will tap {step.label}."
+        return f"I will tap {step.label or 'the person I found'}."
     if step.op == "type":
-        what = f"'{step.text}'" if step.text else "the value I need"
+        what = f"'{step.text}'" if step.text else "what I found"
         return f"I will type {what} into {step.label}."
     return {
         "back": "Going back.",
@@ -65,20 +65,19 @@ def element_action(kind: str, element: Element, size: tuple[int, int], **kwargs:
     return Action(kind, x=cx / (w - 1), y=cy / (h - 1), box=box, **kwargs)  # type: ignore[arg-type]
 
 
-def expert_action(world: GuiWorld, step: PlanStep, value: str) -> Action:
-    """The correct action for ``step`` on the world's current screen."""
+def expert_action(world: GuiWorld, step: PlanStep, value: str, person: str | None = None) -> Action:
+    """The correct action for ``step`` on the world's current screen (``person``: a remembered label)."""
     if step.op == "open_app":
         return Action("open_app", text=step.app, target=step.app)
     if step.op in ("click", "type"):
         screen = world.screen()
+        label = step.label if step.label is not None else person
         kinds = ("field",) if step.op == "type" else ("item", "button", "toggle", "text", "icon")
-        match = [
-            e for e in screen.elements if e.action is not None and e.kind in kinds and e.label == step.label
-        ]
+        match = [e for e in screen.elements if e.action is not None and e.kind in kinds and e.label == label]
         if not match:
-            raise CausalCacheError(f"expert: no element {step.label!r} on screen {screen.app}/{screen.title}")
+            raise CausalCacheError(f"expert: no element {label!r} on screen {screen.app}/{screen.title}")
         if step.op == "click":
-            return element_action("click", match[0], world.size, target=step.label)
+            return element_action("click", match[0], world.size, target=label)
         return element_action("type", match[0], world.size, text=step.text or value, target=step.label)
     if step.op == "done":
         return Action("done", status="success")
@@ -94,7 +93,7 @@ def run_expert(task: Task, archive: ScreenshotArchive | None = None) -> tuple[Tr
     before = archive.put(shot) if archive is not None else None
     steps: list[Step] = []
     for i, step in enumerate(task.steps, 1):
-        action = expert_action(world, step, task.value)
+        action = expert_action(world, step, task.value, task.target.get("contact"))
         response = respond(thought_for(step), action, world.size)
         shot, info = world.step(action)
         if archive is not None:
@@ -103,7 +102,7 @@ def run_expert(task: Task, archive: ScreenshotArchive | None = None) -> tuple[Tr
                 "plan_step": i,
                 "evidence": i == task.evidence_step,
                 "need": i == task.need_step,
-                "evidence_visible": info.evidence_visible,
+                "evidence_visible": bool(info.evidence),
             }
             steps.append(Step(action, response, before, after, app=info.app, metadata=meta))  # type: ignore[arg-type]
             before = after
@@ -120,6 +119,7 @@ def run_expert(task: Task, archive: ScreenshotArchive | None = None) -> tuple[Tr
             "split": task.split,
             "task_id": task.task_id,
             "family": task.family,
+            "template": task.family,
             "evidence_step": task.evidence_step,
             "need_step": task.need_step,
             "evidence_age": task.evidence_age,

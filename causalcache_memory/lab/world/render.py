@@ -42,15 +42,18 @@ HEADING: Colour = (90, 90, 90)
 BUBBLE_IN: Colour = (230, 236, 230)
 BUBBLE_OUT: Colour = (210, 230, 250)
 HOME_ACCENT: Colour = (60, 70, 90)
-#: app name -> accent colour
+#: shared themes: apps come in three visual families (a bar colour shared by several apps), so global
+#: colour similarity to the current screen does not single out the app a remembered value came from
+THEMES: dict[str, Colour] = {"warm": (200, 90, 50), "green": (40, 140, 90), "blue": (50, 100, 190)}
+#: app name -> accent colour (its theme's)
 ACCENTS: dict[str, Colour] = {
-    "Shop": (230, 110, 30),
-    "Messages": (40, 150, 80),
-    "Notes": (200, 160, 20),
-    "Calendar": (200, 60, 60),
-    "Settings": (90, 90, 110),
-    "Browser": (40, 110, 200),
-    "Files": (120, 80, 170),
+    "Shop": THEMES["warm"],
+    "Messages": THEMES["green"],
+    "Notes": THEMES["blue"],
+    "Calendar": THEMES["warm"],
+    "Settings": THEMES["green"],
+    "Browser": THEMES["blue"],
+    "Files": THEMES["warm"],
 }
 #: every colour the world draws with; screenshots are palette PNGs over this list (1 byte per pixel)
 PALETTE: tuple[Colour, ...] = (
@@ -62,7 +65,7 @@ PALETTE: tuple[Colour, ...] = (
     BUBBLE_IN,
     BUBBLE_OUT,
     HOME_ACCENT,
-    *ACCENTS.values(),
+    *THEMES.values(),
 )
 _INDEX = {c: i for i, c in enumerate(PALETTE)}
 _PALETTE_ARRAY = np.array(PALETTE, dtype=np.uint8)

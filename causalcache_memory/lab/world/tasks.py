@@ -1,155 +1,78 @@
-"""Tasks of the synthetic world: templated goals, their step plans, splits and success checkers.
+"""Tasks of the synthetic world (v2): intent goals, their splits, evidence ground truth and checkers.
 
-A goal is one headline sentence plus ``Steps: clause; clause; ...`` in a small templated language that
-both the expert and the simulated policy read with :func:`parse_goal`:
+A goal is a few intent sentences (:mod:`~causalcache_memory.lab.world.language`); its plan is derived by
+:func:`~causalcache_memory.lab.world.language.plan_goal`, never written in the goal. Two
+construction-defined splits (decided by task metadata only, :func:`split_of`):
 
-``open <App>`` · ``tap <Label>`` · ``go back`` · ``go home`` · ``scroll down`` ·
-``type '<text>' into <Field>`` · ``type the <value> into <Field>`` · ``finish``
-
-``type the <value> into ...`` (value: order number, verification code, room, ticket id, address) names
-a value that the goal does not contain: it must be read from a screen.
-
-Two construction-defined splits (decided by task metadata only, :func:`split_of`):
-
-* ``memory_critical``: cross-app. The value is shown on a source-app screen (the *evidence* step), then
-  filler navigation in other apps, then it must be typed in a target app (the *need* step). The evidence
-  age ``need_step - evidence_step`` is drawn from 2..12: with probability 0.4 uniformly up to 4 (inside a
-  Recent-4 window), else uniformly from 5..12 (about a third of the tasks end up inside the window).
+* ``memory_critical``: cross-app. One or two values are found on a source-app screen (the *evidence*
+  steps), errands follow (other apps, or the same app with a same-pattern distractor), then the values are
+  used in a target app (the *need* step). As many errands (0 to 3, uniformly) come before the read as
+  after it, so the evidence sits anywhere in the episode: "restore the oldest steps" and "keep the latest
+  steps" are equally (un)informed strategies by construction.
 * ``control``: one app; what must be typed is in the goal or on the current screen.
 
-Clickable labels and the goal never contain a remembered value, so action summaries cannot leak it.
+Templates (grammar x app pair) and their fixed train/dev/eval split are in
+:mod:`~causalcache_memory.lab.world.templates`; ``generate_tasks(..., templates="eval")`` draws only
+from evaluation templates. Clickable labels and goals never contain a remembered value.
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.lab.world.apps import APPS, FOLDERS, SETTING_PAGES, WorldData, make_world_data
+from causalcache_memory.lab.world.apps import FOLDERS, WorldData, make_world_data
+from causalcache_memory.lab.world.language import (
+    ERRANDS,
+    READS,
+    USES,
+    VALUE_KINDS,
+    Need,
+    PlanStep,
+    plan_goal,
+    value_phrase,
+)
+from causalcache_memory.lab.world.templates import GRAMMARS, templates_in
 
-__all__ = [
-    "VALUE_KINDS",
-    "PlanStep",
-    "Task",
-    "ValueKind",
-    "age_histogram",
-    "generate_tasks",
-    "parse_goal",
-    "split_of",
-]
+__all__ = ["Task", "age_histogram", "generate_tasks", "split_of"]
 
-
-@dataclass(frozen=True, slots=True)
-class ValueKind:
-    """A kind of remembered value.
-
-    Attributes:
-        phrase: how goals name it (``the order number``).
-        pattern: regex whose group 1 reads the value from an OCR line.
-        alphabet: characters a value of this kind is drawn from (the simulator's guessing alphabet).
-    """
-
-    phrase: str
-    pattern: re.Pattern[str]
-    alphabet: str
-
-    def guess(self, rng: random.Random) -> str:
-        """A plausible value of this kind."""
-        if self.phrase == "room":
-            return f"{rng.choice('ABCDEFG')}-{rng.randint(100, 499)}"
-        if self.phrase == "ticket id":
-            return f"TK-{rng.randint(1000, 9999)}"
-        if self.phrase == "address":
-            return f"{rng.randint(2, 98)} {rng.choice(['Oak', 'Elm', 'Pine', 'Lake'])} {rng.choice(['St', 'Ave'])}"
-        return str(rng.randint(100000, 999999))
-
-
-_DIGITS = "0123456789"
-VALUE_KINDS: dict[str, ValueKind] = {
-    "order": ValueKind("order number", re.compile(r"Order #(\d{6})"), _DIGITS),
-    "code": ValueKind("verification code", re.compile(r"Your code is (\d{6})"), _DIGITS),
-    "room": ValueKind("room", re.compile(r"Room: ([A-G]-\d{3})"), "ABCDEFG-" + _DIGITS),
-    "ticket": ValueKind("ticket id", re.compile(r"Ticket: (TK-\d{4})"), "TK-" + _DIGITS),
-    "address": ValueKind(
-        "address",
-        re.compile(r"Address: (\d{1,2} [A-Z][a-z]+ (?:St|Ave|Rd))"),
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ " + _DIGITS,
-    ),
+#: the screen line that shows a value of each kind (with the item's key also on screen)
+VALUE_LINES = {
+    "order": "Order #{}",
+    "code": "Your code is {}",
+    "room": "Room: {}",
+    "ticket": "Ticket: {}",
+    "address": "Address: {}",
+    "host": "Host: {}",
+    "contact": "Contact: {}",
 }
-_PHRASE_TO_KIND = {v.phrase: k for k, v in VALUE_KINDS.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class PlanStep:
-    """One step of a goal's plan.
-
-    Attributes:
-        op: ``open_app``, ``click``, ``type``, ``back``, ``home``, ``scroll`` or ``done``.
-        app: the app the step is taken in (None on the launcher); for ``open_app`` the app opened.
-        label: the label to tap, or the field to type into.
-        text: literal text to type (None when ``value_kind`` names a remembered value).
-        value_kind: key of :data:`VALUE_KINDS` for ``type the <value> into ...``.
-    """
-
-    op: str
-    app: str | None = None
-    label: str | None = None
-    text: str | None = None
-    value_kind: str | None = None
-
-
-_CLAUSES = [
-    (re.compile(r"^open (\w+)$"), "open_app"),
-    (re.compile(r"^tap (.+)$"), "click"),
-    (re.compile(r"^go back$"), "back"),
-    (re.compile(r"^go home$"), "home"),
-    (re.compile(r"^scroll down$"), "scroll"),
-    (re.compile(r"^type '([^']+)' into (.+)$"), "type_text"),
-    (re.compile(r"^type the (.+?) into (.+)$"), "type_value"),
-    (re.compile(r"^finish$"), "done"),
+_LITERALS = [
+    "On my way",
+    "Call you at noon",
+    "Buy more coffee",
+    "Pick up the keys",
+    "Meet at the cafe",
+    "Bring the charger",
+    "Running ten minutes late",
+    "Lunch at one",
 ]
-
-
-@lru_cache(maxsize=4096)
-def parse_goal(goal: str) -> tuple[PlanStep, ...]:
-    """The plan of a templated goal (``... Steps: clause; clause; ... .``)."""
-    if "Steps:" not in goal:
-        raise ConfigError(f"goal={goal!r} has no 'Steps:' part; goals of the synthetic world are templated")
-    body = goal.split("Steps:", 1)[1].strip().rstrip(".")
-    app: str | None = None
-    steps: list[PlanStep] = []
-    for clause in (c.strip() for c in body.split(";")):
-        for pattern, op in _CLAUSES:
-            match = pattern.match(clause)
-            if match is None:
-                continue
-            if op == "open_app":
-                app = match.group(1)
-                steps.append(PlanStep("open_app", app, app))
-            elif op == "click":
-                steps.append(PlanStep("click", app, match.group(1)))
-            elif op == "type_text":
-                steps.append(PlanStep("type", app, match.group(2), text=match.group(1)))
-            elif op == "type_value":
-                kind = _PHRASE_TO_KIND.get(match.group(1))
-                if kind is None:
-                    raise ConfigError(f"goal clause {clause!r} names an unknown value {match.group(1)!r}")
-                steps.append(PlanStep("type", app, match.group(2), value_kind=kind))
-            elif op == "home":
-                app = None
-                steps.append(PlanStep("home"))
-            else:
-                steps.append(PlanStep(op, app))
-            break
-        else:
-            raise ConfigError(f"goal clause {clause!r} is not in the world's templated language")
-    return tuple(steps)
+_SEARCHES = ["weather today", "train times", "pizza near me", "bike repair", "museum hours"]
+_OUTPUT = {
+    "messages": "sent",
+    "pick": "sent",
+    "send": "sent",
+    "quicknote": "notes",
+    "newnote": "notes",
+    "note": "notes",
+    "settings": "verified",
+    "browser": "searched",
+    "search": "searched",
+    "track": "tracked",
+}
 
 
 def split_of(apps: tuple[str, ...]) -> str:
@@ -163,16 +86,17 @@ class Task:
 
     Attributes:
         task_id: unique id.
-        goal: the instruction, headline plus templated steps.
+        goal: the instruction (intent sentences, no plan).
         platform: ``mobile`` or ``desktop``.
-        family: template family, e.g. ``order>messages`` or ``control:send``.
+        family: the task's template (grammar x app pair), e.g. ``inapp:order>messages``.
         world_seed: seed of the world content.
         apps: apps the plan uses, in first-use order (the split's metadata).
-        value: the text that must end up typed/submitted (remembered value or literal).
-        value_kind: key of :data:`VALUE_KINDS` when ``value`` must be read from a screen.
+        value: the text that must end up typed/submitted (remembered values joined by a space, or literal).
+        value_kind: kind of the (first) remembered value, None when nothing must be remembered.
         target: what the checker looks for, e.g. ``{"output": "sent", "contact": "Alice"}``.
-        evidence_step: 1-based plan step whose post-action screen shows ``value`` (None if in the goal).
-        need_step: 1-based plan step that types ``value``.
+        evidence_step: 1-based plan step whose post-action screen first shows the (oldest) needed value.
+        need_step: 1-based plan step that uses the remembered values.
+        evidence_lines: per needed value, ``(key, line)``: a screen shows that value when it shows both.
     """
 
     task_id: str
@@ -186,7 +110,12 @@ class Task:
     target: Mapping[str, Any]
     evidence_step: int | None
     need_step: int
+    evidence_lines: tuple[tuple[str, str], ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def template(self) -> str:
+        return self.family
 
     @property
     def split(self) -> str:
@@ -194,12 +123,20 @@ class Task:
 
     @property
     def steps(self) -> tuple[PlanStep, ...]:
-        return parse_goal(self.goal)
+        return plan_goal(self.goal)
 
     @property
     def evidence_age(self) -> int | None:
-        """``need_step - evidence_step``: the evidence event's age at the decision that needs it."""
+        """``need_step - evidence_step``: the (oldest) evidence event's age at the decision that needs it."""
         return None if self.evidence_step is None else self.need_step - self.evidence_step
+
+    def evidence_in(self, texts: list[str]) -> tuple[int, ...]:
+        """Indices of the needed values that a screen with these ``texts`` shows (ground truth)."""
+        return tuple(
+            i
+            for i, (key, line) in enumerate(self.evidence_lines)
+            if any(line in x for x in texts) and any(key in x for x in texts)
+        )
 
     def check(self, state: Any, value: str | None = None) -> bool:
         """Whether the final world ``state`` achieves the goal (``value`` overrides the expected text)."""
@@ -232,241 +169,190 @@ class Task:
             "evidence_step": self.evidence_step,
             "need_step": self.need_step,
             "evidence_age": self.evidence_age,
+            "evidence_lines": [list(x) for x in self.evidence_lines],
             "metadata": dict(self.metadata),
         }
 
 
-# ------------------------------------------------------------------------------------------ builders
-_LITERALS = [
-    "On my way",
-    "Call you at noon",
-    "Buy more coffee",
-    "Pick up the keys",
-    "Meet at the cafe",
-    "Bring the charger",
-    "Running ten minutes late",
-    "Lunch at one",
-]
-_SEARCHES = ["weather today", "train times", "pizza near me", "bike repair", "museum hours"]
-
-# (source kind) -> (source app, headline fragment builder)
-_TARGETS = {
-    # name -> (app, base clauses with {V} for the value phrase, base age, output)
-    "messages": ("Messages", ["open Messages", "tap {contact}", "type the {V} into Message", "tap Send"], 3),
-    "quicknote": ("Notes", ["open Notes", "type the {V} into Quick note", "tap Add"], 2),
-    "newnote": ("Notes", ["open Notes", "tap New note", "type the {V} into Note text", "tap Save"], 3),
-    "settings": (
-        "Settings",
-        ["open Settings", "tap Account", "type the {V} into Verification code", "tap Verify"],
-        3,
-    ),
-    "browser": ("Browser", ["open Browser", "type the {V} into Search", "tap Go"], 2),
-}
-_SOURCE_APP = {
-    "order": "Shop",
-    "code": "Messages",
-    "room": "Calendar",
-    "ticket": "Browser",
-    "address": "Notes",
-}
-_ALLOWED = {
-    "order": ["messages", "quicknote", "newnote", "browser"],
-    "code": ["settings", "quicknote", "newnote"],
-    "room": ["messages", "quicknote", "newnote"],
-    "ticket": ["messages", "quicknote", "newnote"],
-    "address": ["messages", "browser"],
-}
-_OUTPUT = {
-    "messages": "sent",
-    "quicknote": "notes",
-    "newnote": "notes",
-    "settings": "verified",
-    "browser": "searched",
-}
-
-
-def _filler_label(app: str, data: WorldData, rng: random.Random) -> str:
-    options = {
-        "Shop": ["Deals", "Cart"],
-        "Messages": data.contacts,
-        "Notes": [n["title"] for n in data.notes if "address" not in n],
-        "Calendar": ["Today", "Week"],
-        "Settings": [p for p in SETTING_PAGES if p != "Account"],
-        "Browser": [p for p in data.pages if p not in data.tickets],
-        "Files": list(FOLDERS),
-    }[app]
-    return rng.choice(options)
-
-
-def _fillers(n: int, avoid: set[str], data: WorldData, rng: random.Random) -> list[str]:
-    """``n`` filler clauses in apps outside ``avoid``, each app used at most once."""
-    pool = [a for a in APPS if a not in avoid]
-    rng.shuffle(pool)
-    clauses: list[str] = []
-    home_used = False
-    while n > 0:
-        low = min(3, max(1, n - 3 * (len(pool) - 1)))
-        size = rng.randint(low, min(3, n))
-        if size == 1 and not home_used and rng.random() < 0.4:
-            clauses.append("go home")
-            home_used = True
-        else:
-            app = pool.pop()
-            chunk = [f"open {app}"]
-            if size >= 2:
-                chunk.append(f"tap {_filler_label(app, data, rng)}")
-            if size == 3:
-                chunk.append("go back")
-            clauses += chunk
-        n -= size
-    return clauses
-
-
-def _source(kind: str, data: WorldData, rng: random.Random) -> tuple[list[str], str, str]:
-    """Clauses reaching the evidence screen, the value, and a headline phrase naming the source."""
+# ------------------------------------------------------------------------------------------ content
+def _items(kind: str, data: WorldData) -> dict[str, str]:
+    """Item key -> value of ``kind`` in this world (every item of the kind: the needed one and distractors)."""
     if kind == "order":
-        order = rng.choice(data.orders)
-        return (
-            ["open Shop", "tap Orders", f"tap {order['product']}"],
-            order["number"],
-            f"the order number of your {order['product']} order",
-        )
+        return {o["product"]: o["number"] for o in data.orders}
     if kind == "code":
-        return ["open Messages", "tap Bank"], data.bank_codes[-1], "the latest verification code from Bank"
-    if kind == "room":
-        event = rng.choice(data.events)
-        return ["open Calendar", f"tap {event['title']}"], event["room"], f"the room of {event['title']}"
+        return {sender: codes[-1] for sender, codes in data.codes.items()}
+    if kind in ("room", "host"):
+        return {e["title"]: e["room" if kind == "room" else "host"] for e in data.events}
     if kind == "ticket":
-        page = rng.choice(list(data.tickets))
-        return ["open Browser", f"tap {page}"], data.tickets[page], f"the ticket id on the {page} page"
-    note = rng.choice([n for n in data.notes if "address" in n])
-    return ["open Notes", f"tap {note['title']}"], note["address"], f"the address in the {note['title']} note"
+        return dict(data.tickets)
+    return {
+        n["title"]: n["address" if kind == "address" else "contact"] for n in data.notes if "address" in n
+    }
 
 
-def _memory_task(idx: int, platform: str, seed: int, rng: random.Random) -> Task:
-    data = make_world_data(seed)
-    kind = rng.choice(list(_SOURCE_APP))
-    target_name = rng.choice(_ALLOWED[kind])
-    target_app, base, base_age = _TARGETS[target_name]
-    source_clauses, value, phrase = _source(kind, data, rng)
-    age = rng.randint(base_age, 4) if rng.random() < 0.4 else rng.randint(5, 12)
+#: kind -> the errand that shows another item of the same kind (a same-pattern distractor)
+_DISTRACTOR_ERRAND = {
+    "order": "order",
+    "code": "thread",
+    "room": "event",
+    "host": "event",
+    "ticket": "page",
+    "address": "note",
+    "contact": "note",
+}
+
+
+def _errand_keys(errand: str, data: WorldData) -> list[str]:
+    return {
+        "order": [o["product"] for o in data.orders],
+        "thread": [*data.codes, *data.contacts],
+        "event": [e["title"] for e in data.events],
+        "page": list(data.pages),
+        "note": [n["title"] for n in data.notes],
+        "folder": list(FOLDERS),
+        "shop": ["Deals", "Cart"],
+        "settings": ["Display", "Storage", "About"],
+        "home": [""],
+    }[errand]
+
+
+def _errand(
+    rng: random.Random,
+    data: WorldData,
+    avoid: set[str],
+    name: str | None = None,
+    pool: list[str] | None = None,
+) -> str:
+    """One errand sentence (never about an item in ``avoid``, so needed values are not re-shown)."""
+    for _ in range(20):  # a new sentence: no errand is repeated within a task
+        kind = name or rng.choice(list(ERRANDS))
+        keys = [k for k in (pool or _errand_keys(kind, data)) if k not in avoid or not k]
+        sentence = ERRANDS[kind][0].format(key=rng.choice(keys))
+        if sentence not in avoid:
+            break
+    avoid.add(sentence)
+    return sentence
+
+
+def _memory_task(template: str, data: WorldData, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
+    grammar, rest = template.split(":", 1)
+    kinds_part, use = rest.split(">")
+    kinds = kinds_part.split("+")
+    needed = {k: rng.choice(list(_items(k, data))) for k in kinds}
+    avoid = set(needed.values())
+    # as many errands may come before the read as after it (0-3 each), so the evidence sits anywhere in the
+    # episode: neither "the oldest steps" nor "the latest steps" hold it by construction
+    sentences = [_errand(rng, data, avoid) for _ in range(rng.randint(0, 3))]
+    for i, kind in enumerate(kinds):
+        if i:  # two distant screens: errands between the reads
+            sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(1, 2))]
+        sentences.append(READS[kind][0].format(key=needed[kind]))
+        if grammar == "inapp":
+            same = list(_items(kind, data))  # another item of the same kind: a same-pattern distractor
+            sentences.append(_errand(rng, data, avoid, _DISTRACTOR_ERRAND[kind], same))
+    sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(0, 3))]
     contact = rng.choice(data.contacts)
-    fillers = _fillers(age - base_age, {_SOURCE_APP[kind], target_app}, data, rng)
-    target_clauses = [c.format(contact=contact, V=VALUE_KINDS[kind].phrase) for c in base]
-    clauses = [*source_clauses, *fillers, *target_clauses, "finish"]
-    where = {
-        "messages": f"send it to {contact} in Messages",
-        "quicknote": "add it as a quick note in Notes",
-        "newnote": "save it as a new note in Notes",
-        "settings": "enter it in Settings > Account",
-        "browser": "search for it in Browser",
-    }[target_name]
-    goal = f"Find {phrase} and {where}. Steps: " + "; ".join(clauses) + "."
-    steps = parse_goal(goal)
-    evidence = len(source_clauses)
-    need = next(i for i, s in enumerate(steps, 1) if s.op == "type")
-    target: dict[str, Any] = {"output": _OUTPUT[target_name]}
-    if target_name == "messages":
-        target["contact"] = contact
-    apps = tuple(dict.fromkeys(s.app for s in steps if s.op == "open_app" and s.app))
-    return Task(
-        f"{platform}-{idx:04d}-{kind}>{target_name}",
-        goal,
-        platform,
-        f"{kind}>{target_name}",
-        seed,
-        apps,
-        value,
-        kind,
-        target,
-        evidence,
-        need,
-    )
-
-
-def _control_task(idx: int, platform: str, seed: int, rng: random.Random) -> Task:
-    data = make_world_data(seed)
-    family = rng.choice(["send", "note", "toggle", "track", "search"])
-    k = rng.randint(0, 4)
-    value_kind: str | None = None
-    evidence: int | None = None
-    if family == "send":
-        contact, *others = rng.sample(data.contacts, 3)
-        value = rng.choice(_LITERALS)
-        fill = [c for o in others[: min(k, 2)] for c in (f"tap {o}", "go back")]
-        clauses = ["open Messages", *fill, f"tap {contact}", f"type '{value}' into Message", "tap Send"]
-        headline, target = f"Send '{value}' to {contact} in Messages.", {"output": "sent", "contact": contact}
-    elif family == "note":
-        value = rng.choice(_LITERALS)
-        titles = [n["title"] for n in data.notes]
-        fill = [c for t in rng.sample(titles, min(k, 3)) for c in (f"tap {t}", "go back")]
-        clauses = ["open Notes", *fill, "tap New note", f"type '{value}' into Note text", "tap Save"]
-        headline, target = f"Save a note saying '{value}' in Notes.", {"output": "notes"}
-    elif family == "toggle":
-        key = rng.choice(["Wi-Fi", "Bluetooth", "Dark mode", "Airplane mode"])
-        on = not data.toggles[key]
-        fill = [
-            c for p in rng.sample(["Display", "Storage", "About"], min(k, 3)) for c in (f"tap {p}", "go back")
-        ]
-        clauses = ["open Settings", *fill, f"tap {key}"]
-        value = "On" if on else "Off"
-        headline, target = (
-            f"Turn {value.lower()} {key} in Settings.",
-            {"output": "toggle", "key": key, "on": on},
-        )
-    elif family == "track":
-        order, *others = rng.sample(data.orders, 3)
-        fill = [c for o in others[: min(k, 2)] for c in (f"tap {o['product']}", "go back")]
-        clauses = [
-            "open Shop",
-            "tap Orders",
-            *fill,
-            f"tap {order['product']}",
-            "type the order number into Track package",
-            "tap Track",
-        ]
-        value, value_kind = order["number"], "order"
-        evidence = len(clauses) - 2
-        headline = f"Track your {order['product']} order with its order number in Shop."
-        target = {"output": "tracked", "number": order["number"]}
+    text = rng.choice(_LITERALS)
+    sentences.append(USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text))
+    values = [_items(k, data)[needed[k]] for k in kinds]
+    target: dict[str, Any] = {"output": _OUTPUT[use]}
+    if use == "pick":
+        target["contact"], value = values[0], text
     else:
-        value = rng.choice(_SEARCHES)
-        pages = rng.sample(list(data.pages), min(k, 3))
-        fill = [c for p in pages for c in (f"tap {p}", "go back")]
-        clauses = ["open Browser", *fill, f"type '{value}' into Search", "tap Go"]
-        headline, target = f"Search the web for '{value}' in Browser.", {"output": "searched"}
-    goal = headline + " Steps: " + "; ".join([*clauses, "finish"]) + "."
-    steps = parse_goal(goal)
-    need = next((i for i, s in enumerate(steps, 1) if s.op in ("type",)), len(steps) - 1)
+        value = " ".join(values)
+        if use == "messages":
+            target["contact"] = contact
+    lines = tuple((needed[k], VALUE_LINES[k].format(v)) for k, v in zip(kinds, values, strict=True))
+    return sentences, {"value": value, "value_kind": kinds[0], "target": target, "evidence_lines": lines}
+
+
+def _control_task(template: str, data: WorldData, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
+    _, family, variant = template.split(":")
+    browse = {"send": "thread", "note": "note", "toggle": "settings", "track": "order", "search": "page"}
+    main: dict[str, Any] = {}
+    if family == "send":
+        main["contact"] = rng.choice(data.contacts)
+        main["text"] = rng.choice(_LITERALS)
+    elif family == "note":
+        main["text"] = rng.choice(_LITERALS)
+    elif family == "search":
+        main["text"] = rng.choice(_SEARCHES)
+    elif family == "toggle":
+        main["key"] = rng.choice(sorted(data.toggles))
+        main["text"] = "off" if data.toggles[main["key"]] else "on"
+    else:
+        main["key"] = rng.choice([o["product"] for o in data.orders])
+    avoid = {main.get("key", ""), main.get("contact", "")}
+    n_browse = rng.randint(1, 2) if variant == "browse" else 0
+    sentences = [_errand(rng, data, avoid, browse[family]) for _ in range(n_browse)]
+    sentences.append(USES[family][0].format(**main))
+    target: dict[str, Any] = {"output": _OUTPUT.get(family, "toggle")}
+    value, kind, lines = main.get("text", ""), None, ()
+    if family == "send":
+        target["contact"] = main["contact"]
+    elif family == "toggle":
+        target.update(key=main["key"], on=main["text"] == "on")
+        value = main["text"].capitalize()
+    elif family == "track":
+        value = {o["product"]: o["number"] for o in data.orders}[main["key"]]
+        target["number"], kind = value, "order"
+        lines = ((main["key"], VALUE_LINES["order"].format(value)),)
+    return sentences, {"value": value, "value_kind": kind, "target": target, "evidence_lines": lines}
+
+
+def _build(idx: int, platform: str, seed: int, template: str, rng: random.Random) -> Task:
+    data = make_world_data(seed)
+    make = _control_task if template.startswith("control:") else _memory_task
+    sentences, spec = make(template, data, rng)
+    goal = ". ".join(sentences) + "."
+    steps = plan_goal(goal)
+    need = next((i for i, s in enumerate(steps, 1) if s.needs), None)
+    reads = [i for i, s in enumerate(steps, 1) if s.read is not None]
+    if template.startswith("control:track"):
+        reads = [need - 1] if need else []
+    if need is None:  # controls without a remembered value: the step that types or toggles
+        need = next((i for i, s in enumerate(steps, 1) if s.op == "type"), len(steps) - 1)
     apps = tuple(dict.fromkeys(s.app for s in steps if s.op == "open_app" and s.app))
     return Task(
-        f"{platform}-{idx:04d}-control:{family}",
+        f"{platform}-{idx:04d}-{template}",
         goal,
         platform,
-        f"control:{family}",
+        template,
         seed,
         apps,
-        value,
-        value_kind,
-        target,
-        evidence,
+        spec["value"],
+        spec["value_kind"],
+        spec["target"],
+        min(reads) if reads else None,
         need,
+        spec["evidence_lines"],
+        {"evidence_steps": reads, "world": "v2"},
     )
 
 
 def generate_tasks(
-    n: int, seed: int = 0, *, platform: str = "mobile", memory_fraction: float = 0.5
+    n: int,
+    seed: int = 0,
+    *,
+    platform: str = "mobile",
+    memory_fraction: float = 0.5,
+    templates: str = "all",
 ) -> list[Task]:
     """``n`` distinct tasks, deterministic from ``seed``.
 
     Args:
-        platform: ``mobile``, ``desktop`` or ``mixed`` (alternating).
+        platform: ``mobile``, ``desktop`` or ``mixed`` (alternating in pairs).
         memory_fraction: share of memory-critical tasks (the rest are controls), interleaved.
+        templates: ``train``, ``dev``, ``eval`` or ``all`` -- which templates to draw from
+            (:mod:`~causalcache_memory.lab.world.templates`). A grammar is drawn uniformly, then a
+            template of that grammar.
     """
     if platform not in ("mobile", "desktop", "mixed"):
         raise ConfigError(f"platform={platform!r} must be 'mobile', 'desktop' or 'mixed'")
     if not 0.0 <= memory_fraction <= 1.0:
         raise ConfigError(f"memory_fraction={memory_fraction!r} must be in [0, 1]")
+    pools = {g: templates_in(templates, g) for g in GRAMMARS}
+    memory_grammars = [g for g in GRAMMARS if g != "control" and pools[g]]
     rng = random.Random(seed)
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -475,7 +361,8 @@ def generate_tasks(
         plat = platform if platform != "mixed" else ("mobile", "desktop")[(idx // 2) % 2]
         world_seed = rng.randrange(2**31)
         memory = int((idx + 1) * memory_fraction) > int(idx * memory_fraction)
-        task = (_memory_task if memory else _control_task)(idx, plat, world_seed, rng)
+        grammar = rng.choice(memory_grammars) if memory else "control"
+        task = _build(idx, plat, world_seed, rng.choice(pools[grammar]), rng)
         idx += 1
         if task.goal + plat in seen:
             continue
@@ -487,3 +374,11 @@ def generate_tasks(
 def age_histogram(tasks: list[Task]) -> dict[int, int]:
     """Evidence-age counts of the memory-critical tasks."""
     return dict(sorted(Counter(t.evidence_age for t in tasks if t.split == "memory_critical").items()))
+
+
+def needs_of(task: Task) -> tuple[Need, ...]:
+    """The remembered values the task's need step uses."""
+    return task.steps[task.need_step - 1].needs
+
+
+__all__ += ["VALUE_KINDS", "VALUE_LINES", "needs_of"]
