@@ -49,6 +49,12 @@ class DataSpec(_Strict):
     synthetic: SyntheticSpec | None = None
     groups: str | None = Field(None, description="groups JSONL: read if it exists, else mined and written")
     budgets: list[int] = Field(default_factory=lambda: [1, 2, 4])
+    held_out_budgets: list[int] = Field(
+        default_factory=list, description="budgets mined but never trained on (the paper holds out B=8)"
+    )
+    radius: float | None = Field(
+        None, ge=0, description="mining pointer tolerance (relative units); default per platform"
+    )
     dev_fraction: float = Field(0.15, ge=0, lt=0.5)
     test_fraction: float = Field(0.15, ge=0, lt=0.5)
     split_salt: str = ""

@@ -60,6 +60,13 @@ def prepare(recipe: HGKVRecipe) -> PreparedData:
         groups = list(load_groups(data.groups))
         mining = f"{len(groups)} groups read from {data.groups}"
     else:
+        tolerance = None
+        if data.radius is not None:
+            from dataclasses import replace
+
+            from causalcache_memory.lab.hgkv.groups import MINING_TOLERANCE
+
+            tolerance = replace(MINING_TOLERANCE, desktop_radius=data.radius, mobile_radius=data.radius)
         groups, report = mine_groups(
             trajs,
             budgets=data.budgets,
@@ -67,12 +74,14 @@ def prepare(recipe: HGKVRecipe) -> PreparedData:
             dev=data.dev_fraction,
             test=data.test_fraction,
             salt=data.split_salt,
+            held_out_budgets=data.held_out_budgets,
+            tolerance=tolerance,
         )
         mining = report.summary()
         if data.groups:
             Path(data.groups).parent.mkdir(parents=True, exist_ok=True)
-            save_groups(data.groups, groups)
-    groups = [g for g in groups if g.budget in data.budgets]
+            save_groups(data.groups, groups, by_id)
+    groups = [g for g in groups if g.budget in data.budgets or g.budget in data.held_out_budgets]
     return PreparedData(by_id, archive, groups, mining)
 
 
@@ -104,8 +113,9 @@ def train_from_recipe(recipe: HGKVRecipe, *, log: Any = print) -> Any:
 
     prepared = prepare(recipe)
     log(f"groups: {prepared.mining}")
-    train = [g for g in prepared.groups if g.split == "train"]
-    dev = [g for g in prepared.groups if g.split == "dev"]
+    # held-out budgets (B = 8 in the paper) never reach training or checkpoint selection
+    train = [g for g in prepared.groups if g.split == "train" and not g.held_out]
+    dev = [g for g in prepared.groups if g.split == "dev" and not g.held_out]
     adapter = HGKVAdapter(
         HGKVConfig(
             r=recipe.rank, alpha=recipe.alpha, num_layers=recipe.num_layers, gated=recipe.arm == "hgkv"

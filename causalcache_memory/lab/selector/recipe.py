@@ -45,6 +45,9 @@ class DataSpec(BaseModel):
     trajectories: str | None = None
     factory: str | None = None
     kwargs: dict[str, Any] = {}
+    #: label and train on successful trajectories only (the paper's training data); real datasets
+    #: imported with ``causalcache data import`` also hold failed episodes
+    successful_only: bool = True
 
 
 class ArchiveSpec(BaseModel):
@@ -158,6 +161,8 @@ def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
         archive = open_archive(recipe.archive.url)
     elif recipe.archive.factory:
         archive = _call(recipe.archive.factory, recipe.archive.kwargs, "archive")
+    if trajectories and recipe.data.successful_only:
+        trajectories = [t for t in trajectories if getattr(t, "success", True)]
     policy = _get(base, "policy")
     if recipe.policy is not None:
         policy = _call(recipe.policy.factory, recipe.policy.kwargs, "policy")

@@ -1,0 +1,231 @@
+"""AgentNet / OpenCUA JSON Lines (one task per line).
+
+Record shape: ``{task_id, instruction, traj: [{index, image, value: {observation, thought, action, code,
+last_step_correct, last_step_redundant, reflection}}], task_completed, ...}``.
+
+Timing: ``image`` is the screen *before* the step's action (``x_t``), so ``x_{t+1}`` of step ``t`` is
+the next step's image. The screen after the last action is not stored: the last step's
+``screenshot_after`` is None (it is never needed: ``e_T`` is no decision's history).
+
+Actions: ``code`` is PyAutoGUI with *relative* ``[0, 1]`` coordinates, parsed by the shared parser with
+``coords="relative"``. Dataset-specific forms handled here first: ``hotkey([...])`` with a list argument,
+``computer.triple_click(x=, y=)`` / ``pyautogui.tripleClick`` (a click with ``metadata.clicks = 3``,
+never equivalent to a single click in mining). ``computer.wait()``, ``computer.terminate(status=..)`` and
+two-line ``moveTo`` + ``dragTo`` are understood by the shared parser. Code that still does not parse is
+kept as an unparsed step.
+
+Other fields: ``value.action`` (the low-level action text) is the step's ``instruction``; the response
+``r_t`` is the demonstration rendered as ``Thought / Action / Code`` sections. Success is
+``task_completed`` (never the terminate status). Step ids are the ``index`` values. AgentNet has no app
+labels (``app`` is None).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+from causalcache_memory.actions.pyautogui import parse_pyautogui
+from causalcache_memory.lab.data.loaders._common import (
+    LoadReport,
+    LoadResult,
+    ScreenStore,
+    StepDraft,
+    assemble,
+    format_error,
+    parse_or_keep,
+    screen_size_of,
+)
+from causalcache_memory.lab.data.trajectory import Trajectory
+
+__all__ = ["load_agentnet", "normalize_agentnet_code", "render_response"]
+
+_TRIPLE = {("computer", "triple_click"), ("pyautogui", "tripleClick"), ("computer", "tripleClick")}
+
+
+class _Rewrite(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.clicks: int | None = None
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            key = (func.value.id, func.attr)
+            if key in _TRIPLE:
+                self.clicks = 3
+                node.func = ast.Attribute(ast.Name("pyautogui", ast.Load()), "click", ast.Load())
+            elif (
+                func.attr == "hotkey"
+                and len(node.args) == 1
+                and isinstance(node.args[0], (ast.List, ast.Tuple))
+            ):
+                node.args = list(node.args[0].elts)
+            elif func.attr == "hotkey" and not node.args:
+                keys = [k for k in node.keywords if k.arg in ("keys", "args")]
+                if keys and isinstance(keys[0].value, (ast.List, ast.Tuple)):
+                    node.args, node.keywords = list(keys[0].value.elts), []
+        return node
+
+
+def normalize_agentnet_code(code: str) -> tuple[str, dict[str, Any]]:
+    """Rewrite AgentNet-only calls into the shared parser's vocabulary; returns code and step metadata."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return code, {}
+    rewrite = _Rewrite()
+    tree = rewrite.visit(tree)
+    return ast.unparse(tree), ({"clicks": rewrite.clicks} if rewrite.clicks else {})
+
+
+def render_response(value: dict[str, Any]) -> str:
+    """The demonstration as one response: thought, low-level action and code sections (those present)."""
+    parts = []
+    for title, key in (("Thought", "thought"), ("Action", "action")):
+        text = value.get(key)
+        if isinstance(text, str) and text.strip():
+            parts.append(f"## {title}:\n{text.strip()}")
+    code = value.get("code")
+    if isinstance(code, str) and code.strip():
+        parts.append(f"## Code:\n```python\n{code.strip()}\n```")
+    return "\n\n".join(parts)
+
+
+def _files(src: Path) -> list[Path]:
+    if src.is_dir():
+        files = sorted(p for p in src.rglob("*.jsonl") if p.is_file())
+        if not files:
+            raise format_error(src, None, "*.jsonl", "no AgentNet JSONL file in this directory")
+        return files
+    return [src]
+
+
+def _image_dirs(src: Path, images: str | Path | None) -> list[Path]:
+    if images is not None:
+        return [Path(images)]
+    base = src if src.is_dir() else src.parent
+    return [base / "images", base]
+
+
+def _find_image(name: str, dirs: list[Path]) -> Path | None:
+    for d in dirs:
+        path = d / name
+        if path.is_file():
+            return path
+    return None
+
+
+def load_agentnet(
+    src: str | Path, archive: Any, *, images: str | Path | None = None, platform: str = "desktop"
+) -> LoadResult:
+    """Load AgentNet JSONL file(s) (``src``: a file or a directory of ``*.jsonl``).
+
+    ``images``: the directory holding the ``image`` files (default: ``images/`` next to the JSONL, then
+    the JSONL's own directory).
+    """
+    src = Path(src)
+    store = ScreenStore(archive)
+    report = LoadReport("agentnet")
+    dirs = _image_dirs(src, images)
+    out: list[Trajectory] = []
+    for path in _files(src):
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
+                traj = _trajectory(record, path, lineno, store, report, dirs, platform)
+                report.add(traj)
+                out.append(traj)
+    report.screens = len(store.sizes)
+    return LoadResult(out, report)
+
+
+def _trajectory(
+    record: Any,
+    path: Path,
+    lineno: int,
+    store: ScreenStore,
+    report: LoadReport,
+    dirs: list[Path],
+    platform: str,
+) -> Trajectory:
+    if not isinstance(record, dict):
+        raise format_error(path, lineno, "<line>", "a task record must be a JSON object")
+    for key in ("task_id", "instruction", "traj"):
+        if key not in record:
+            raise format_error(path, lineno, key, "missing")
+    steps = record["traj"]
+    if not isinstance(steps, list):
+        raise format_error(path, lineno, "traj", f"must be a list of steps, got {type(steps).__name__}")
+    if not isinstance(record["instruction"], str):
+        raise format_error(path, lineno, "instruction", "must be a string")
+    drafts: list[StepDraft] = []
+    seen: set[str] = set()
+    for k, step in enumerate(steps):
+        where = f"traj[{k}]"
+        if not isinstance(step, dict) or not isinstance(step.get("value"), dict):
+            raise format_error(path, lineno, f"{where}.value", "each step needs a 'value' object")
+        value = step["value"]
+        index = step.get("index", k)
+        if isinstance(index, bool) or not isinstance(index, (int, str)):
+            raise format_error(path, lineno, f"{where}.index", f"must be an integer, got {index!r}")
+        step_id = str(index)
+        if step_id in seen:
+            raise format_error(path, lineno, f"{where}.index", f"duplicate step index {index!r}")
+        seen.add(step_id)
+        image = step.get("image")
+        if not isinstance(image, str) or not image:
+            raise format_error(path, lineno, f"{where}.image", "must name the screenshot file")
+        image_path = _find_image(image, dirs)
+        if image_path is None:
+            raise format_error(
+                path, lineno, f"{where}.image", f"{image!r} not found in {', '.join(map(str, dirs))}"
+            )
+        code = value.get("code")
+        if not isinstance(code, str):
+            raise format_error(path, lineno, f"{where}.value.code", f"must be a string, got {code!r}")
+        fixed, meta = normalize_agentnet_code(code)
+        action, unparsed = parse_or_keep(
+            lambda fixed=fixed: parse_pyautogui(fixed, coords="relative"),
+            code,
+            report,
+            where=f"{path}:{lineno}:{where}",
+        )
+        for flag in ("last_step_correct", "last_step_redundant"):
+            if flag in value:
+                meta[flag] = value[flag]
+        drafts.append(
+            StepDraft(
+                step_id=step_id,
+                action=action,
+                response=render_response(value),
+                screen=store.put_file(image_path),
+                unparsed=unparsed,
+                instruction=value.get("action") if isinstance(value.get("action"), str) else None,
+                metadata=meta,
+            )
+        )
+    completed = record.get("task_completed", False)
+    if not isinstance(completed, bool):
+        raise format_error(path, lineno, "task_completed", f"must be true or false, got {completed!r}")
+    metadata = {
+        k: record[k]
+        for k in ("alignment_score", "efficiency_score", "task_difficulty", "natural_language_task")
+        if k in record and isinstance(record[k], (int, float, str, bool))
+    }
+    metadata["source"] = str(path)
+    return Trajectory(
+        trajectory_id=str(record["task_id"]),
+        goal=record["instruction"],
+        platform=platform,
+        screen_size=screen_size_of(store, drafts),
+        steps=assemble(drafts, "before"),
+        success=completed,
+        metadata=metadata,
+    )
