@@ -128,6 +128,15 @@ class StepDecision:
         for key in ("predicted_gain", "min_gain", "ood_distance"):  # the learned selector's facts
             if key in self.allocation.info:
                 record[key] = self.allocation.info[key]
+        # prefix-cache reuse per model call (pass 1, then pass 2), when the runtime reports it
+        passes = (
+            [self.proposal, self.generation]
+            if self.second_pass and self.proposal is not None
+            else [self.generation]
+        )
+        if any(g.cached_tokens is not None for g in passes):
+            record["cached_tokens"] = [g.cached_tokens for g in passes]
+            record["prompt_tokens"] = [g.meta.get("prompt_tokens") for g in passes]
         return record
 
 

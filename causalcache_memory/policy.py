@@ -34,6 +34,8 @@ class Generation:
         parse_error: why parsing failed (None on success).
         latency_s: wall time of the model call in seconds.
         meta: small JSON-serializable extras (token counts, server name).
+        cached_tokens: prompt tokens the server reused from its prefix (radix) cache for this call
+            (SGLang ``meta_info.cached_tokens``); None when the runtime does not report it.
     """
 
     response: str
@@ -41,6 +43,7 @@ class Generation:
     parse_error: str | None = None
     latency_s: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    cached_tokens: int | None = None
 
 
 @runtime_checkable

@@ -8,6 +8,13 @@ returns (read from the SGLang source, 0.5.x):
   :mod:`.chat_format`), ``image_data`` (a list of ``data:<mime>;base64,...`` URLs for one request, a list
   of such lists for a batch), ``sampling_params`` (``temperature: 0`` is greedy), ``return_logprob``,
   ``logprob_start_len``. A batch is the same request with list-valued ``text`` and per-item lists.
+* image roles: ``mm_processor_kwargs = {"causalcache_image_roles": ["history", ..., "current"]}``, one role
+  per image in ``image_data`` order; a batch sets ``rid`` per item and maps each rid to its roles (SGLang
+  copies one ``mm_processor_kwargs`` to every item of a batch). Stock SGLang ignores the key; the
+  causalcache server plugin (:mod:`.sglang_server`) gates history images and keys them by role in the
+  radix cache. Images are sent in the renderer's declared order (``prompt.images``), the order the
+  transformers runtime gives its processor, so both runtimes pair the ``k``-th placeholder with the same
+  image even for a prompt whose placeholders are out of order.
 * response: ``{"text", "meta_info": {"prompt_tokens", "completion_tokens", "cached_tokens",
   "finish_reason", "input_token_logprobs": [[logprob, token_id, text|None], ...], ...}}``, a list of those
   for a batch. ``input_token_logprobs`` covers prompt positions ``[logprob_start_len, prompt_tokens)``;
@@ -35,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -56,6 +64,7 @@ from causalcache_memory.runtime.routing import (
     routing_key,
     split_batch,
 )
+from causalcache_memory.runtime.sglang_server.roles import ROLES_KWARG
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
@@ -165,7 +174,13 @@ class SGLangPolicy:
                 f"chat format {self.chat_format.name!r} placed images {list(chat.image_indices)} but the prompt "
                 f"declares {len(prompt.images)} images; every declared image must appear exactly once"
             )
-        return chat.text, [prompt.data_url(i) for i in chat.image_indices]
+        # declared order, as the transformers runtime (processor images = prompt.images order)
+        return chat.text, [prompt.data_url(i) for i in range(len(prompt.images))]
+
+    @staticmethod
+    def _roles(prompt: BoundPrompt) -> list[str]:
+        """One role per image, in ``image_data`` (declared) order."""
+        return [ref.role for ref in prompt.images]
 
     def _prompt_key(self, text: str, prompt: BoundPrompt) -> str:
         h = hashlib.sha256(text.encode())
@@ -189,6 +204,7 @@ class SGLangPolicy:
         }
         if images:
             payload["image_data"] = images
+            payload["mm_processor_kwargs"] = {ROLES_KWARG: self._roles(prompt)}
         start = time.perf_counter()
         headers = routing_headers(routing_key(prompt, route_key))
         body = self._http.post_json(f"{url}/generate", payload, headers=headers)
@@ -205,7 +221,8 @@ class SGLangPolicy:
         finish = meta_info.get("finish_reason")
         if isinstance(finish, dict) and isinstance(finish.get("type"), str):
             meta["finish_reason"] = finish["type"]
-        return Generation(response, action, error, latency, meta)
+        cached = meta.get("cached_tokens")
+        return Generation(response, action, error, latency, meta, cached_tokens=cached)
 
     # ------------------------------------------------------------------ score
     def score(
@@ -241,11 +258,12 @@ class SGLangPolicy:
     ) -> list[float]:
         formatted = [self._format(p) for p in prompts]
         keys = [(url, self._prompt_key(text, p)) for (text, _), p in zip(formatted, prompts, strict=True)]
-        lens = self._prompt_lengths(url, formatted, keys, headers)
+        roles = [self._roles(p) for p in prompts]
+        lens = self._prompt_lengths(url, formatted, roles, keys, headers)
         texts = [
             text + self.chat_format.target_text(t) for (text, _), t in zip(formatted, targets, strict=True)
         ]
-        payload = self._batch_payload(texts, [imgs for _, imgs in formatted])
+        payload = self._batch_payload(texts, [imgs for _, imgs in formatted], roles)
         payload["return_logprob"] = True
         payload["logprob_start_len"] = [max(n - 1, 0) for n in lens]
         results = self._batch_results(url, payload, len(texts), headers)
@@ -267,6 +285,7 @@ class SGLangPolicy:
         self,
         url: str,
         formatted: list[tuple[str, list[str]]],
+        roles: list[list[str]],
         keys: list[tuple[str, str]],
         headers: dict[str, str],
     ) -> list[int]:
@@ -275,7 +294,9 @@ class SGLangPolicy:
         missing = [j for j, k in enumerate(keys) if k not in known]
         if missing:
             payload = self._batch_payload(
-                [formatted[j][0] for j in missing], [formatted[j][1] for j in missing]
+                [formatted[j][0] for j in missing],
+                [formatted[j][1] for j in missing],
+                [roles[j] for j in missing],
             )
             results = self._batch_results(url, payload, len(missing), headers)
             with self._lock:
@@ -289,10 +310,15 @@ class SGLangPolicy:
         return [known[k] for k in keys]
 
     @staticmethod
-    def _batch_payload(texts: list[str], images: list[list[str]]) -> dict[str, Any]:
+    def _batch_payload(texts: list[str], images: list[list[str]], roles: list[list[str]]) -> dict[str, Any]:
         payload: dict[str, Any] = {"text": texts, "sampling_params": {"temperature": 0, "max_new_tokens": 0}}
         if any(images):
             payload["image_data"] = [imgs or None for imgs in images]
+            rids = [uuid.uuid4().hex for _ in texts]
+            payload["rid"] = rids
+            payload["mm_processor_kwargs"] = {
+                ROLES_KWARG: {rid: r for rid, r, imgs in zip(rids, roles, images, strict=True) if imgs}
+            }
         return payload
 
     def _batch_results(

@@ -66,9 +66,12 @@ class FakeModel:
         self.image_tokens = image_tokens
         self.responder = responder
 
-    def tokenize(self, text: str, images: Sequence[bytes]) -> list[int]:
+    def tokenize(self, text: str, images: Sequence[bytes], roles: Sequence[str] | None = None) -> list[int]:
+        """Token ids; with ``roles``, a ``history`` image gets ids of its own (the causalcache server plugin
+        keys history images apart in the radix cache, and its adapter changes their K/V)."""
         tokens: list[int] = []
         image_iter = iter(images)
+        role_iter = iter(roles or ())
         for piece in _SPECIAL_RE.split(text):
             if not piece:
                 continue
@@ -76,7 +79,8 @@ class FakeModel:
                 data = next(image_iter, None)
                 if data is None:
                     raise ValueError("more image placeholders than images")
-                h = hashlib.sha256(data).digest()
+                role = next(role_iter, "current")
+                h = hashlib.sha256(data if role != "history" else b"history\0" + data).digest()
                 tokens.extend(2_000_000 + h[k] * 256 + h[k + 1] for k in range(self.image_tokens))
             elif piece in SPECIALS:
                 tokens.append(SPECIALS.index(piece))
@@ -280,6 +284,7 @@ _SGLANG_FIELDS = frozenset(
         "return_hidden_states",
         "routing_key",
         "extra_key",
+        "mm_processor_kwargs",
         # sent by the SGLang Model Gateway (smg 1.13) on every /generate it forwards; all but `model` are
         # GenerateReqInput fields, and the real server ignores keys it does not know
         "model",
@@ -316,7 +321,16 @@ _SAMPLING_KEYS = frozenset(
 
 class SGLangLoopback(LoopbackApp):
     """Fake SGLang server (``/generate``; ``/server_info``, ``/model_info`` and ``/v1/models`` in SGLang's
-    shapes, which the SGLang Model Gateway reads when it registers a worker)."""
+    shapes, which the SGLang Model Gateway reads when it registers a worker).
+
+    Image roles (``mm_processor_kwargs``) are read as the causalcache server plugin reads them (a list for
+    one request, a rid -> roles map for a batch; a malformed value is a 400); ``role_aware = False``
+    behaves like stock SGLang and ignores them. ``cached_tokens`` is the longest token prefix shared with
+    an earlier prompt (a radix cache), capped at ``logprob_start_len`` when logprobs are asked for, as
+    SGLang caps its prefix match; ``POST /flush_cache`` empties it.
+    """
+
+    role_aware = True
 
     def get_info(self, path: str) -> Any:
         if path == "/health":
@@ -330,6 +344,10 @@ class SGLangLoopback(LoopbackApp):
         return None
 
     def handle(self, path: str, payload: Any) -> tuple[int, Any]:
+        if path == "/flush_cache":
+            with self._lock:
+                self.__dict__["_radix"] = []
+            return 200, {}
         if path != "/generate":
             return _error(f"no route {path}", 404)
         if not isinstance(payload, dict):
@@ -359,8 +377,32 @@ class SGLangLoopback(LoopbackApp):
         sampling = self._per_item_param(req.get("sampling_params"), n, "sampling_params", {})
         want_lp = self._per_item_param(req.get("return_logprob"), n, "return_logprob", False)
         starts = self._per_item_param(req.get("logprob_start_len"), n, "logprob_start_len", -1)
-        out = [self._one(texts[i], images[i], sampling[i], want_lp[i], starts[i]) for i in range(n)]
+        rids = self._per_item_param(req.get("rid"), n, "rid", None)
+        roles = [self._roles(req.get("mm_processor_kwargs"), rids[i], len(images[i])) for i in range(n)]
+        out = [self._one(texts[i], images[i], sampling[i], want_lp[i], starts[i], roles[i]) for i in range(n)]
         return out[0] if single else out
+
+    def _roles(self, kwargs: Any, rid: Any, n_images: int) -> list[str] | None:
+        from causalcache_memory.runtime.sglang_server.roles import parse_roles
+
+        if not self.role_aware:
+            return None
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ValueError("mm_processor_kwargs must be an object")
+        return parse_roles(kwargs, rid=rid, n_images=n_images)  # ConfigError is a ValueError: HTTP 400
+
+    def _cached(self, tokens: list[int], limit: int) -> int:
+        with self._lock:
+            radix = self.__dict__.setdefault("_radix", [])
+            best = 0
+            for seen in radix:
+                n = 0
+                while n < min(len(seen), len(tokens)) and seen[n] == tokens[n]:
+                    n += 1
+                best = max(best, n)
+            radix.append(tokens)
+            del radix[:-64]
+        return max(0, min(best, limit))
 
     @staticmethod
     def _per_item(image_data: Any, n: int, single: bool) -> list[list[Any]]:
@@ -383,7 +425,13 @@ class SGLangLoopback(LoopbackApp):
         return [value] * n
 
     def _one(
-        self, text: str, image_data: list[Any], sampling: Any, want_lp: Any, start: Any
+        self,
+        text: str,
+        image_data: list[Any],
+        sampling: Any,
+        want_lp: Any,
+        start: Any,
+        roles: list[str] | None = None,
     ) -> dict[str, Any]:
         if not isinstance(sampling, dict):
             raise ValueError("sampling_params must be an object")
@@ -401,7 +449,7 @@ class SGLangLoopback(LoopbackApp):
             raise ValueError(
                 f"the prompt has {n_placeholders} image placeholders but {len(image_data)} images were given"
             )
-        tokens = self.model.tokenize(text, [decode_image(v) for v in image_data])
+        tokens = self.model.tokenize(text, [decode_image(v) for v in image_data], roles)
         if not isinstance(start, int) or isinstance(start, bool) or start < -1:
             raise ValueError(f"logprob_start_len must be -1 or >= 0, got {start!r}.")
         if start >= len(tokens):
@@ -414,7 +462,9 @@ class SGLangLoopback(LoopbackApp):
             "finish_reason": {"type": finish, "length": max_new} if finish == "length" else {"type": "stop"},
             "prompt_tokens": len(tokens),
             "completion_tokens": len(out_ids),
-            "cached_tokens": 0,
+            "cached_tokens": self._cached(
+                tokens, min(len(tokens) - 1, start if want_lp and start >= 0 else len(tokens))
+            ),
         }
         if want_lp:
             first = len(tokens) - 1 if start == -1 else start

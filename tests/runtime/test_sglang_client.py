@@ -144,12 +144,105 @@ def test_parsable_response_gives_action(server, prompt):
     assert gen.parse_error is None and gen.action is not None and gen.action.type == "click"
 
 
+# ---------------------------------------------------------------------- image roles and order
+def test_generate_sends_one_role_per_image_in_declared_order(server, prompt):
+    with _policy(server.url) as policy:
+        policy.generate(prompt)
+    payload = server.requests[-1][1]
+    assert payload["mm_processor_kwargs"] == {"causalcache_image_roles": ["history", "history", "current"]}
+    assert len(payload["image_data"]) == len(payload["mm_processor_kwargs"]["causalcache_image_roles"])
+
+
+def test_out_of_order_prompt_sends_images_in_declared_order_like_the_transformers_runtime(server, prompt):
+    """The transformers runtime hands its processor ``prompt.pil_images()`` (declared order); so does this."""
+    import dataclasses
+
+    from causalcache_memory.render import RenderedPrompt
+
+    inner = prompt.prompt
+    messages = list(inner.messages)
+    last = messages[-1]
+    swapped = tuple(ImagePart(0) if isinstance(p, ImagePart) else p for p in last.parts)
+    messages[-1] = Message(last.role, swapped)
+    first_hist = next(k for k, m in enumerate(messages) if any(isinstance(p, ImagePart) for p in m.parts))
+    messages[first_hist] = Message(
+        messages[first_hist].role,
+        tuple(ImagePart(2) if isinstance(p, ImagePart) else p for p in messages[first_hist].parts),
+    )
+    shuffled = dataclasses.replace(inner, messages=tuple(messages))
+    assert isinstance(shuffled, RenderedPrompt)
+    bound = shuffled.bind(prompt.archive)
+    assert QWEN_VL.format(bound.messages).image_indices != (0, 1, 2)
+    with _policy(server.url) as policy:
+        policy.generate(bound)
+    payload = server.requests[-1][1]
+    assert [decode_image(u) for u in payload["image_data"]] == [bound.image_bytes(i) for i in range(3)]
+    assert payload["mm_processor_kwargs"]["causalcache_image_roles"] == [r.role for r in bound.images]
+
+
+def test_score_batch_maps_each_rid_to_its_roles(server, archive, make_png, prompt):
+    other = make_prompt(archive, history=[], current=make_png((7, 7, 7)))
+    with _policy(server.url) as policy:
+        policy.score([prompt, other], [TARGET, TARGET])
+    for _, payload, _ in server.requests:
+        rids = payload["rid"]
+        assert len(set(rids)) == 2
+        assert payload["mm_processor_kwargs"]["causalcache_image_roles"] == {
+            rids[0]: ["history", "history", "current"],
+            rids[1]: ["current"],
+        }
+
+
+def test_roles_change_the_score_on_a_role_aware_server_only(archive, make_png, prompt):
+    with SGLangLoopback() as aware, SGLangLoopback() as stock:
+        stock.role_aware = False
+        with _policy(aware.url) as a, _policy(stock.url) as b:
+            s_aware, s_stock = a.score([prompt], [TARGET])[0], b.score([prompt], [TARGET])[0]
+    assert s_aware == pytest.approx(_expected_score(aware.model, prompt, TARGET), abs=1e-12)
+    assert s_stock == pytest.approx(_expected_score(stock.model, prompt, TARGET, roles=False), abs=1e-12)
+    assert s_aware != s_stock
+
+
+def test_generation_reports_cached_tokens(server, archive, make_png, prompt):
+    with _policy(server.url) as policy:
+        cold = policy.generate(prompt)
+        warm = policy.generate(prompt)
+        other = policy.generate(
+            make_prompt(
+                archive, history=[make_png((5, 5, 5)), make_png((4, 5, 6))], current=make_png((9, 9, 9))
+            )
+        )
+    assert cold.cached_tokens == 0 and cold.meta["cached_tokens"] == 0
+    assert warm.cached_tokens == warm.meta["prompt_tokens"] - 1
+    # a different first history image: reuse stops where the prompts diverge, before that image
+    assert 0 < other.cached_tokens < warm.cached_tokens
+
+
+def test_decision_record_lists_cached_tokens_per_pass():
+    from causalcache_memory.allocation.base import make_allocation
+    from causalcache_memory.controller import StepDecision
+    from causalcache_memory.policy import Generation
+
+    allocation = make_allocation([1, 2], t=4, budget=2, allocator="test")
+    one = Generation("a", None, cached_tokens=0, meta={"prompt_tokens": 900})
+    two = Generation("b", None, cached_tokens=310, meta={"prompt_tokens": 905})
+    record = StepDecision(
+        t=4, generation=two, allocation=allocation, proposal=one, second_pass=True
+    ).to_record()
+    assert record["cached_tokens"] == [0, 310] and record["prompt_tokens"] == [900, 905]
+    single = StepDecision(t=4, generation=one, allocation=allocation, proposal=one).to_record()
+    assert single["cached_tokens"] == [0]
+    plain = StepDecision(t=4, generation=Generation("c", None), allocation=allocation).to_record()
+    assert "cached_tokens" not in plain
+
+
 # ---------------------------------------------------------------------- score
-def _expected_score(model: FakeModel, prompt, target: str) -> float:
+def _expected_score(model: FakeModel, prompt, target: str, *, roles: bool = True) -> float:
     chat = QWEN_VL.format(prompt.messages)
-    images = [prompt.image_bytes(i) for i in chat.image_indices]
-    p = model.tokenize(chat.text, images)
-    full = model.tokenize(chat.text + target + "<|im_end|>", images)
+    images = [prompt.image_bytes(i) for i in range(len(prompt.images))]  # declared order
+    declared = [ref.role for ref in prompt.images] if roles else None
+    p = model.tokenize(chat.text, images, declared)
+    full = model.tokenize(chat.text + target + "<|im_end|>", images, declared)
     lps = model.logprobs(full)[len(p) :]
     return sum(lps) / len(lps)
 
