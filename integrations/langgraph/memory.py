@@ -4,8 +4,15 @@ One object configures the memory (budget ``B``, allocator, archive, prompt text)
 
 * nodes for a hand-written ``StateGraph`` (:meth:`observe_node`, :meth:`decide_node`, :meth:`record_node`);
 * :meth:`middleware` for LangChain ``create_agent``;
-* :meth:`checkpointer`, the configured LangGraph saver (SQLite by default);
-* :meth:`episode_log` / :meth:`trace`, to read an episode back from a checkpoint.
+* :meth:`checkpointer`, the configured LangGraph saver (SQLite by default; it serves ``invoke`` and
+  ``ainvoke``/``astream``), and :meth:`acheckpointer` for the native async savers;
+* :meth:`episode_log` / :meth:`trace` (and :meth:`aepisode_log` / :meth:`atrace` for async savers), to
+  read an episode back from a checkpoint;
+* :meth:`action`, the decided action from any node of the user's graph.
+
+Arguments are validated when given (an allocator name is resolved through the registry at once) and the
+allocator is built and warmed at construction (:meth:`warmup`), so the first timed decision of a run, or
+of a resumed run in a new process, makes the same allocation as any later one.
 
 Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
 chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and
@@ -19,19 +26,31 @@ from graph state, which holds only text and content hashes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Callable
+import threading
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from causalcache_memory._optional import require
+from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
-from causalcache_memory.allocation.registry import build_allocator
+from causalcache_memory.allocation.registry import available_allocators, build_allocator
 from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
 from causalcache_memory.controller import MemoryController, StepDecision
-from causalcache_memory.errors import ConfigError, PolicyError
-from causalcache_memory.factory import build_archive, build_policy, render_options
-from causalcache_memory.integrations.langgraph.context import context_from_runtime
+from causalcache_memory.errors import (
+    CausalCacheError,
+    CausalCacheWarning,
+    ConfigError,
+    PolicyError,
+    TraceError,
+)
+from causalcache_memory.factory import build_archive, build_controller, build_policy
+from causalcache_memory.integrations.langgraph.context import context_from_runtime, episode_id_for
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
@@ -64,6 +83,35 @@ class _UnavailablePolicy:
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         raise PolicyError(f"could not be built: {type(self.error).__name__}: {self.error}") from self.error
+
+
+_COORD_MODES: tuple[str, ...] = get_args(CoordMode)
+_MISSING = object()
+
+
+def _check_allocator(value: Any) -> Allocator:
+    """An allocator object, or a registered name built now; anything else is refused at once."""
+    if isinstance(value, str):
+        try:
+            return build_allocator(value)
+        except CausalCacheError as exc:
+            raise ConfigError(
+                f"CausalCacheMemory(allocation={value!r}): {exc}. Registered names: "
+                f"{', '.join(available_allocators())}"
+            ) from exc
+    missing = [a for a in ("name", "uses_witness", "allocate") if not hasattr(value, a)]
+    if missing:
+        raise ConfigError(
+            f"CausalCacheMemory(allocation={value!r}): not an Allocator (missing {', '.join(missing)}); "
+            f"pass an allocator object or a registered name ({', '.join(available_allocators())})"
+        )
+    return value  # type: ignore[no-any-return]
+
+
+def _check_object(name: str, value: Any, methods: tuple[str, ...], hint: str) -> None:
+    missing = [m for m in methods if not callable(getattr(value, m, None))]
+    if value is not None and missing:
+        raise ConfigError(f"CausalCacheMemory({name}={value!r}): has no {', '.join(missing)}(); {hint}")
 
 
 class _NoPolicy:
@@ -101,11 +149,15 @@ class CausalCacheMemory:
         config: CausalCacheConfig | None = None,
         policy: Policy | None = None,
         archive: ScreenshotArchive | None = None,
-        allocation: Allocator | None = None,
+        allocation: Allocator | str | None = None,
         goal_key: str = "goal",
         messages_key: str = "messages",
         action_key: str = "action",
         app_key: str = "app",
+        coords: CoordMode | None = None,
+        parse: Callable[..., Any] | None = None,
+        dedupe_current_screen: bool | None = None,
+        warmup: bool = True,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
         config = config or CausalCacheConfig()
@@ -113,38 +165,106 @@ class CausalCacheMemory:
             raise ConfigError(f"config must be a CausalCacheConfig, got {type(config).__name__}")
         if budget is not None:
             config = parse_config({**config.model_dump(), "budget": budget}, source="CausalCacheMemory")
+        for key, value in (
+            ("goal_key", goal_key),
+            ("messages_key", messages_key),
+            ("action_key", action_key),
+            ("app_key", app_key),
+        ):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"CausalCacheMemory({key}={value!r}): must be a non-empty state key")
+        coords = coords if coords is not None else getattr(config.policy, "coords", "auto")
+        if coords not in _COORD_MODES:
+            raise ConfigError(
+                f"CausalCacheMemory(coords={coords!r}): use one of {', '.join(_COORD_MODES)} (auto reads "
+                "[0, 1] floats as relative, values on the screen as pixels, else the 0-1000 grid)"
+            )
+        if parse is not None and not callable(parse):
+            raise ConfigError(f"CausalCacheMemory(parse={parse!r}): must be a function reply -> Action")
+        _check_object("policy", policy, ("generate",), "pass a Policy (or use decide_node(model_node))")
+        _check_object("archive", archive, ("put", "get_bytes"), "pass a ScreenshotArchive (open_archive)")
         self.config = config
         self._policy = policy
         self._archive = archive
-        self._allocation = allocation
+        self._allocation = _check_allocator(allocation) if allocation is not None else None
         self.goal_key = goal_key
         self.messages_key = messages_key
         self.action_key = action_key
         self.app_key = app_key
-        self._screen_sizes: dict[str, tuple[int, int]] = {}
+        self.coords: CoordMode = coords  # type: ignore[assignment]
+        self.parse = parse
+        self.dedupe_current_screen = bool(
+            dedupe_current_screen
+            if dedupe_current_screen is not None
+            else getattr(config.render, "dedupe_current_screen", False)
+        )
         self._stores: dict[int, tuple[ScreenshotArchive, TraceStore]] = {}
+        self._pending: dict[str, dict[str, Any] | None] = {}
+        self._pending_lock = threading.Lock()
+        self._warm = False
+        if warmup:
+            self.warmup()
 
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:
-        """Build from a YAML config file (validated; every problem reported at once)."""
+        """Build from a YAML config file (validated; every problem reported at once).
+
+        Relative paths in the file (archive, checkpointer, selector model) are resolved against the
+        file's folder. Keyword arguments (``budget=2``, ``allocation="recent"``, ``policy=...``) override
+        it and are validated the same way as the constructor's.
+        """
         return cls(config=load_config(path), **kwargs)
+
+    def warmup(self) -> CausalCacheMemory:
+        """Build the allocator and run one allocation on a synthetic trace (idempotent).
+
+        Loads a learned selector's model and initializes its inference session before the first timed
+        decision, so no decision (the first one of a resumed run included) hits the allocation time limit
+        because of a cold start. Called by the constructor unless ``warmup=False``.
+        """
+        if self._warm:
+            return self
+        allocator = self.allocation
+        self._warm = True
+        hook = getattr(allocator, "warmup", None)
+        if isinstance(allocator, _UnavailablePolicy) or not (callable(hook) or allocator.uses_witness):
+            return self  # fixed-rule allocators (recent, random, rgb, summary-only) have nothing to load
+        from causalcache_memory.actions.model import Action
+
+        trace = Trace("warm-up", episode_id="warmup")
+        trace.observe("0" * 64)
+        for i in range(2 * max(1, self.budget) + 2):
+            trace.record(Action("click", x=(i % 9) / 10, y=0.5), "warm-up", f"{i + 1:064x}")
+        try:
+            if callable(hook):
+                hook()
+            else:
+                allocator.allocate(
+                    AllocationContext(trace, self.budget, None, witness=Action("click", x=0.5, y=0.5))
+                )
+        except Exception as exc:  # an allocator that needs the archive warms on its first real step
+            warnings.warn(
+                f"allocator {allocator.name!r} could not be warmed up ({type(exc).__name__}: {exc}); its "
+                "first decision may be slower",
+                CausalCacheWarning,
+                stacklevel=2,
+            )
+        return self
 
     @property
     def budget(self) -> int:
         return self.config.budget
 
-    def screen_size(self, archive: ScreenshotArchive, sha256: str | None) -> tuple[int, int] | None:
-        """Pixel size of an archived screenshot (header only, cached per hash)."""
-        if sha256 is None:
-            return None
-        size = self._screen_sizes.get(sha256)
-        if size is None:
-            with archive.open_image(sha256) as image:
-                size = (int(image.width), int(image.height))
-            if len(self._screen_sizes) > 4096:
-                self._screen_sizes.clear()
-            self._screen_sizes[sha256] = size
-        return size
+    def screen_size(self, trace_or_state: Trace | Mapping[str, Any] | None = None) -> tuple[int, int] | None:
+        """``(width, height)`` of the current screen, as recorded when it was archived (no image read).
+
+        Takes a :class:`Trace`, or a state dict holding ``cc_head``; None when the size is unknown.
+        """
+        trace = trace_or_state
+        if isinstance(trace_or_state, Mapping):
+            head = head_of(trace_or_state)
+            trace = None if head is None else load_trace(trace_or_state, self._reader(head, None))
+        return trace.current_screen_size if isinstance(trace, Trace) else None
 
     # ------------------------------------------------------------------ resolution
     def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
@@ -182,22 +302,47 @@ class CausalCacheMemory:
             name = self.config.allocation.allocator
             try:
                 self._allocation = build_allocator(self.config.allocation)
-            except Exception as exc:  # surfaced per step as a Recent-B fallback warning
+            except Exception as exc:  # warned now, and per step as a Recent-B fallback
+                warnings.warn(
+                    f"allocation.allocator {name!r} could not be built ({type(exc).__name__}: {exc}); every "
+                    "step will fall back to Recent-B",
+                    CausalCacheWarning,
+                    stacklevel=3,
+                )
                 self._allocation = _UnavailablePolicy(name, exc)
         return self._allocation
 
     def controller(self, runtime: Any = None, policy: Policy | None = None) -> MemoryController:
-        """A :class:`MemoryController` for one step (``policy=None``: recording only)."""
-        cfg = self.config
-        return MemoryController(
+        """A :class:`MemoryController` for one step (``policy=None``: recording only).
+
+        Built by :func:`causalcache_memory.factory.build_controller` from this memory's config with the
+        resolved archive and the (warm) allocator.
+        """
+        controller = build_controller(
+            self.config,
             policy=policy if policy is not None else _NoPolicy(),  # type: ignore[arg-type]
             archive=self.resolve_archive(runtime),
             allocator=self.allocation,
-            budget=cfg.budget,
-            two_pass=cfg.two_pass,
-            render_options=render_options(cfg),
-            selector_timeout_s=cfg.allocation.selector.timeout_ms / 1000.0,
         )
+        if self.dedupe_current_screen and not controller.render_options.dedupe_current_screen:
+            controller.render_options = replace(controller.render_options, dedupe_current_screen=True)
+        return controller
+
+    def note_pending(self, episode_id: str, pending: dict[str, Any] | None) -> None:
+        """Remember the thread's decided, not yet recorded step (read by :meth:`action` in any node)."""
+        with self._pending_lock:
+            self._pending[episode_id] = pending
+            while len(self._pending) > 4096:
+                self._pending.pop(next(iter(self._pending)))
+
+    def reset_head(self, thread_id: str, *, runtime: Any = None) -> None:
+        """Let the next step of ``thread_id`` extend any head (branching from an older checkpoint).
+
+        The trace store refuses, per thread, a commit that does not extend the head it last wrote
+        (:class:`~causalcache_memory.errors.TraceConflictError`); call this before replaying a thread from
+        an older checkpoint in the same process.
+        """
+        self.trace_store(runtime).reset_head(thread_id)
 
     @staticmethod
     def step_record(decision: StepDecision, trace: Trace) -> dict[str, Any]:
@@ -223,23 +368,36 @@ class CausalCacheMemory:
 
         return make_observe_node(self, screenshot_node, schema=schema, require_pending=True)
 
-    def decide_node(self, model_node: Callable[..., Any] | None = None, *, schema: type | None = None) -> Any:
+    def decide_node(
+        self,
+        model_node: Callable[..., Any] | None = None,
+        *,
+        schema: type | None = None,
+        parse: Callable[..., Any] | None = None,
+    ) -> Any:
         """The decision node: two-pass re-decision through :class:`MemoryController`.
 
         With ``model_node`` (the user's own model node), each pass calls it with ``state[messages_key]``
         replaced by the memory's prompt (pixels exist only for that call) and takes the action from its
         update; the final pass's update is returned. Without it, the configured policy is called.
+        ``model_node`` may be ``async def`` (the node is then async: run the graph with ``ainvoke``).
+
+        The action is read from the update's ``action_key`` (an Action or a dict) or from the reply:
+        ``parse`` (else the memory's ``parse``) or the default parser with ``coords`` on the current
+        screen's recorded size. A reply that cannot be parsed is still recorded when the next screen
+        is observed (verbatim, with its parse error).
         """
         from causalcache_memory.integrations.langgraph.nodes import make_decide_node
 
-        return make_decide_node(self, model_node, schema=schema)
+        return make_decide_node(self, model_node, schema=schema, parse=parse)
 
     # ------------------------------------------------------------------ create_agent
-    def middleware(self, *, parse: Callable[[Any], Action | None] | None = None) -> Any:
+    def middleware(self, *, parse: Callable[..., Any] | None = None) -> Any:
         """An ``AgentMiddleware`` for LangChain ``create_agent`` (see :mod:`.middleware`).
 
-        ``parse`` reads the action from the model's reply (default: first tool call, named after its
-        action type, else the reply text).
+        ``parse`` reads the action from the model's reply (default: the memory's ``parse``, else the first
+        tool call, with its coordinates read in ``coords`` on the current screen's recorded size, else
+        the reply text). A hook declaring ``screen_size`` receives the current screen's size.
         """
         from causalcache_memory.integrations.langgraph.middleware import CausalCacheMiddleware
 
@@ -261,18 +419,24 @@ class CausalCacheMemory:
 
     # ------------------------------------------------------------------ persistence
     def checkpointer(self) -> Any:
-        """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default)."""
+        """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default).
+
+        The SQLite and in-memory savers serve both ``invoke``/``stream`` and ``ainvoke``/``astream`` (the
+        SQLite one runs its async methods in a worker thread). For PostgreSQL under asyncio, or for
+        LangGraph's native ``AsyncSqliteSaver``, use :meth:`acheckpointer`.
+        """
         cfg = self.config.checkpointer
         if cfg.kind == "memory":
             from langgraph.checkpoint.memory import InMemorySaver
 
             return InMemorySaver()
         if cfg.kind == "sqlite":
-            sqlite_mod = require("langgraph.checkpoint.sqlite", purpose="the SQLite checkpointer")
+            from causalcache_memory.integrations.langgraph.savers import ThreadedSqliteSaver
+
             if cfg.path != ":memory:":
                 Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(cfg.path, check_same_thread=False)
-            return sqlite_mod.SqliteSaver(conn)
+            return ThreadedSqliteSaver(conn)
         postgres = require("langgraph.checkpoint.postgres", purpose="the PostgreSQL checkpointer")
         psycopg = require("psycopg", purpose="the PostgreSQL checkpointer")
         rows = require("psycopg.rows", purpose="the PostgreSQL checkpointer")
@@ -281,13 +445,52 @@ class CausalCacheMemory:
         saver.setup()
         return saver
 
+    @contextlib.asynccontextmanager
+    async def acheckpointer(self) -> AsyncIterator[Any]:
+        """``async with memory.acheckpointer() as saver``: LangGraph's native async saver for the config.
+
+        ``AsyncSqliteSaver`` (needs ``aiosqlite``) for ``kind: sqlite``, ``AsyncPostgresSaver`` for
+        ``kind: postgres``, ``InMemorySaver`` for ``kind: memory``; the connection closes on exit.
+        """
+        cfg = self.config.checkpointer
+        if cfg.kind == "memory":
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            yield InMemorySaver()
+            return
+        if cfg.kind == "sqlite":
+            aio = require("langgraph.checkpoint.sqlite.aio", purpose="the async SQLite checkpointer")
+            if cfg.path != ":memory:":
+                Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
+            async with aio.AsyncSqliteSaver.from_conn_string(cfg.path) as saver:
+                yield saver
+            return
+        aio_pg = require("langgraph.checkpoint.postgres.aio", purpose="the async PostgreSQL checkpointer")
+        async with aio_pg.AsyncPostgresSaver.from_conn_string(cfg.uri) as saver:
+            await saver.setup()
+            yield saver
+
     @staticmethod
     def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
-        if isinstance(graph_or_state, dict):
-            return graph_or_state
+        if isinstance(graph_or_state, Mapping):
+            return dict(graph_or_state)
         if config is None:
             raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
-        return dict(graph_or_state.get_state(config).values)
+        try:
+            return dict(graph_or_state.get_state(config).values)
+        except (asyncio.InvalidStateError, NotImplementedError) as exc:
+            raise ConfigError(
+                f"this graph's checkpointer cannot be read synchronously here ({type(exc).__name__}); "
+                "use 'await memory.atrace(graph, config)' / 'await memory.aepisode_log(graph, config)'"
+            ) from exc
+
+    @staticmethod
+    async def _avalues(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
+        if isinstance(graph_or_state, Mapping):
+            return dict(graph_or_state)
+        if config is None:
+            raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
+        return dict((await graph_or_state.aget_state(config)).values)
 
     def episode_log(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
@@ -298,17 +501,35 @@ class CausalCacheMemory:
         the trace chain in the archive: ``archive=`` if given, else one this memory has written to
         (including a run-context archive), else the constructor's/config's archive.
         """
-        state = self._values(graph_or_state, config)
-        head = head_of(state)
-        if head is None:
-            return []
-        return self._reader(head, archive).load_log(head, episode_id=state.get("cc_episode"))
+        return self._log_of(self._values(graph_or_state, config), archive)
+
+    async def aepisode_log(
+        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`episode_log` for graphs with an async checkpointer (``aget_state``)."""
+        state = await self._avalues(graph_or_state, config)
+        return await asyncio.to_thread(self._log_of, state, archive)
 
     def trace(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
     ) -> Trace | None:
         """The episode trace at a thread's checkpoint or a state dict (None before the first observation)."""
-        state = self._values(graph_or_state, config)
+        return self._trace_of(self._values(graph_or_state, config), archive)
+
+    async def atrace(
+        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
+    ) -> Trace | None:
+        """:meth:`trace` for graphs with an async checkpointer (``aget_state``)."""
+        state = await self._avalues(graph_or_state, config)
+        return await asyncio.to_thread(self._trace_of, state, archive)
+
+    def _log_of(self, state: dict[str, Any], archive: Any) -> list[dict[str, Any]]:
+        head = head_of(state)
+        if head is None:
+            return []
+        return self._reader(head, archive).load_log(head, episode_id=state.get("cc_episode"))
+
+    def _trace_of(self, state: dict[str, Any], archive: Any) -> Trace | None:
         head = head_of(state)
         return None if head is None else load_trace(state, self._reader(head, archive))
 
@@ -322,10 +543,53 @@ class CausalCacheMemory:
                 return store
         return self.trace_store()
 
-    @staticmethod
-    def action(state: dict[str, Any]) -> Action | None:
-        """The decided action awaiting execution (from ``state['cc_pending']``)."""
+    def action(self, state: Mapping[str, Any] | None = None) -> Action | None:
+        """The decided action awaiting execution, from any node of the user's graph.
+
+        Reads ``state['cc_pending']`` when the state holds that key (nodes whose schema includes the
+        memory's keys); otherwise, inside a running node, the pending decision of the current thread
+        (recorded by the decide node in this process, else read from the thread's latest checkpoint).
+        Returns None when no action is pending or the reply had no parsable action. Outside a running
+        graph, with a state lacking ``cc_pending``, it raises :class:`TraceError` naming the fix.
+        """
         from causalcache_memory.actions.model import Action
 
-        pending = state.get("cc_pending") or {}
-        return Action.from_dict(pending["action"]) if pending.get("action") else None
+        if isinstance(state, Mapping) and "cc_pending" in state:
+            pending = state.get("cc_pending")
+        else:
+            pending = self._pending_in_run(state)
+        return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
+
+    def _pending_in_run(self, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        from langgraph.config import get_config
+
+        try:
+            config = get_config()
+        except RuntimeError:
+            raise TraceError(
+                "memory.action(state): the state has no 'cc_pending' key and no graph is running. Call it "
+                "inside a node of the graph (any node works), or pass a state that holds the memory's keys "
+                "(add CausalCacheState to your schema: class State(MyState, CausalCacheState))"
+            ) from None
+        episode = episode_id_for(None)
+        with self._pending_lock:
+            pending = self._pending.get(episode, _MISSING)
+        if pending is not _MISSING:
+            return pending  # type: ignore[return-value]
+        return self._pending_from_checkpoint(config, episode)
+
+    @staticmethod
+    def _pending_from_checkpoint(config: dict[str, Any], episode: str) -> dict[str, Any] | None:
+        configurable = config.get("configurable", {})
+        saver = configurable.get("__pregel_checkpointer")
+        thread = configurable.get("thread_id")
+        if saver is None or thread is None:
+            raise TraceError(
+                f"memory.action(): thread {episode!r} has no decision recorded in this process and the "
+                "graph has no checkpointer to read it from; pass a state holding 'cc_pending' (add "
+                "CausalCacheState to your schema) or compile the graph with a checkpointer"
+            )
+        tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
+        pending = values.get("cc_pending")
+        return pending if isinstance(pending, dict) else None

@@ -11,7 +11,13 @@
 State stays O(1) in the episode length: only ``cc_head``/``cc_episode``/``cc_t``/``cc_screenshot``/``cc_pending`` (see
 :mod:`.state`); the trace and log are read through the memory's trace store.
 
-GUI agents act once per step: one tool call per model reply is recorded (the first).
+GUI agents act once per step: one tool call per model reply is recorded (the first). Tool arguments
+are read in the memory's coordinate convention (``coords``) on the current screen's recorded size, so
+``click(x=1650, y=1040)`` on a 1920x1080 screen is a pixel click. A tool call whose arguments cannot be
+parsed is still executed by the agent and still recorded (verbatim, with its parse error) when its tool
+returns the next screen.
+
+The agent's own system prompt and the memory's become one system message (agent's text first).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from causalcache_memory.integrations.langgraph.policies import (
     ActionParser,
     generation_from_message,
     prompt_messages,
+    prompt_screen_size,
 )
 from causalcache_memory.integrations.langgraph.state import (
     CausalCacheState,
@@ -62,20 +69,29 @@ class _HandlerPolicy:
     """The agent's model handler as a policy: each pass calls ``handler`` with the rendered prompt."""
 
     def __init__(
-        self, request: ModelRequest, handler: Callable[..., Any], parse: ActionParser | None
+        self,
+        request: ModelRequest,
+        handler: Callable[..., Any],
+        parse: ActionParser | None,
+        memory: CausalCacheMemory,
     ) -> None:
-        self.request, self.handler, self.parse = request, handler, parse
+        self.request, self.handler, self.parse, self.memory = request, handler, parse, memory
         self.name = getattr(request.model, "model_name", None) or type(request.model).__name__
         self.last: ModelResponse | AIMessage | None = None
 
     def generate(self, prompt: BoundPrompt) -> Generation:
-        messages = prompt_messages(prompt)
+        user = self.request.system_message.text if self.request.system_message is not None else None
+        messages = prompt_messages(prompt, user_system=user)
         system = messages.pop(0).text if messages and isinstance(messages[0], SystemMessage) else ""
-        if self.request.system_message is not None:
-            system = f"{self.request.system_message.text}\n\n{system}".strip()
         request = self.request.override(messages=messages, system_message=SystemMessage(content=system))
         self.last = self.handler(request)
-        return generation_from_message(_reply(self.last), parse=self.parse)
+        return generation_from_message(
+            _reply(self.last),
+            parse=self.parse or self.memory.parse,
+            screen_size=prompt_screen_size(prompt),
+            coords=self.memory.coords,
+            platform=self.memory.config.policy.platform,
+        )
 
     def score(self, prompts: Any, targets: Any) -> list[float]:  # pragma: no cover - not used
         raise NotImplementedError("the agent's model handler cannot score targets")
@@ -124,22 +140,18 @@ class CausalCacheMiddleware(AgentMiddleware):
 
     def _model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
         memory, runtime, state = self.memory, request.runtime, request.state
-        archive = memory.resolve_archive(runtime)
-        messages, replaced = (
-            [],
-            [],
-        )  # replaced: stripped copies keeping their ids (add_messages swaps them in)
+        controller = memory.controller(runtime, _HandlerPolicy(request, handler, self.parse, memory))
+        messages, replaced = [], []  # replaced: stripped copies keeping their ids (add_messages swaps them)
         for message in request.messages:
-            stripped, shas = strip_images(message, archive.put)
+            stripped, shas = strip_images(message, controller.put)
             messages.append(stripped)
             if shas:
                 replaced.append(stripped)
         store = memory.trace_store(runtime)
         head = head_of(state)
         trace = load_trace(state, store)
-        if trace is None:  # (a Trace with no events is falsy: test for None)
+        if trace is None:  # (test for None: an empty trace is still a trace)
             trace = new_trace(memory, {**state, "messages": messages}, runtime)
-        controller = memory.controller(runtime, _HandlerPolicy(request, handler, self.parse))
         last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
         refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
         if refs and refs[-1] != trace.current_screenshot:
@@ -160,9 +172,15 @@ class CausalCacheMiddleware(AgentMiddleware):
         response = result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
         action = decision.action.to_dict() if decision.action else None
         calls = _reply(result).tool_calls
-        pending = {"t": trace.t, "response": decision.response, "action": action}
-        pending["tool_call_id"] = calls[0].get("id") if calls else None
+        pending = {
+            "t": trace.t,
+            "response": decision.response,
+            "action": action,
+            "parse_error": decision.generation.parse_error,
+            "tool_call_id": calls[0].get("id") if calls else None,
+        }
         update = {**state_update(store.commit(head, trace, [record]), trace), "cc_pending": pending}
+        memory.note_pending(trace.episode_id, pending)
         if replaced:
             update["messages"] = replaced
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), record
@@ -176,13 +194,13 @@ class CausalCacheMiddleware(AgentMiddleware):
 
     def _after_tool(self, request: Any, result: Any) -> Any:
         """Archive the screenshot a tool returned and record the executed step with it."""
-        archive = self.memory.resolve_archive(request.runtime)
+        controller = self.memory.controller(request.runtime)
         if isinstance(result, Command):
             update = result.update if isinstance(result.update, dict) else {}
-            stripped_update, shas = strip_images(update, archive.put)
+            stripped_update, shas = strip_images(update, controller.put)
             message = None
         else:
-            message, shas = strip_images(result, archive.put)
+            message, shas = strip_images(result, controller.put)
             stripped_update = {"messages": [message]}
         state = request.state if isinstance(request.state, dict) else {}
         pending = state.get("cc_pending") or {}
@@ -199,11 +217,17 @@ class CausalCacheMiddleware(AgentMiddleware):
         trace = load_trace(state, store)
         extra: dict[str, Any] = {"cc_screenshot": shas[-1]}
         if trace is not None:
-            controller = self.memory.controller(request.runtime)
-            if pending.get("action") and pending.get("t") == trace.t:
-                action = Action.from_dict(pending["action"])
-                controller.record(trace, action, shas[-1], response=pending["response"])
+            if pending and pending.get("t") == trace.t:  # the step's tool ran: record it, parsed or not
+                action = Action.from_dict(pending["action"]) if pending.get("action") else None
+                controller.record(
+                    trace,
+                    action,
+                    shas[-1],
+                    response=pending.get("response") or "",
+                    parse_error=pending.get("parse_error"),
+                )
                 extra["cc_pending"] = None
+                self.memory.note_pending(trace.episode_id, None)
             else:
                 controller.observe(trace, shas[-1])
             extra.update(state_update(store.commit(head, trace), trace))

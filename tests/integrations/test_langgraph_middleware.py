@@ -105,9 +105,10 @@ def test_screenshot_message_keeps_pixels_out_of_every_checkpoint(archive, saver_
 
 
 def test_middleware_selector_failure_falls_back(archive):
-    memory = CausalCacheMemory(
-        config=relaxed_config(), budget=BUDGET, archive=archive, allocation=FailingAllocation()
-    )
+    with pytest.warns(CausalCacheWarning, match="could not be warmed up"):  # said at construction
+        memory = CausalCacheMemory(
+            config=relaxed_config(), budget=BUDGET, archive=archive, allocation=FailingAllocation()
+        )
     screens = Screens()
     model = KeyChatModel(screens=screens, steps=4)
     agent = create_agent(model, tools=_tools(screens), middleware=[memory.middleware()])

@@ -95,7 +95,8 @@ def test_archive_and_policy_through_runtime_context(archive):
 
 def test_selector_failure_falls_back_to_recent_with_warning(archive, saver_factory):
     policy = KeyPolicy()
-    memory = _memory(archive, FailingAllocation(), policy)
+    with pytest.warns(CausalCacheWarning, match="could not be warmed up"):  # said at construction
+        memory = _memory(archive, FailingAllocation(), policy)
     graph = build_loop(memory, Screens(), steps=4, checkpointer=saver_factory())
     with pytest.warns(CausalCacheWarning, match="selector weights missing.*Recent-B"):
         graph.invoke({"goal": "g", "steps": 0}, run_config())
@@ -113,7 +114,8 @@ def test_unbuildable_allocation_policy_falls_back_every_step(archive, monkeypatc
     # the default config asks for the learned selector; pretend it cannot be built
     monkeypatch.setattr(memory_module, "build_allocator", missing)
     policy = KeyPolicy()
-    memory = CausalCacheMemory(config=relaxed_config(), budget=2, policy=policy, archive=archive)
+    with pytest.warns(CausalCacheWarning, match="could not be built.*no selector package"):  # at once
+        memory = CausalCacheMemory(config=relaxed_config(), budget=2, policy=policy, archive=archive)
     graph = build_loop(memory, Screens(), steps=4)  # no checkpointer: the log comes from the stream
     with pytest.warns(CausalCacheWarning, match="no selector package"):
         log = list(graph.stream({"goal": "g", "steps": 0}, stream_mode="custom"))
