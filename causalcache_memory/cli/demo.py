@@ -1,8 +1,9 @@
 """``causalcache demo``: the closed loop on embedded defaults (the main job of the README Quickstart).
 
-Synthetic cross-app world, simulated policy, local archive, SQLite checkpoints, bundled selector; a small
-task set under Recent-4 and CausalCache; prints a table and writes ``DIR/results.json`` and
-``DIR/report.html``.
+Synthetic cross-app world (v2: evaluation templates, mobile), simulated policy, local archive, SQLite
+checkpoints, bundled selector; a small task set under Recent-4 and CausalCache; prints a table and writes
+``DIR/results.json`` and ``DIR/report.html``. The demo runs one policy seed so it stays under a minute;
+figures follow the protocol (``--seeds 0,1,2``; ``causalcache eval closed-loop`` defaults to it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from typing import Any
 
 def _arms(text: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in text.split(",") if a.strip())
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds wants comma-separated integers, got {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("--seeds wants at least one seed, e.g. 0,1,2")
+    return seeds
 
 
 def _budgets(text: str) -> tuple[int, ...]:
@@ -54,13 +65,20 @@ def run_demo(args: argparse.Namespace) -> int:
         selector_path=args.selector,
         min_gain=args.min_gain,
         budget_curve=args.budget_curve,
+        policy_seeds=args.seeds,
+        templates=args.templates,
+        ni_margin=args.ni_margin,
+        workers=args.workers,
     )
     out = Path(args.out)
     print(
-        f"causalcache demo: {settings.tasks} tasks ({settings.platform}), arms {', '.join(settings.arms)}, "
-        f"B={settings.budget}; writing to {out}/",
+        f"causalcache demo: {settings.tasks} tasks ({settings.platform}, {settings.templates} templates), "
+        f"arms {', '.join(settings.arms)}, B={settings.budget}, policy seeds "
+        f"{','.join(map(str, settings.policy_seeds))}; writing to {out}/",
         flush=True,
     )
+    if len(settings.policy_seeds) < 3:
+        print("note: fewer than 3 policy seeds; the evaluation protocol uses --seeds 0,1,2", flush=True)
     results = run_closed_loop(settings, out, progress=not args.quiet)
     results["meta"]["command"] = "causalcache " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     print(format_table(results))
@@ -69,7 +87,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-ALL_ARMS = ("summary_only", "recent", "random", "rgb", "causalcache")
+ALL_ARMS = ("summary_only", "recent", "random", "first", "evenly_spaced", "rgb", "oracle", "causalcache")
 
 
 def add_closed_loop_arguments(
@@ -79,6 +97,7 @@ def add_closed_loop_arguments(
     out: str,
     arms: tuple[str, ...],
     budget_curve: tuple[int, ...],
+    seeds: tuple[int, ...] = (0, 1, 2),
 ) -> None:
     """Options shared by ``causalcache demo`` and ``causalcache eval closed-loop``."""
     parser.add_argument(
@@ -94,6 +113,25 @@ def add_closed_loop_arguments(
     )
     parser.add_argument("--seed", type=int, default=1234, help="task seed (default 1234)")
     parser.add_argument("--platform", choices=("mobile", "desktop", "mixed"), default="mobile")
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=seeds,
+        help=f"simulated-policy seeds; figures are means over them (default {','.join(map(str, seeds))})",
+    )
+    parser.add_argument(
+        "--templates",
+        choices=("eval", "dev", "train", "all"),
+        default="eval",
+        help="task templates to draw from (default eval: never used for training or choosing knobs)",
+    )
+    parser.add_argument(
+        "--ni-margin",
+        type=float,
+        default=0.05,
+        help="non-inferiority margin on controls vs Recent-B (default 0.05)",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="parallel processes (default 1)")
     parser.add_argument(
         "--selector", default=None, help="trained selector (.onnx or directory); default: bundled"
     )
@@ -119,7 +157,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_closed_loop_arguments(
-        parser, tasks=40, out="runs/demo", arms=("recent", "causalcache"), budget_curve=()
+        parser, tasks=40, out="runs/demo", arms=("recent", "causalcache"), budget_curve=(), seeds=(0,)
     )
 
 
@@ -127,7 +165,8 @@ def register_closed_loop(eval_subparsers: argparse._SubParsersAction) -> None:
     """``causalcache eval closed-loop``: every arm and the budget sweep (the full closed-loop evaluation)."""
     parser = eval_subparsers.add_parser(
         "closed-loop",
-        help="closed loop over all arms (summary-only, Recent-B, Random, RGB, CausalCache) and a budget sweep",
+        help="closed loop over all arms (summary-only, Recent-B, Random, First-B, evenly spaced, RGB, "
+        "evidence oracle, CausalCache) and a budget sweep, 3 policy seeds",
     )
     add_closed_loop_arguments(
         parser, tasks=120, out="runs/closed_loop", arms=ALL_ARMS, budget_curve=(0, 1, 2, 4, 8)

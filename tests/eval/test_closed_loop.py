@@ -18,8 +18,16 @@ def _mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _scores(episodes: list[dict]) -> dict[str, float]:
+    """Task id -> success averaged over the policy seeds (the protocol's task score)."""
+    runs: dict[str, list[float]] = {}
+    for e in episodes:
+        runs.setdefault(e["task_id"], []).append(float(e["success"]))
+    return {t: sum(v) / len(v) for t, v in runs.items()}
+
+
 def _check_numbers_against_episodes(results: dict) -> None:
-    """Every success rate and contrast in ``results.json`` recomputed by hand from its episodes."""
+    """Every success rate, contrast and helped/harmed count in ``results.json`` recomputed by hand."""
     budget, episodes = results["meta"]["budget"], results["episodes"]
     main = [e for e in episodes if e["budget"] == budget or e["arm"] == "summary_only"]
 
@@ -28,16 +36,18 @@ def _check_numbers_against_episodes(results: dict) -> None:
 
     for arm, cells in results["arms"].items():
         for split in ("all", "memory_critical", "control"):
-            expected = [e["success"] for e in rows(arm, split)]
-            assert cells[split]["n"] == len(expected) > 0
-            assert cells[split]["success"] == pytest.approx(_mean(expected))
-    for split, contrast in results["contrasts"].items():
-        if split == "interaction":
-            continue
-        treat = {e["task_id"]: e["success"] for e in rows("causalcache", split)}
-        ctrl = {e["task_id"]: e["success"] for e in rows("recent", split)}
-        assert set(treat) == set(ctrl) and contrast["n"] == len(treat)
-        assert contrast["delta"] == pytest.approx(_mean(treat[t] - ctrl[t] for t in treat))
+            scores = _scores(rows(arm, split))
+            assert cells[split]["n"] == len(scores) > 0
+            assert cells[split]["success"] == pytest.approx(_mean(scores.values()))
+    for arm, contrasts in results["contrasts_by_arm"].items():
+        for split, contrast in contrasts.items():
+            treat, ctrl = _scores(rows(arm, split)), _scores(rows("recent", split))
+            assert set(treat) == set(ctrl) and contrast["n"] == len(treat)
+            assert contrast["delta"] == pytest.approx(_mean(treat[t] - ctrl[t] for t in treat))
+            assert contrast["helped"] == sum(treat[t] > ctrl[t] for t in treat)
+            assert contrast["harmed"] == sum(treat[t] < ctrl[t] for t in treat)
+            if split == "control":
+                assert contrast["non_inferior"] == (contrast["ci95"][0] > -contrast["ni_margin"])
 
 
 def test_demo_writes_results_and_report(tmp_path, capsys) -> None:
@@ -63,12 +73,14 @@ def test_demo_writes_results_and_report(tmp_path, capsys) -> None:
 
 
 def test_arms_share_tasks_and_summary_only_never_shows_history(tmp_path) -> None:
-    settings = ClosedLoopSettings(tasks=4, arms=("summary_only", "recent"), seed=7)
+    settings = ClosedLoopSettings(tasks=4, arms=("summary_only", "recent"), seed=7, policy_seeds=(0, 1))
     results = run_closed_loop(settings, tmp_path, progress=False)
     by_arm: dict[str, list[str]] = {}
     for ep in results["episodes"]:
         by_arm.setdefault(ep["arm"], []).append(ep["task_id"])
     assert by_arm["summary_only"] == by_arm["recent"]  # paired design: the same tasks in the same order
+    assert {ep["seed"] for ep in results["episodes"]} == {0, 1} and len(results["episodes"]) == 16
+    _check_numbers_against_episodes(results)
     assert all(ep["budget"] == 0 for ep in results["episodes"] if ep["arm"] == "summary_only")
     assert results["contrasts"] == {}  # no causalcache arm: no causalcache − recent contrast
     assert results["contrasts_by_arm"]["summary_only"]["all"]["n"] == 4
@@ -81,6 +93,29 @@ def test_bad_settings_are_rejected() -> None:
         ClosedLoopSettings(tasks=0)
     with pytest.raises(ConfigError, match="min_gain"):
         ClosedLoopSettings(min_gain=-1.0)
+    with pytest.raises(ConfigError, match="policy_seeds"):
+        ClosedLoopSettings(policy_seeds=(1, 1))
+    with pytest.raises(ConfigError, match="ni_margin"):
+        ClosedLoopSettings(ni_margin=-0.1)
+
+
+def test_positional_and_oracle_arms_on_evaluation_templates(tmp_path) -> None:
+    """First-B, evenly spaced and the evidence oracle run as closed-loop arms on evaluation templates; the
+    oracle keeps the screen that shows the needed value, so it never does worse than Recent-B here."""
+    from causalcache_memory.lab.world import generate_tasks, template_split
+
+    arms = ("recent", "first", "evenly_spaced", "oracle")
+    settings = ClosedLoopSettings(tasks=6, arms=arms, seed=3, policy_seeds=(0,))
+    results = run_closed_loop(settings, tmp_path, progress=False)
+    assert set(results["arms"]) == set(arms) and results["meta"]["templates"] == "eval"
+    tasks = generate_tasks(6, 3, platform="mobile", templates="eval")
+    assert {template_split(t.template) for t in tasks} == {"eval"}
+    assert {e["task_id"] for e in results["episodes"]} == {t.task_id for t in tasks}
+    _check_numbers_against_episodes(results)
+    first_k = [k for e in results["episodes"] if e["arm"] == "first" for k in e["k"]]
+    assert max(first_k) > 0  # First-B displaces recent events once the history is longer than B
+    oracle = results["contrasts_by_arm"]["oracle"]["memory_critical"]
+    assert oracle["delta"] >= 0.0 and oracle["harmed"] <= oracle["helped"]
 
 
 def test_eval_closed_loop_command_sweeps_budgets(tmp_path) -> None:

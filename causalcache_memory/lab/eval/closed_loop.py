@@ -10,14 +10,21 @@ arm                allocation
 ``summary_only``   ``B = 0``: every past step as its one-line summary only
 ``recent``         Recent-B
 ``random``         seeded Random exact-B
+``first``          First-B: the B earliest events (position only)
+``evenly_spaced``  B events at regular strides over the history (position only)
 ``rgb``            RGB similarity of archived screenshots to the current screen
+``oracle``         Recent-B plus the latest screen showing each needed value (world ground truth; a ceiling)
 ``causalcache``    the learned selector (bundled ONNX scorer) with the two-pass re-decision
 =================  ===============================================================================
 
-Success is the task's checker on the final world state. Contrasts are task-paired (every arm runs every
-task) with task-bootstrap 95% intervals; the split × method interaction compares the memory-critical gain
-with the control gain. Per arm we also report steps, wall time, the realized ``k`` profile, the pass-2
-fire rate and the model time pass 2 adds per step.
+Protocol: tasks come from the world's *evaluation* templates (``templates="eval"``, mobile by default);
+every arm runs every task under each of several simulated-policy seeds (default 0, 1, 2). Success is the
+task's checker on the final world state; a task's score is its mean over seeds. Contrasts are
+task-paired with task-bootstrap 95% intervals, per split, with counts of tasks helped and harmed; on
+controls a non-inferiority check at a stated margin replaces "no detectable difference"
+(:mod:`~causalcache_memory.lab.eval.summary`). Per arm we also report steps, wall time, the realized
+``k`` profile and the pass-2 fire rate per split. ``workers > 1`` runs the (arm, budget, seed) jobs in
+parallel processes; results do not depend on it.
 """
 
 from __future__ import annotations
@@ -25,22 +32,24 @@ from __future__ import annotations
 import platform as _platform
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypedDict
-
 from causalcache_memory._optional import require
-from causalcache_memory.allocation.registry import build_allocator
-from causalcache_memory.config.loader import parse_config
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.eval.showcase import showcase
-from causalcache_memory.lab.eval.summary import SPLITS, split_rows, summarize
+from causalcache_memory.lab.eval.summary import SPLITS, budget_curve, summarize
+from causalcache_memory.lab.eval.world_agent import (
+    ARMS,
+    WorldOracle,
+    build_world_agent,
+    memory_for,
+    run_world_episode,
+)
 
 if TYPE_CHECKING:
-    from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.lab.world.tasks import Task
     from causalcache_memory.policy import Policy
 
@@ -55,37 +64,10 @@ __all__ = [
     "summarize",
 ]
 
-#: arm name -> allocation policy name (``summary_only`` runs Recent at B = 0)
-ARMS: dict[str, str] = {
-    "summary_only": "recent",
-    "recent": "recent",
-    "random": "random",
-    "rgb": "rgb",
-    "causalcache": "causalcache",
-}
-
-
-class WorldAgentState(TypedDict, total=False):
-    """State of the evaluation agent (the memory adds its own ``cc_*`` keys)."""
-
-    goal: str
-    app: str
-    steps: int
-    done: bool
-
-
-@dataclass(frozen=True)
-class WorldContext:
-    """Run context: the memory's objects under ``causalcache`` plus the world (the 'device')."""
-
-    causalcache: Any
-    world: Any
-    max_steps: int = 30
-
 
 @dataclass
 class EpisodeOutcome:
-    """One episode of one arm."""
+    """One episode of one arm under one policy seed."""
 
     task_id: str
     split: str
@@ -96,6 +78,7 @@ class EpisodeOutcome:
     wall_s: float
     log: list[dict[str, Any]] = field(default_factory=list)
     thread_id: str = ""
+    seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +86,7 @@ class EpisodeOutcome:
             "split": self.split,
             "arm": self.arm,
             "budget": self.budget,
+            "seed": self.seed,
             "success": self.success,
             "steps": self.steps,
             "wall_s": round(self.wall_s, 4),
@@ -121,12 +105,15 @@ class ClosedLoopSettings:
         budget: ``B`` for every arm except ``summary_only``.
         arms: arms to run (keys of :data:`ARMS`).
         platform: ``mobile``, ``desktop`` or ``mixed``.
+        templates: which templates tasks come from (``eval`` for evaluation; see the world's templates).
         extra_steps: step cap = expert plan length + this.
         selector_path: a trained selector (None = the bundled scorer).
         min_gain: the selector's swap threshold (0 = the paper's rule).
         budget_curve: budgets for the budget sweep (empty = no sweep).
         curve_arms: arms swept over ``budget_curve``.
-        policy_seed: seed of the simulated policy.
+        policy_seeds: seeds of the simulated policy; every figure is a mean over them.
+        ni_margin: non-inferiority margin on controls (success difference vs Recent-B).
+        workers: parallel processes for the (arm, budget, seed) jobs (1 = in this process).
     """
 
     tasks: int = 40
@@ -134,12 +121,15 @@ class ClosedLoopSettings:
     budget: int = 4
     arms: tuple[str, ...] = ("recent", "causalcache")
     platform: str = "mobile"
+    templates: str = "eval"
     extra_steps: int = 6
     selector_path: str | None = None
     min_gain: float = 0.0
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
-    policy_seed: int = 0
+    policy_seeds: tuple[int, ...] = (0, 1, 2)
+    ni_margin: float = 0.05
+    workers: int = 1
 
     def __post_init__(self) -> None:
         unknown = [a for a in (*self.arms, *self.curve_arms) if a not in ARMS]
@@ -151,123 +141,116 @@ class ClosedLoopSettings:
             raise ConfigError(f"min_gain={self.min_gain} must be >= 0 (0 = the paper's rule)")
         if self.budget < 0 or any(b < 0 for b in self.budget_curve):
             raise ConfigError(f"budgets must be >= 0, got {self.budget} and {self.budget_curve}")
-
-
-# ---------------------------------------------------------------------------------------------- graph
-def build_world_agent(memory: Any, checkpointer: Any = None) -> Any:
-    """The evaluation agent: ``observe -> decide -> act(+record) -> decide ...`` until done or the cap.
-
-    ``act`` executes ``memory.action(state)`` in the world held by the run context and returns the
-    post-action screenshot, which the memory archives and records as the step's ``v_t``.
-    """
-    require("langgraph", purpose="the closed-loop harness")
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.runtime import Runtime
-
-    def first_screen(state: WorldAgentState, runtime: Runtime[WorldContext]) -> dict[str, Any]:
-        world = runtime.context.world
-        return {"screenshot": world.screenshot(), "app": world.app, "steps": 0, "done": False}
-
-    def act(state: WorldAgentState, runtime: Runtime[WorldContext]) -> dict[str, Any]:
-        from causalcache_memory.actions.model import Action
-
-        world = runtime.context.world
-        raw = memory.action(state)
-        action = Action.from_dict(raw) if isinstance(raw, dict) else (raw or Action("wait"))
-        png, info = world.step(action)
-        steps = int(state.get("steps", 0)) + 1
-        done = info.done or steps >= runtime.context.max_steps
-        return {"screenshot": png, "app": info.app_after, "steps": steps, "done": done}
-
-    def route(state: WorldAgentState) -> str:
-        return END if state.get("done") else "decide"
-
-    builder = StateGraph(WorldAgentState, context_schema=WorldContext)
-    builder.add_node("observe", memory.observe_node(first_screen, schema=WorldAgentState))
-    builder.add_node("decide", memory.decide_node(schema=WorldAgentState))
-    builder.add_node("act", memory.record_node(act, schema=WorldAgentState))
-    builder.add_edge(START, "observe")
-    builder.add_edge("observe", "decide")
-    builder.add_edge("decide", "act")
-    builder.add_conditional_edges("act", route, ["decide", END])
-    return builder.compile(checkpointer=checkpointer)
-
-
-def _memory_for(
-    arm: str,
-    budget: int,
-    policy: Policy,
-    archive: ScreenshotArchive,
-    selector_path: str | None,
-    min_gain: float = 0.0,
-) -> Any:
-    from causalcache_memory.integrations.langgraph import CausalCacheMemory
-
-    effective = 0 if arm == "summary_only" else budget
-    config = parse_config(
-        {
-            "budget": effective,
-            "allocation": {
-                "allocator": ARMS[arm],
-                "selector": {"model_path": selector_path, "timeout_ms": 2000, "min_gain": min_gain},
-            },
-            "policy": {"kind": "simulated"},
-        }
-    )
-    allocation = build_allocator(config.allocation)
-    return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
-
-
-def run_world_episode(
-    task: Task,
-    memory: Any,
-    graph: Any,
-    *,
-    arm: str,
-    policy: Policy,
-    archive: ScreenshotArchive,
-    thread_id: str,
-    max_steps: int,
-) -> EpisodeOutcome:
-    """Run ``task`` through the compiled agent ``graph`` and score it with the task's checker."""
-    from causalcache_memory.integrations.langgraph import CausalCacheContext
-    from causalcache_memory.lab.world.env import GuiWorld
-
-    world = GuiWorld(task)
-    context = WorldContext(
-        causalcache=CausalCacheContext(policy=policy, archive=archive), world=world, max_steps=max_steps
-    )
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
-    log: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    for mode, chunk in graph.stream(
-        {"goal": task.goal}, config, context=context, stream_mode=["custom"], subgraphs=False
-    ):
-        if mode == "custom" and isinstance(chunk, dict) and "t" in chunk:
-            log.append(chunk)
-    wall = time.perf_counter() - start
-    return EpisodeOutcome(
-        task_id=task.task_id,
-        split=task.split,
-        arm=arm,
-        budget=memory.budget,
-        success=bool(task.check(world.state())),
-        steps=world.steps,
-        wall_s=wall,
-        log=log,
-        thread_id=thread_id,
-    )
+        if not self.policy_seeds or len(set(self.policy_seeds)) != len(self.policy_seeds):
+            raise ConfigError(f"policy_seeds={self.policy_seeds} must be distinct and non-empty, e.g. 0,1,2")
+        if not 0.0 <= self.ni_margin < 1.0:
+            raise ConfigError(f"ni_margin={self.ni_margin} must be in [0, 1), e.g. 0.05")
+        if self.workers < 1:
+            raise ConfigError(f"workers={self.workers} must be >= 1")
 
 
 # ------------------------------------------------------------------------------------------- driver
-def _episode_jobs(settings: ClosedLoopSettings) -> list[tuple[str, int]]:
-    jobs = [(arm, 0 if arm == "summary_only" else settings.budget) for arm in settings.arms]
+def _episode_jobs(settings: ClosedLoopSettings) -> list[tuple[str, int, int]]:
+    """``(arm, budget, policy seed)`` for the main budget and the budget sweep, without duplicates."""
+    pairs = [(arm, 0 if arm == "summary_only" else settings.budget) for arm in settings.arms]
     for budget in settings.budget_curve:
         for arm in settings.curve_arms:
             key = (arm, 0 if arm == "summary_only" else budget)
-            if key not in jobs:
-                jobs.append(key)
-    return jobs
+            if key not in pairs:
+                pairs.append(key)
+    return [(arm, budget, seed) for seed in settings.policy_seeds for arm, budget in pairs]
+
+
+def _tasks(settings: ClosedLoopSettings) -> list[Task]:
+    from causalcache_memory.lab.world.tasks import generate_tasks
+
+    return generate_tasks(
+        settings.tasks, settings.seed, platform=settings.platform, templates=settings.templates
+    )
+
+
+def run_job(
+    settings: ClosedLoopSettings,
+    out: Path,
+    job: tuple[str, int, int],
+    policy: Policy | None = None,
+    on_episode: Callable[[EpisodeOutcome], None] | None = None,
+) -> tuple[list[EpisodeOutcome], dict[str, Any] | None]:
+    """One arm at one budget under one policy seed over every task; returns the outcomes and, for the
+    CausalCache arm at the main budget and first seed, the report's showcase episode."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
+
+    arm, budget, seed = job
+    tasks = _tasks(settings)
+    archive = LocalArchive(out / "archive")
+    policy = policy or SimulatedPolicy(seed=seed)
+    import sqlite3
+
+    conn = sqlite3.connect(str(out / f"checkpoints-{arm}-b{budget}-s{seed}.sqlite"), check_same_thread=False)
+    try:
+        oracle = WorldOracle() if arm == "oracle" else None
+        memory = memory_for(arm, budget, policy, archive, settings.selector_path, settings.min_gain, oracle)
+        graph = build_world_agent(memory, SqliteSaver(conn))
+        outcomes = []
+        for task in tasks:
+            outcome = run_world_episode(
+                task, memory, graph, arm=arm, policy=policy, archive=archive, seed=seed,
+                thread_id=f"{arm}-b{budget}-s{seed}-{task.task_id}",
+                max_steps=len(task.steps) + settings.extra_steps,
+                evidence=oracle.truth if oracle is not None else None,
+            )  # fmt: skip
+            outcomes.append(outcome)
+            if on_episode:
+                on_episode(outcome)
+        show = None
+        if arm == "causalcache" and budget == settings.budget and seed == settings.policy_seeds[0]:
+            show = showcase(
+                outcomes, {(arm, budget): graph}, {(arm, budget): memory}, {t.task_id: t for t in tasks}
+            )
+        return outcomes, show
+    finally:
+        conn.close()
+
+
+def _job_entry(
+    args: tuple[ClosedLoopSettings, str, tuple[str, int, int]],
+) -> tuple[list[EpisodeOutcome], Any]:
+    settings, out, job = args
+    return run_job(settings, Path(out), job)
+
+
+def _run_jobs(
+    settings: ClosedLoopSettings,
+    out: Path,
+    jobs: Sequence[tuple[str, int, int]],
+    policy: Policy | None,
+    bar: Any,
+    on_episode: Callable[[EpisodeOutcome], None] | None,
+) -> tuple[list[EpisodeOutcome], dict[str, Any] | None]:
+    outcomes: list[EpisodeOutcome] = []
+    shows: list[dict[str, Any]] = []
+
+    def collect(result: tuple[list[EpisodeOutcome], Any], job: tuple[str, int, int]) -> None:
+        outcomes.extend(result[0])
+        shows.extend([result[1]] if result[1] else [])
+        bar.update(len(result[0]))
+        bar.set_postfix_str(f"{job[0]} B={job[1]} seed={job[2]}")
+
+    if settings.workers > 1 and policy is None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=settings.workers) as pool:
+            for job, result in zip(
+                jobs, pool.map(_job_entry, [(settings, str(out), j) for j in jobs]), strict=True
+            ):
+                collect(result, job)
+    else:
+        for job in jobs:
+            collect(run_job(settings, out, job, policy, on_episode), job)
+    return outcomes, (shows[0] if shows else None)
 
 
 def run_closed_loop(
@@ -278,88 +261,55 @@ def run_closed_loop(
     progress: bool = True,
     on_episode: Callable[[EpisodeOutcome], None] | None = None,
 ) -> dict[str, Any]:
-    """Run every arm on every task; returns the ``results.json`` dict (not written here)."""
+    """Run every arm on every task under every policy seed; returns the ``results.json`` dict (not written).
+
+    ``policy`` (optional) replaces the simulated policy for every job (then ``policy_seeds`` only label
+    the repeats, and jobs run in this process).
+    """
     require("langgraph", purpose="the closed-loop harness")
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from causalcache_memory.archive.local import LocalArchive
-    from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
-    from causalcache_memory.lab.world.tasks import generate_tasks
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    archive = LocalArchive(out / "archive")
-    policy = policy or SimulatedPolicy(seed=settings.policy_seed)
-    tasks = generate_tasks(settings.tasks, settings.seed, platform=settings.platform)
-    by_id = {t.task_id: t for t in tasks}
+    tasks = _tasks(settings)
     jobs = _episode_jobs(settings)
-    import sqlite3
-
-    conn = sqlite3.connect(str(out / "checkpoints.sqlite"), check_same_thread=False)
-    saver = SqliteSaver(conn)
-    graphs: dict[tuple[str, int], Any] = {}
-    memories: dict[tuple[str, int], Any] = {}
-    outcomes: list[EpisodeOutcome] = []
     bar = _progress(len(jobs) * len(tasks), progress)
     start = time.perf_counter()
     try:
-        for arm, budget in jobs:
-            memory = _memory_for(arm, budget, policy, archive, settings.selector_path, settings.min_gain)
-            graph = build_world_agent(memory, saver)
-            graphs[(arm, budget)], memories[(arm, budget)] = graph, memory
-            for task in tasks:
-                outcome = run_world_episode(
-                    task,
-                    memory,
-                    graph,
-                    arm=arm,
-                    policy=policy,
-                    archive=archive,
-                    thread_id=f"{arm}-b{budget}-{task.task_id}",
-                    max_steps=len(task.steps) + settings.extra_steps,
-                )
-                outcomes.append(outcome)
-                if on_episode:
-                    on_episode(outcome)
-                bar.update(1)
-                bar.set_postfix_str(f"{arm} B={budget}")
+        outcomes, show = _run_jobs(settings, out, jobs, policy, bar, on_episode)
     finally:
         bar.close()
-    wall = time.perf_counter() - start
     main = [o for o in outcomes if o.budget == settings.budget or o.arm == "summary_only"]
-    results = summarize(main, settings.arms)
-    results["meta"] = {
+    results = summarize(main, settings.arms, ni_margin=settings.ni_margin)
+    results["meta"] = _meta(settings, tasks, policy, time.perf_counter() - start)
+    if settings.budget_curve:
+        results["budget_curve"] = budget_curve(outcomes, settings.budget_curve, settings.curve_arms)
+    results["episodes"] = [o.to_dict() for o in outcomes]
+    results["showcase"] = show
+    results["_archive"] = str(out / "archive")
+    return results
+
+
+def _meta(
+    settings: ClosedLoopSettings, tasks: Sequence[Task], policy: Policy | None, wall: float
+) -> dict[str, Any]:
+    return {
         "tasks": len(tasks),
         "budget": settings.budget,
         "seed": settings.seed,
+        "policy_seeds": list(settings.policy_seeds),
         "arms": list(settings.arms),
         "platform": settings.platform,
+        "templates": settings.templates,
+        "world": "v2",
         "wall_s": round(wall, 2),
         "machine": f"{_platform.machine()} {_platform.processor() or ''}".strip(),
         "python": _platform.python_version(),
-        "policy": getattr(policy, "name", type(policy).__name__),
+        "policy": getattr(policy, "name", "simulated-world-policy"),
         "selector": settings.selector_path or "bundled",
         "min_gain": settings.min_gain,
+        "ni_margin": settings.ni_margin,
         "step_cap": f"expert plan length + {settings.extra_steps}",
         "tasks_per_split": dict(Counter(t.split for t in tasks)),
     }
-    if settings.budget_curve:
-        curve: dict[str, Any] = {"budgets": list(settings.budget_curve), "arms": {}}
-        for arm in settings.curve_arms:
-            series: dict[str, list[float | None]] = {s: [] for s in SPLITS}
-            for budget in settings.budget_curve:
-                b = 0 if arm == "summary_only" else budget
-                rows = [o for o in outcomes if o.arm == arm and o.budget == b]
-                for split in SPLITS:
-                    sel = split_rows(rows, split)
-                    series[split].append(sum(o.success for o in sel) / len(sel) if sel else None)
-            curve["arms"][arm] = series
-        results["budget_curve"] = curve
-    results["episodes"] = [o.to_dict() for o in outcomes]
-    results["showcase"] = showcase(main, graphs, memories, by_id)
-    results["_archive"] = str(archive.root)
-    conn.close()
-    return results
 
 
 def _progress(total: int, enabled: bool) -> Any:

@@ -37,12 +37,24 @@ SPLIT_LABELS: dict[str, str] = {
     "control": "Control",
 }
 #: Arms in display order (weakest reference first, the learned allocation last).
-ARM_ORDER: tuple[str, ...] = ("summary_only", "recent", "random", "rgb", "causalcache")
+ARM_ORDER: tuple[str, ...] = (
+    "summary_only",
+    "recent",
+    "random",
+    "first",
+    "evenly_spaced",
+    "rgb",
+    "oracle",
+    "causalcache",
+)
 ARM_LABELS: dict[str, str] = {
     "summary_only": "Summary-only (B=0)",
     "recent": "Recent-B",
     "random": "Random",
+    "first": "First-B",
+    "evenly_spaced": "Evenly spaced",
     "rgb": "RGB similarity",
+    "oracle": "Evidence oracle",
     "causalcache": "CausalCache",
 }
 _ARM_COLORS: dict[str, str] = {
@@ -50,6 +62,9 @@ _ARM_COLORS: dict[str, str] = {
     "recent": "#1e88e5",
     "random": "#8e24aa",
     "rgb": "#43a047",
+    "first": "#6d4c41",
+    "evenly_spaced": "#00897b",
+    "oracle": "#212121",
     "causalcache": "#fb8c00",
 }
 _FALLBACK_COLORS = ("#6d4c41", "#00897b", "#c0ca33", "#5e35b1", "#d81b60")
@@ -57,8 +72,8 @@ _FALLBACK_COLORS = ("#6d4c41", "#00897b", "#c0ca33", "#5e35b1", "#d81b60")
 
 def arm_label(arm: str, budget: int | None = None) -> str:
     """Human name of an arm; ``recent`` shows the budget (``Recent-4``) when it is known."""
-    if arm == "recent" and budget is not None:
-        return f"Recent-{budget}"
+    if arm in ("recent", "first") and budget is not None:
+        return f"{'Recent' if arm == 'recent' else 'First'}-{budget}"
     return ARM_LABELS.get(arm, arm)
 
 

@@ -21,127 +21,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import CausalCacheError, MissingDependencyError
-from causalcache_memory.lab.eval.plots import SPLIT_LABELS, SPLITS, _budget, _number, arm_label, ordered_arms
+from causalcache_memory.lab.eval.plots import SPLIT_LABELS, SPLITS, _budget, arm_label, ordered_arms
+from causalcache_memory.lab.eval.report_text import (
+    _check,
+    _ci,
+    _fmt,
+    _get,
+    _k_profile,
+    contrast_sentences,
+    format_table,
+    split_tables,
+)
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["REPORT_FILENAME", "contrast_sentences", "format_table", "write_report"]
+__all__ = ["REPORT_FILENAME", "contrast_sentences", "format_table", "split_tables", "write_report"]
 
 REPORT_FILENAME = "report.html"
 _FIDELITIES = ("summary", "recent", "promoted")
 _FIDELITY_TEXT = {"summary": "summary only", "recent": "recent, pixels", "promoted": "promoted, pixels"}
-_SPLIT_PHRASE = {"all": "all tasks", "memory_critical": "memory-critical tasks", "control": "control tasks"}
-
-
-# ---------------------------------------------------------------- number formatting (text and HTML)
-
-
-def _fmt(value: object, digits: int = 2, *, signed: bool = False) -> str:
-    x = _number(value)
-    if x is None:
-        return "n/a"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-
-
-def _ci(ci: object, digits: int = 2) -> str:
-    if isinstance(ci, Sequence) and not isinstance(ci, str) and len(ci) == 2:
-        return f"[{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]"
-    return "[n/a]"
-
-
-def _get(mapping: object, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(mapping, Mapping):
-            return None
-        mapping = mapping.get(key)
-    return mapping
-
-
-def _success_cell(cell: object) -> str:
-    if not isinstance(cell, Mapping):
-        return "n/a"
-    n = cell.get("n")
-    return f"{_fmt(cell.get('success'))} {_ci(cell.get('ci95'))} n={n if isinstance(n, int) else 'n/a'}"
-
-
-def _k_profile(profile: object) -> str:
-    """``k0 80% k1 15% k2 5%`` sorted by k; ``n/a`` when absent."""
-    if not isinstance(profile, Mapping) or not profile:
-        return "n/a"
-
-    def key(item: tuple[object, object]) -> tuple[int, str]:
-        k = str(item[0])
-        return (int(k), k) if k.isdigit() else (1 << 30, k)
-
-    parts = []
-    for k, frac in sorted(profile.items(), key=key):
-        x = _number(frac)
-        parts.append(f"k{k} {'n/a' if x is None else f'{100 * x:.0f}%'}")
-    return " ".join(parts)
-
-
-def _check(results: object) -> Mapping[str, Any]:
-    if not isinstance(results, Mapping):
-        raise TypeError(f"results must be the dict of results.json, got {type(results).__name__}")
-    if not isinstance(results.get("arms", {}), Mapping):
-        raise TypeError(f"results['arms'] must map arm names to their results, got {results['arms']!r:.80}")
-    return results
-
-
-def contrast_sentences(results: Mapping[str, Any]) -> list[str]:
-    """Plain-language lines for ``results["contrasts"]``, e.g.
-    ``CausalCache − Recent-4 on memory-critical tasks: +0.35 [0.20, 0.50] (interval excludes zero)``."""
-    contrasts = _check(results).get("contrasts")
-    if not isinstance(contrasts, Mapping):
-        return []
-    name = f"{arm_label('causalcache')} − {arm_label('recent', _budget(results))}"
-    lines = []
-    for key in (*SPLITS, "interaction"):
-        c = contrasts.get(key)
-        if not isinstance(c, Mapping):
-            continue
-        what = (
-            f"{name} on {_SPLIT_PHRASE[key]}"
-            if key != "interaction"
-            else "Split × method interaction (memory-critical gain − control gain)"
-        )
-        ci = c.get("ci95")
-        lo, hi = (
-            (_number(ci[0]), _number(ci[1])) if isinstance(ci, Sequence) and len(ci) == 2 else (None, None)
-        )
-        if lo is None or hi is None:
-            verdict = ""
-        elif lo > 0 or hi < 0:
-            verdict = " (95% interval excludes zero)"
-        else:
-            verdict = " (95% interval includes zero: no detectable difference)"
-        lines.append(f"{what}: {_fmt(c.get('delta'), signed=True)} {_ci(ci)}{verdict}")
-    return lines
-
-
-def format_table(results: Mapping[str, Any]) -> str:
-    """Plain-text table for the CLI: one row per arm; success ``[95% CI]`` and n per split, the pass-2
-    fire rate and the realized k profile; then the contrast sentences."""
-    results = _check(results)
-    budget = _budget(results)
-    header = ["arm", *(SPLIT_LABELS[s] for s in SPLITS), "fire rate", "k profile"]
-    rows = [header]
-    for arm in ordered_arms(results):
-        data = results["arms"][arm]
-        rows.append(
-            [
-                arm_label(arm, budget),
-                *(_success_cell(_get(data, s)) for s in SPLITS),
-                _fmt(_get(data, "fire_rate")),
-                _k_profile(_get(data, "k_profile")),
-            ]
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    sentences = contrast_sentences(results)
-    return "\n".join([*lines, *(["", *sentences] if sentences else [])])
 
 
 # ---------------------------------------------------------------- images
@@ -263,11 +162,13 @@ def _results_table(results: Mapping[str, Any]) -> str:
 
 def _contrasts(results: Mapping[str, Any]) -> str:
     lines = contrast_sentences(results)
-    if not lines:
+    tables = split_tables(results)
+    if not lines and not tables:
         return ""
     items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
-    note = "<p>Task-paired bootstrap 95% intervals.</p>"
-    return f'<h2>Contrasts</h2><ul class="contrasts">{items}</ul>{note}'
+    note = "<p>Task-paired bootstrap 95% intervals over tasks (a task's score is its mean over seeds).</p>"
+    per_split = f"<h3>Per split, against Recent-B</h3><pre>{_esc(tables)}</pre>" if tables else ""
+    return f'<h2>Contrasts</h2><ul class="contrasts">{items}</ul>{note}{per_split}'
 
 
 def _plots(paths: Sequence[Path]) -> str:
