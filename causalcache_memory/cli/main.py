@@ -18,7 +18,17 @@ from causalcache_memory.errors import CausalCacheError
 __all__ = ["build_parser", "main"]
 
 #: subcommand modules, in help order
-COMMAND_MODULES = ("demo", "config_cmd", "bench", "train", "eval", "label", "archive_cmd", "data_cmd")
+COMMAND_MODULES = (
+    "demo",
+    "config_cmd",
+    "bench",
+    "train",
+    "eval",
+    "label",
+    "archive_cmd",
+    "data_cmd",
+    "serve",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
