@@ -65,11 +65,34 @@ class SelectorConfig(_Strict):
         description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
     )
     inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
-    min_gain: float = Field(
-        0.0,
-        ge=0.0,
-        description="Smallest predicted gain for a swap (0 = paper; larger = fewer second passes).",
+    min_gain: float | Literal["auto"] = Field(
+        "auto",
+        description="Smallest predicted gain for a swap: 'auto' = the threshold calibrated on development "
+        "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
+        "larger = fewer second passes.",
     )
+    ood_guard: bool = Field(
+        True,
+        description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
+        "scorer's training distribution (models exported with OOD statistics).",
+    )
+    ood_scale: float = Field(
+        1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
+    )
+
+    @field_validator("min_gain", mode="before")
+    @classmethod
+    def _min_gain_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"min_gain={value!r} must be 'auto' or a number >= 0, not a boolean")
+        return value
+
+    @field_validator("min_gain")
+    @classmethod
+    def _min_gain(cls, value: float | str) -> float | str:
+        if isinstance(value, str) or (value >= 0.0 and value < float("inf")):
+            return value
+        raise ValueError(f"min_gain={value!r} must be 'auto' or a finite number >= 0 (0 = the paper's rule)")
 
 
 def _registered(check: Any, value: Any) -> Any:
