@@ -32,7 +32,12 @@ def _learned(cfg: AllocationConfig) -> Allocator:
     if sel is None:
         return module.LearnedSelectorAllocator()
     return module.LearnedSelectorAllocator(
-        model_path=sel.model_path, beam_width=sel.beam_width, inverted=sel.inverted, min_gain=sel.min_gain
+        model_path=sel.model_path,
+        beam_width=sel.beam_width,
+        inverted=sel.inverted,
+        min_gain=sel.min_gain,
+        ood_guard=sel.ood_guard,
+        ood_scale=sel.ood_scale,
     )
 
 

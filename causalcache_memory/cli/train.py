@@ -34,10 +34,11 @@ def _train_selector(args: argparse.Namespace) -> int:
             (recipe.train.no_recency_output_dir, recipe.train_config(**overrides, drop_features=drop))
         )
     trajectories = {t.trajectory_id: t for t in res.trajectories}
+    extractor = _extractor(recipe, res.archive)
     examples = build_examples(
         records,
         trajectories,
-        extractor=_extractor(recipe, res.archive),
+        extractor=extractor,
         witness=runs[0][1].witness,
         seed=runs[0][1].seed,
     )
@@ -48,11 +49,20 @@ def _train_selector(args: argparse.Namespace) -> int:
             output_dir=output_dir,
             data_description=recipe.train.description,
             label_header=header,
+            image_features=extractor.thumbnails is not None,
             log=print if args.verbose else None,
         )
-        m = result.metadata["metrics"]
-        print(f"{output_dir}: best epoch {result.metadata['best_epoch']}, states {result.metadata['states']}")
-        print("  " + json.dumps({k: {n: round(v, 5) for n, v in d.items()} for k, d in m.items()}))
+        meta = result.metadata
+        print(f"{output_dir}: best epoch {meta['best_epoch']}, states {meta['states']}")
+        print(
+            "  " + json.dumps({k: {n: round(v, 5) for n, v in d.items()} for k, d in meta["metrics"].items()})
+        )
+        cal = meta["calibration"]
+        print(
+            f"  min_gain (auto) {cal['min_gain']:.4f} on {cal['split']}: dev fire rate {cal['dev_fire_rate']:.3f} "
+            f"(at 0: {cal['dev_fire_rate_at_0']:.3f}); OOD threshold {meta['ood']['threshold']:.2f}, "
+            f"dev flagged {meta['ood'].get('dev_flagged', float('nan')):.3f}"
+        )
     return 0
 
 

@@ -1,8 +1,11 @@
-"""The learned selector as an allocation policy: features -> ONNX set scorer -> exact-B beam.
+"""The learned selector as an allocator: features -> OOD guard -> ONNX set scorer -> exact-B beam.
 
 ``LearnedSelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
-action (the pass-1 proposal in the two-pass controller), scores conditioning sets with onnxruntime and
-returns the beam's exact-B set; ``Recent-B`` when every swap is declined. No torch is imported.
+action (the pass-1 proposal in the two-pass controller), checks that the state looks like the training
+states (out-of-distribution guard), scores conditioning sets with onnxruntime and returns the beam's
+exact-B set; ``Recent-B`` when every swap is declined or the state is out of distribution. The
+allocation's ``info`` carries the predicted gain, the threshold used and, for a guarded state,
+``fallback: "ood"`` (the controller puts it in the decision log). No torch is imported.
 """
 
 from __future__ import annotations
@@ -10,18 +13,19 @@ from __future__ import annotations
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
-from causalcache_memory.allocation.base import Allocation, AllocationContext, make_allocation
+from causalcache_memory.allocation.base import Allocation, AllocationContext, make_allocation, recent_b
 from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.ood import state_summary
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BUNDLED_MODEL", "LearnedSelectorAllocator", "bundled_model_path"]
+__all__ = ["BUNDLED_MODEL", "LearnedSelectorAllocator", "bundled_model_path", "resolve_min_gain"]
 
 #: where the bundled scorer lives inside the package
 BUNDLED_MODEL = ("causalcache_memory", "assets/selector/selector.onnx")
@@ -39,6 +43,26 @@ def bundled_model_path() -> Path:
     return Path(str(ref))
 
 
+def resolve_min_gain(min_gain: float | str, model: OnnxSelector) -> tuple[float, str]:
+    """``(threshold, source)`` for ``min_gain``: a number >= 0, or ``"auto"`` = the model's calibrated one.
+
+    ``auto`` on a model exported without calibration metadata falls back to 0 (the paper's rule) and says
+    so in ``source``; ``0`` is the paper's rule (every positive predicted gain is taken).
+    """
+    if isinstance(min_gain, str):
+        if min_gain != "auto":
+            raise SelectorError(
+                f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)"
+            )
+        calibrated = model.calibrated_min_gain
+        if calibrated is None:
+            return 0.0, "auto: model has no calibration, the paper's rule (0)"
+        return calibrated, "auto: " + str(model.calibration.get("rule", "calibrated on dev"))
+    if isinstance(min_gain, bool) or not float(min_gain) >= 0.0:
+        raise SelectorError(f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)")
+    return float(min_gain), "fixed"
+
+
 class LearnedSelectorAllocator:
     """Learned budget-aware restoration selector (:class:`Allocator`).
 
@@ -48,8 +72,12 @@ class LearnedSelectorAllocator:
         threads: onnxruntime intra-op threads.
         inverted: negate every predicted marginal (specificity control of the chooser ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
-        min_gain: smallest predicted gain for which a swap is taken (0 = the paper's rule; larger values
-            decline near-neutral swaps and so fire pass 2 less often).
+        min_gain: smallest predicted gain for which a swap is taken: ``"auto"`` (default) = the threshold
+            calibrated on development data and stored in the model; ``0`` = the paper's rule (every
+            positive predicted gain); larger values decline near-neutral swaps.
+        ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
+            (needs a model exported with OOD statistics; older models are not guarded).
+        ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
     """
 
     name = "causalcache"
@@ -63,49 +91,55 @@ class LearnedSelectorAllocator:
         threads: int = 1,
         inverted: bool = False,
         thumbnail_size: int = 32,
-        min_gain: float = 0.0,
+        min_gain: float | Literal["auto"] = "auto",
+        ood_guard: bool = True,
+        ood_scale: float = 1.0,
     ) -> None:
         if beam_width < 1:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
-        if not min_gain >= 0.0:
-            raise SelectorError(f"min_gain={min_gain} must be >= 0")
-        self.min_gain = float(min_gain)
+        if not ood_scale > 0.0:
+            raise SelectorError(f"ood_scale={ood_scale} must be > 0 (1 = the model's threshold)")
         self.model = OnnxSelector(
             model_path if model_path is not None else bundled_model_path(), threads=threads
         )
+        self.min_gain, self.min_gain_source = resolve_min_gain(min_gain, self.model)
         self.beam_width = beam_width
         self.inverted = inverted
         self.thumbnail_size = thumbnail_size
+        self.ood_guard = ood_guard and self.model.ood is not None
+        self.ood_scale = float(ood_scale)
         if inverted:
             self.name = "causalcache_inverted"
         self._extractor = FeatureExtractor()
         self._archive: object | None = None
+        # guards only the (archive -> extractor) binding; never held during feature extraction or I/O
         self._lock = threading.Lock()
 
     def _extractor_for(self, archive: object | None) -> FeatureExtractor:
-        """The feature extractor, with a thumbnail cache bound to ``archive`` (call under ``_lock``)."""
-        if archive is not None and archive is not self._archive:
-            from causalcache_memory.archive.thumbs import ThumbnailCache
+        """The feature extractor, with a thumbnail cache bound to ``archive`` when the model uses images."""
+        if archive is None or not self.model.image_features or not hasattr(archive, "open_image"):
+            return self._extractor  # no pixels to read (or a model that uses none): image features are 0
+        from causalcache_memory.archive.thumbs import ThumbnailCache
 
-            old = getattr(self._extractor, "thumbnails", None)
-            if isinstance(old, ThumbnailCache):
-                old.close()
-            self._archive = archive
-            self._extractor = FeatureExtractor(ThumbnailCache(archive, size=self.thumbnail_size))  # type: ignore[arg-type]
-        return self._extractor
-
-    def _features(self, ctx: AllocationContext):  # type: ignore[no-untyped-def]
+        old = None
         with self._lock:
-            return self._extractor_for(ctx.archive)(ctx.trace, ctx.budget, ctx.witness)
+            if archive is not self._archive:
+                old = getattr(self._extractor, "thumbnails", None)
+                self._archive = archive
+                self._extractor = FeatureExtractor(ThumbnailCache(archive, size=self.thumbnail_size))  # type: ignore[arg-type]
+            extractor = self._extractor
+        if isinstance(old, ThumbnailCache):
+            old.close()
+        return extractor
 
     def prepare(self, archive: ScreenshotArchive, sha256: str) -> None:
-        """Start decoding screenshot ``sha256``'s thumbnail in the background (optional policy hook).
+        """Start decoding screenshot ``sha256``'s thumbnail in the background (optional allocator hook).
 
         The controller calls this when a screenshot is archived, so the decode overlaps the pass-1 model
-        call; the next :meth:`allocate` finds the thumbnail cached, or waits for the running decode.
+        call; the next :meth:`allocate` finds the thumbnail cached, or waits for the running decode. It
+        never waits for a running allocation (which may be stalled on a slow read).
         """
-        with self._lock:
-            thumbs = self._extractor_for(archive).thumbnails
+        thumbs = self._extractor_for(archive).thumbnails
         prefetch = getattr(thumbs, "prefetch", None)
         if prefetch is not None:
             prefetch(sha256)
@@ -118,12 +152,27 @@ class LearnedSelectorAllocator:
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget
-        events = self._features(ctx)
+        recent = recent_b(t, budget)
+        info: dict[str, Any] = {"min_gain": self.min_gain, "predicted_gain": 0.0}
+        if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider, no features needed
+            return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
+        events = self._extractor_for(ctx.archive)(ctx.trace, budget, ctx.witness)
+        if self.ood_guard:
+            guard = self.model.ood
+            assert guard is not None
+            out, distance = guard.is_ood(state_summary(events, self.model.drop_index), scale=self.ood_scale)
+            info["ood_distance"] = round(distance, 4) if distance != float("inf") else "inf"
+            if out:
+                info["fallback"] = "ood"
+                return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         scorer = self.model.scorer(
             events, context_features(t, budget, ctx.witness), sign=-1.0 if self.inverted else 1.0
         )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
-        return make_allocation(result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores)
+        info["predicted_gain"] = round(result.gain, 6)
+        return make_allocation(
+            result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
+        )
 
 
 from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402

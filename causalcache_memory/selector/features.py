@@ -17,6 +17,7 @@ text/action encodings in :mod:`causalcache_memory.selector.encoding`; both are r
 
 from __future__ import annotations
 
+import threading
 import weakref
 import zlib
 from collections.abc import Sequence
@@ -139,31 +140,45 @@ class FeatureExtractor:
         self.thumbnails = thumbnails
         self.drop = [feature_index(n) for n in drop_features]
         self._cache: weakref.WeakKeyDictionary[Trace, _Static] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ static part
     def _static(self, trace: Trace) -> _Static:
-        st = self._cache.get(trace)
-        events = trace.events
-        if (
-            st is None
-            or st.goal != trace.goal
-            or st.n > len(events)
-            or (st.n and st.shas is not None and st.shas[st.n - 1] != events[st.n - 1].screenshot)
-        ):
-            st = _Static(
-                trace.goal,
-                bucket_vector(tokens(trace.goal), TOKEN_BUCKETS),
-                bucket_vector(char_grams(trace.goal), CHAR_BUCKETS),
-            )
-            self._cache[trace] = st
-        if st.n < len(events):
-            self._extend(st, events[st.n :])
-        return st
+        """The trace's cached per-event quantities, extended to every event of ``trace``.
 
-    def _extend(self, st: _Static, new: Sequence) -> None:
-        codes = np.array([code(e.action) for e in new], dtype=np.float64).reshape(-1, 5)
-        tok = np.stack([bucket_ids(tokens(e.summary), TOKEN_BUCKETS, TOKEN_WIDTH) for e in new])
-        chars = np.stack([bucket_ids(char_grams(e.summary), CHAR_BUCKETS, CHAR_WIDTH) for e in new])
+        Thumbnail reads (possibly slow: a PNG decode, an archive round trip) run outside the extractor's
+        lock; the lock only guards the cache and the append of the computed rows, which is skipped when
+        another thread extended the same trace meanwhile. A stalled read therefore blocks only the call
+        that made it.
+        """
+        events = trace.events
+        with self._lock:
+            st = self._cache.get(trace)
+            if (
+                st is None
+                or st.goal != trace.goal
+                or st.n > len(events)
+                or (st.n and st.shas is not None and st.shas[st.n - 1] != events[st.n - 1].screenshot)
+            ):
+                st = _Static(
+                    trace.goal,
+                    bucket_vector(tokens(trace.goal), TOKEN_BUCKETS),
+                    bucket_vector(char_grams(trace.goal), CHAR_BUCKETS),
+                )
+                self._cache[trace] = st
+        while True:
+            with self._lock:
+                start = st.n
+            if start >= len(events):
+                return st
+            new = events[start:]
+            images = self._images(new)
+            with self._lock:
+                if st.n == start:
+                    self._extend(st, new, images)
+
+    def _images(self, new: Sequence) -> tuple[list[np.ndarray], list[bool], list[float], list[float]]:
+        """Thumbnail statistics of new events: ``(thumbs, ok, prev distance, mean)`` (reads pixels)."""
         thumbs, ok, prev, mean = [], [], [], []
         for e in new:
             v = _thumb(self.thumbnails, e.screenshot)
@@ -172,6 +187,14 @@ class FeatureExtractor:
             ok.append(v is not None)
             prev.append(float(np.abs(v - x).mean()) if v is not None and x is not None else 0.0)
             mean.append(float(v.mean()) if v is not None else 0.0)
+        return thumbs, ok, prev, mean
+
+    def _extend(self, st: _Static, new: Sequence, images: tuple) -> None:
+        """Append the rows of ``new`` events to ``st`` (call under the lock; no I/O here)."""
+        thumbs, ok, prev, mean = images
+        codes = np.array([code(e.action) for e in new], dtype=np.float64).reshape(-1, 5)
+        tok = np.stack([bucket_ids(tokens(e.summary), TOKEN_BUCKETS, TOKEN_WIDTH) for e in new])
+        chars = np.stack([bucket_ids(char_grams(e.summary), CHAR_BUCKETS, CHAR_WIDTH) for e in new])
 
         def cat(old: np.ndarray | None, add: np.ndarray) -> np.ndarray:
             return add if old is None else np.concatenate([old, add])

@@ -1,8 +1,12 @@
 """onnxruntime inference of an exported set scorer (no torch import).
 
 :class:`OnnxSelector` loads one ``.onnx`` file (or a model directory holding ``selector.onnx``), checks
-its feature-schema hash against this library's extractor and refuses a mismatch with
+its feature-schema hash against this library's extractor *and* the graph's actual inputs and output
+(names, ranks, element types, fixed widths) and refuses a mismatch with
 :class:`~causalcache_memory.errors.SchemaMismatchError`, then scores conditioning sets for the beam.
+Scores that are not finite (NaN, ±inf) are refused with :class:`NonFiniteScoreError` instead of being
+ranked. The model's calibrated swap threshold and OOD statistics are read from its metadata
+(``causalcache.calibration``, ``causalcache.ood``; absent in models exported before them).
 """
 
 from __future__ import annotations
@@ -15,9 +19,49 @@ import numpy as np
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
-from causalcache_memory.selector.features import schema_hash
+from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feature_index, schema_hash
+from causalcache_memory.selector.ood import OodGuard
 
-__all__ = ["OnnxSelector", "pack_sets_np"]
+__all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxSelector", "pack_sets_np"]
+
+#: ``name -> (element type, rank, {axis: fixed width})`` the scorer graph must declare
+GRAPH_INPUTS: dict[str, tuple[str, int, dict[int, int]]] = {
+    "events": ("tensor(float)", 2, {1: NUM_FEATURES}),
+    "sets": ("tensor(int64)", 2, {}),
+    "set_mask": ("tensor(float)", 2, {}),
+    "context": ("tensor(float)", 2, {1: NUM_CONTEXT}),
+}
+GRAPH_OUTPUTS: dict[str, tuple[str, int, dict[int, int]]] = {"scores": ("tensor(float)", 2, {})}
+
+
+class NonFiniteScoreError(SelectorError, ValueError):
+    """The scorer returned NaN or infinite scores; the decision must not rank them (falls back)."""
+
+
+def _graph_mismatches(
+    args: Sequence, expected: dict[str, tuple[str, int, dict[int, int]]], what: str
+) -> list[str]:
+    """Differences between a session's declared inputs/outputs and ``expected`` (empty when they match)."""
+    found = {a.name: a for a in args}
+    problems = []
+    if set(found) != set(expected):
+        problems.append(f"{what} are {sorted(found)}, expected {sorted(expected)}")
+    for name, (dtype, rank, fixed) in expected.items():
+        arg = found.get(name)
+        if arg is None:
+            continue
+        shape = list(arg.shape or [])
+        if arg.type != dtype:
+            problems.append(f"{what[:-1]} {name!r} has element type {arg.type}, expected {dtype}")
+        if len(shape) != rank:
+            problems.append(f"{what[:-1]} {name!r} has rank {len(shape)} {shape}, expected rank {rank}")
+            continue
+        for axis, width in fixed.items():
+            if isinstance(shape[axis], int) and shape[axis] != width:
+                problems.append(
+                    f"{what[:-1]} {name!r} has width {shape[axis]} on axis {axis}, expected {width}"
+                )
+    return problems
 
 
 def pack_sets_np(sets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +113,31 @@ class OnnxSelector:
                 f"extractor has schema {schema_hash()!r}; retrain (`causalcache train selector`) and re-export "
                 "the model with this version of causalcache-memory"
             )
+        problems = _graph_mismatches(self.session.get_inputs(), GRAPH_INPUTS, "inputs")
+        problems += _graph_mismatches(self.session.get_outputs(), GRAPH_OUTPUTS, "outputs")
+        if problems:
+            raise SchemaMismatchError(
+                f"selector model {p} has the right schema metadata but its graph does not match the scorer "
+                f"this library runs: {'; '.join(problems)}; re-export it with `causalcache train selector`"
+            )
         self.feature_names: list[str] = json.loads(self.metadata.get("causalcache.feature_names", "[]"))
         self.drop_features: list[str] = json.loads(self.metadata.get("causalcache.drop_features", "[]"))
+        self.drop_index: list[int] = [feature_index(n) for n in self.drop_features]
+        #: ``{"min_gain", "rule", ...}`` chosen on dev at training time; empty for older models
+        self.calibration: dict = json.loads(self.metadata.get("causalcache.calibration", "{}"))
+        ood = self.metadata.get("causalcache.ood")
+        #: the out-of-distribution guard fitted on the training states; None for older models
+        self.ood: OodGuard | None = (
+            OodGuard.from_json(ood, self.feature_names, source=f"selector model {p}") if ood else None
+        )
+        #: whether the model was trained with thumbnail statistics (False: the extractor reads no pixels)
+        self.image_features: bool = self.metadata.get("causalcache.image_features", "true") != "false"
+
+    @property
+    def calibrated_min_gain(self) -> float | None:
+        """The swap threshold chosen on dev data (``min_gain: auto``); None when the model has none."""
+        value = self.calibration.get("min_gain")
+        return None if value is None else float(value)
 
     def score_sets(
         self, events: np.ndarray, sets: Sequence[Sequence[int]], context: np.ndarray
@@ -80,6 +147,19 @@ class OnnxSelector:
         (out,) = self.session.run(
             None, {"events": events, "sets": rows, "set_mask": mask, "context": context}
         )
+        if out.shape != (len(sets), len(events)):
+            raise SchemaMismatchError(
+                f"selector model {self.path} returned scores of shape {out.shape}, expected "
+                f"{(len(sets), len(events))}; re-export it with `causalcache train selector`"
+            )
+        bad = ~np.isfinite(out)
+        if bad.any():
+            n_nan = int(np.isnan(out).sum())
+            raise NonFiniteScoreError(
+                f"selector model {self.path} returned {int(bad.sum())} non-finite scores ({n_nan} NaN, "
+                f"{int(bad.sum()) - n_nan} infinite) of {out.size}; the decision falls back to Recent-B. "
+                "Check the model (retrain or re-export it) and the features it was given"
+            )
         return out
 
     def scorer(self, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0):  # type: ignore[no-untyped-def]

@@ -71,3 +71,45 @@ def test_ladder_with_proposals_and_pixels(trained, tmp_path):
         Proposer(useful), archive, trajs, learned=OnnxSelector(out), no_recency=OnnxSelector(out), config=cfg
     )
     assert set(report["results"]) == {"learned", "rgb", "no_recency"} and not report["skipped"]
+
+
+def test_ladder_reports_each_split_with_helped_harmed_and_fire_rate(trained):
+    import dataclasses
+
+    _, out, _ = trained
+    trajs, useful = make_trajectories(8, length=14, seed=33)
+    trajs = [
+        dataclasses.replace(tr, metadata={"split": "memory_critical" if i % 2 else "control"})
+        for i, tr in enumerate(trajs)
+    ]
+    cfg = LadderConfig(
+        budgets=(2,),
+        witness="gold",
+        bootstrap=100,
+        max_states_per_trajectory=4,
+        rules=("learned", "learned_paper", "first", "evenly_spaced", "random"),
+    )
+    report = run_ladder(MarkerPolicy(useful), DictArchive(), trajs, learned=OnnxSelector(out), config=cfg)
+    assert set(report["results"]) == set(cfg.rules) and not report["skipped"]
+    assert report["learned_settings"]["learned_paper"] == {"min_gain": 0.0, "ood_guard": False}
+    for per_b in report["results"].values():
+        cell = per_b["2"]
+        assert set(cell["splits"]) == {"memory_critical", "control"}
+        parts = cell["splits"].values()
+        assert sum(p["n_states"] for p in parts) == cell["n_states"] == 32
+        assert sum(p["helped"] for p in parts) == cell["helped"]
+        assert sum(p["harmed"] for p in parts) == cell["harmed"]
+        for p in (cell, *parts):
+            assert p["helped"] + p["harmed"] <= p["n_states"]
+            assert 0.0 <= p["ood_rate"] <= p["fire_rate"] + p["ood_rate"] <= 2.0
+            assert p["fire_rate"] == pytest.approx(1.0 - p["k_profile"].get("0", 0.0))
+            if p["fire_rate"] == 0.0:
+                assert p["helped"] == p["harmed"] == 0 and p["margin"] == 0.0  # Recent-B everywhere
+    # the positional baselines are exact-B sets chosen by position alone: First-B always displaces
+    assert report["results"]["first"]["2"]["fire_rate"] == 1.0
+    # a threshold can only make the learned rule fire less often than the paper's rule
+    assert (
+        report["results"]["learned"]["2"]["fire_rate"] <= report["results"]["learned_paper"]["2"]["fire_rate"]
+    )
+    text = format_table(report)
+    assert "memory_criti" in text and "control" in text and "fire=" in text

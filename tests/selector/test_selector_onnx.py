@@ -43,7 +43,7 @@ def test_onnx_reproduces_torch_scores(trained, n_events):
 def test_metadata_describes_the_model(trained):
     _, out, _ = trained
     meta = OnnxSelector(out).metadata
-    assert meta["causalcache.model_format_version"] == "1"
+    assert meta["causalcache.model_format_version"] == "2"  # 2: calibration, OOD statistics, image flag
     assert "stand-in marker world" in meta["causalcache.training_data"]
     assert len(OnnxSelector(out).feature_names) == NUM_FEATURES
 

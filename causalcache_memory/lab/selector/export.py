@@ -4,7 +4,9 @@ The graph's inputs and output are those of :class:`~causalcache_memory.lab.selec
 (``events (N, F)``, ``sets (K, M)``, ``set_mask (K, M)``, ``context (1, C)`` -> ``scores (K, N)``) with
 ``N``, ``K`` and ``M`` dynamic. ``metadata_props`` carry the feature schema (names, hash), the library and
 model-format versions, the target scale and a description of the training data, so a deployment can
-refuse a model whose features it would compute differently.
+refuse a model whose features it would compute differently; and (format 2) the swap threshold calibrated
+on dev with its rule (``causalcache.calibration``), the out-of-distribution guard's statistics
+(``causalcache.ood``) and whether the model uses thumbnail features (``causalcache.image_features``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA,
 __all__ = ["METADATA_KEYS", "MODEL_FORMAT_VERSION", "export_onnx"]
 
 #: version of the exported model's metadata layout (bump when its keys change meaning)
-MODEL_FORMAT_VERSION = 1
+MODEL_FORMAT_VERSION = 2
 
 METADATA_KEYS = (
     "causalcache.schema_hash",
@@ -32,6 +34,9 @@ METADATA_KEYS = (
     "causalcache.training_data",
     "causalcache.target_scale",
     "causalcache.drop_features",
+    "causalcache.calibration",
+    "causalcache.ood",
+    "causalcache.image_features",
 )
 
 
@@ -89,7 +94,12 @@ def export_onnx(model: Any, path: str | Path, *, metadata: Mapping[str, Any] | N
         ),
         "causalcache.target_scale": str(meta.get("target_scale", 1.0)),
         "causalcache.drop_features": json.dumps(list(cfg.drop_features)),
+        "causalcache.image_features": "true" if meta.get("image_features", True) else "false",
     }
+    if "calibration" in meta:
+        props["causalcache.calibration"] = json.dumps(meta["calibration"], sort_keys=True)
+    if "ood" in meta:
+        props["causalcache.ood"] = meta["ood"]["guard"]
     del proto.metadata_props[:]
     for key, value in props.items():
         entry = proto.metadata_props.add()

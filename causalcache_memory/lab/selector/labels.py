@@ -4,8 +4,9 @@ For each decision state ``(trajectory, t)`` and budget ``B`` the labeller (any :
 policy.Policy`) scores, as complete rendered prompts through ``policy.score``:
 
 * the anchor ``Q(Recent-B)``;
-* singleton utilities ``Q(Recent-B \\ {r} ∪ {j})`` for *every* distant event ``j`` with ``r`` the oldest
-  recent slot (and, with ``all_slots``, every other recent slot);
+* singleton utilities ``Q(Recent-B \\ {r} ∪ {j})`` for *every* distant event ``j`` and *every* recent
+  slot ``r`` (``all_slots``, the default: the beam may swap out any recent slot, the newest included, so
+  the labels cover every first move of the search; ``all_slots: false`` keeps only the oldest slot);
 * set utilities along a greedy teacher path: from the best single swap, further swaps
   ``Q(S \\ {r} ∪ {j})`` are scored for the most useful candidates, and the path moves to the best one
   while it improves. Every set utility is a fresh full-set score, never a sum of singleton gains.
@@ -60,7 +61,8 @@ class LabelConfig(BaseModel):
 
     Attributes:
         budgets: budgets ``B`` to label each state at.
-        all_slots: also score swaps into every recent slot, not only the oldest one.
+        all_slots: score swaps out of every recent slot (default; matches the search), not only the
+            oldest one.
         path_length: maximum number of swaps on a teacher path (0 disables paths; capped at ``B``).
         path_candidates: distant events (best singletons) tried at each teacher-path step.
         min_distant: a state is labelled only if it has at least this many events outside Recent-B.
@@ -73,7 +75,7 @@ class LabelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     budgets: tuple[int, ...] = (1, 2, 4)
-    all_slots: bool = False
+    all_slots: bool = True
     path_length: int = Field(3, ge=0)
     path_candidates: int = Field(8, ge=1)
     min_distant: int = Field(1, ge=1)

@@ -4,30 +4,39 @@ On held-out decision states, for each budget ``B`` and each rule, the chosen exa
 rendered and *fully re-scored* through ``policy.score``; the reported quantity is the mean
 log-likelihood margin ``Q(S) - Q(Recent-B)`` with a 95% interval from an episode-clustered bootstrap
 (trajectories are resampled with replacement; the margin is the ratio of resampled sums), plus the
-realized ``k = |S \\ Recent-B|`` profile.
+realized ``k = |S \\ Recent-B|`` profile. Every rule is reported pooled and **per split** (the
+trajectory's ``metadata["split"]``, e.g. ``memory_critical``/``control``) with the states helped
+(margin > 0) and harmed (margin < 0), the fire rate (share of states with ``S != Recent-B``: a second
+model call at deployment) and, for the learned rules, the share of states the OOD guard sent to Recent-B.
 
-Rules: ``learned`` (set scorer + beam), ``random`` (Random exact-B), ``rgb`` (RGB similarity),
-``inverted`` (negated learned score), ``no_recency`` (a scorer retrained without the recency-membership
-features), ``oracle`` (the same beam driven by true policy scores: headroom).
+Rules: ``learned`` (set scorer + beam as deployed: ``min_gain`` and the OOD guard of the config),
+``learned_paper`` (the same scorer with the paper's rule: ``min_gain = 0``, no guard), ``random`` (Random
+exact-B), ``rgb`` (RGB similarity), ``first`` (First-B) and ``evenly_spaced`` (positional baselines),
+``inverted`` (negated learned score, paper's rule: a specificity control of the scorer's ordering),
+``no_recency`` (a scorer retrained without the recency-membership features, deployed settings),
+``oracle`` (the same beam driven by true policy scores: headroom).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from causalcache_memory.allocation.base import AllocationContext, make_allocation, recent_b
+from causalcache_memory.allocation.base import AllocationContext, Allocator, make_allocation, recent_b
 from causalcache_memory.allocation.simple import RandomAllocator
 from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer, _target_text, decision_states
 from causalcache_memory.render.prompt import render_prompt
+from causalcache_memory.selector.allocator import resolve_min_gain
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, ThumbnailSource, context_features
+from causalcache_memory.selector.ood import state_summary
 
 if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
@@ -38,7 +47,20 @@ if TYPE_CHECKING:
 
 __all__ = ["LadderConfig", "bootstrap_ci", "format_table", "run_ladder"]
 
-RULES = ("learned", "random", "rgb", "inverted", "no_recency", "oracle")
+RULES = (
+    "learned",
+    "learned_paper",
+    "random",
+    "rgb",
+    "first",
+    "evenly_spaced",
+    "inverted",
+    "no_recency",
+    "oracle",
+)
+_LEARNED = ("learned", "learned_paper", "inverted", "no_recency")
+#: |margin| below this counts as neither helped nor harmed
+TIE = 1e-6
 
 
 class LadderConfig(BaseModel):
@@ -50,6 +72,8 @@ class LadderConfig(BaseModel):
         witness: reference action for the learned rules: ``proposal`` (the policy's greedy action on the
             Recent-B prompt, as deployed), ``gold`` (the target, an oracle) or ``none``.
         beam_width: beam of the learned rules; ``oracle_beam_width`` for the true-score oracle.
+        min_gain: swap threshold of ``learned``/``no_recency``: ``auto`` = the model's calibrated one.
+        ood_guard: whether ``learned``/``no_recency`` fall back to Recent-B on out-of-distribution states.
         max_states_per_trajectory, stride, min_distant: which decision states (as in labelling).
         bootstrap: resamples; ``seed`` seeds them and the Random rule.
     """
@@ -60,6 +84,8 @@ class LadderConfig(BaseModel):
     rules: tuple[str, ...] = RULES
     witness: str = "proposal"
     beam_width: int = Field(4, ge=1)
+    min_gain: float | str = "auto"
+    ood_guard: bool = True
     oracle_beam_width: int = Field(2, ge=1)
     max_states_per_trajectory: int | None = 6
     stride: int = Field(1, ge=1)
@@ -107,6 +133,47 @@ def _witness(
     return policy.generate(prompt.bind(archive)).action
 
 
+@dataclass
+class _Models:
+    """What a learned rule runs: the scorer, its threshold, its guard and its score sign."""
+
+    model: OnnxSelector
+    min_gain: float
+    guard: bool
+    sign: float = 1.0
+
+
+@dataclass
+class _Ladder:
+    """Everything the rules share across states (built once by :func:`run_ladder`)."""
+
+    policy: Policy
+    archive: ScreenshotArchive
+    cfg: LadderConfig
+    extractor: FeatureExtractor
+    learned: dict[str, _Models] = field(default_factory=dict)
+    allocators: dict[str, Allocator] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    # rows[rule][B] -> list of (trajectory, split, margin, k, ood)
+    rows: dict[str, dict[int, list[tuple[str, str, float, int, bool]]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+
+
+@dataclass
+class _State:
+    """One decision state of the plan, with what the learned rules need (computed once)."""
+
+    traj: Trajectory
+    t: int
+    budget: int
+    trace: Any
+    score: _SetScorer
+    witness: Action | None = None
+    events: np.ndarray | None = None
+    ctx_row: np.ndarray | None = None
+
+
 def run_ladder(
     policy: Policy,
     archive: ScreenshotArchive,
@@ -120,153 +187,192 @@ def run_ladder(
 ) -> dict[str, Any]:
     """Evaluate every configured rule; returns the JSON-ready result (see module doc)."""
     cfg = config or LadderConfig()
-    extractor = FeatureExtractor(thumbnails)
+    lad = _Ladder(policy, archive, cfg, FeatureExtractor(thumbnails))
+    rules = _setup_rules(lad, [r for r in cfg.rules if r in RULES], learned, no_recency)
     label_cfg = LabelConfig(
         stride=cfg.stride,
         min_distant=cfg.min_distant,
         max_states_per_trajectory=cfg.max_states_per_trajectory,
     )
-    skipped: dict[str, str] = {}
-    rules = [r for r in cfg.rules if r in RULES]
-    if learned is None:
-        for r in ("learned", "inverted"):
-            if r in rules:
-                skipped[r] = "no learned model given"
-        rules = [r for r in rules if r not in ("learned", "inverted")]
-    if no_recency is None and "no_recency" in rules:
-        skipped["no_recency"] = "no model retrained without recency features given"
-        rules.remove("no_recency")
-    rgb = None
-    if "rgb" in rules and not hasattr(archive, "open_image"):
-        skipped["rgb"] = "the archive cannot decode pixels (no open_image)"
-        rules.remove("rgb")
-    if "rgb" in rules:
-        from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
-
-        rgb = RGBSimilarityAllocator()
-    random_rule = RandomAllocator(seed=cfg.seed)
-    # margins[rule][B][trajectory] -> list of Q(S) - Q(Recent-B); ks[rule][B] -> Counter of k
-    margins: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list))
-    )
-    ks: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
     plan = [(tr, t, b) for b in cfg.budgets for tr in trajectories for t in decision_states(tr, b, label_cfg)]
     from tqdm import tqdm
 
     for traj, t, budget in tqdm(plan, desc="chooser ladder", unit="state", disable=not progress):
-        trace = traj.trace_at(t)
-        score = _SetScorer(policy, archive, trace, budget, _target_text(traj, t, "response"), cfg.batch_size)
-        recent = recent_b(t, budget)
-        chosen: dict[str, tuple[int, ...]] = {}
-        witness, events, ctx_row = None, None, None
-        if {"learned", "inverted", "no_recency"} & set(rules):
-            witness = _witness(cfg.witness, policy, archive, traj, t, trace, budget)
-            events = extractor(trace, budget, witness)
-            ctx_row = context_features(t, budget, witness)
-        for rule in rules:
+        rules = _evaluate_state(lad, rules, traj, t, budget)
+    return _summarize(lad)
+
+
+def _setup_rules(
+    lad: _Ladder, rules: list[str], learned: OnnxSelector | None, no_recency: OnnxSelector | None
+) -> list[str]:
+    """Build each rule's model or allocator; rules whose inputs are missing go to ``lad.skipped``."""
+    cfg = lad.cfg
+    if learned is not None:
+        gain = resolve_min_gain(cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain), learned)[0]
+        lad.learned["learned"] = _Models(learned, gain, cfg.ood_guard and learned.ood is not None)
+        lad.learned["learned_paper"] = _Models(learned, 0.0, False)
+        lad.learned["inverted"] = _Models(learned, 0.0, False, -1.0)
+    if no_recency is not None:
+        gain = resolve_min_gain(cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain), no_recency)[
+            0
+        ]
+        lad.learned["no_recency"] = _Models(no_recency, gain, cfg.ood_guard and no_recency.ood is not None)
+    for rule in rules:
+        if rule in _LEARNED and rule not in lad.learned:
+            lad.skipped[rule] = (
+                "no model retrained without recency features given"
+                if rule == "no_recency"
+                else "no learned model given"
+            )
+        elif rule == "rgb" and not hasattr(lad.archive, "open_image"):
+            lad.skipped[rule] = "the archive cannot decode pixels (no open_image)"
+        elif rule not in _LEARNED and rule != "oracle":
             try:
-                chosen[rule] = _choose(
-                    rule,
-                    learned,
-                    no_recency,
-                    rgb,
-                    random_rule,
-                    cfg,
-                    trace,
-                    archive,
-                    budget,
-                    t,
-                    witness,
-                    events,
-                    ctx_row,
-                    score,
-                )
-            except CausalCacheError as exc:
-                skipped[rule] = f"{type(exc).__name__}: {exc}"
-        rules = [r for r in rules if r not in skipped]
-        q = score([recent] + [chosen[r] for r in rules])
-        for rule, value in zip(rules, q[1:], strict=True):
-            margins[rule][budget][traj.trajectory_id].append(value - q[0])
-            ks[rule][budget][len(set(chosen[rule]) - set(recent))] += 1
-    return _summarize(margins, ks, skipped, cfg, policy)
+                lad.allocators[rule] = _baseline(rule, cfg.seed)
+            except ImportError as exc:
+                lad.skipped[rule] = f"not available in this build ({exc})"
+    return [r for r in rules if r not in lad.skipped]
 
 
-def _choose(
-    rule,
-    learned,
-    no_recency,
-    rgb,
-    random_rule,
-    cfg,
-    trace,
-    archive,
-    budget,
-    t,
-    witness,
-    events,
-    ctx_row,
-    score,
-) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
-    if rule in ("learned", "inverted", "no_recency"):
-        model = no_recency if rule == "no_recency" else learned
-        scorer = model.scorer(events, ctx_row, sign=-1.0 if rule == "inverted" else 1.0)
-        return beam_search(scorer, t=t, budget=budget, beam_width=cfg.beam_width).selected
+def _baseline(rule: str, seed: int) -> Allocator:
+    if rule == "random":
+        return RandomAllocator(seed=seed)
+    if rule == "rgb":
+        from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
+
+        return RGBSimilarityAllocator()
+    from causalcache_memory.allocation import positional  # First-B / evenly spaced (world issue)
+
+    return positional.FirstBAllocator() if rule == "first" else positional.EvenlySpacedAllocator()
+
+
+def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, budget: int) -> list[str]:
+    """Choose a set per rule for one state, re-score them all in one call and record the margins."""
+    cfg = lad.cfg
+    trace = traj.trace_at(t)
+    score = _SetScorer(
+        lad.policy, lad.archive, trace, budget, _target_text(traj, t, "response"), cfg.batch_size
+    )
+    state = _State(traj, t, budget, trace, score)
+    if set(_LEARNED) & set(rules):
+        state.witness = _witness(cfg.witness, lad.policy, lad.archive, traj, t, trace, budget)
+        state.events = lad.extractor(trace, budget, state.witness)
+        state.ctx_row = context_features(t, budget, state.witness)
+    chosen: dict[str, tuple[tuple[int, ...], bool]] = {}
+    for rule in rules:
+        try:
+            chosen[rule] = _choose(rule, lad, state)
+        except CausalCacheError as exc:
+            lad.skipped[rule] = f"{type(exc).__name__}: {exc}"
+    rules = [r for r in rules if r not in lad.skipped]
+    recent = recent_b(t, budget)
+    q = score([recent] + [chosen[r][0] for r in rules])
+    split = str(traj.metadata.get("split", "") or "all")
+    for rule, value in zip(rules, q[1:], strict=True):
+        selected, ood = chosen[rule]
+        k = len(set(selected) - set(recent))
+        lad.rows[rule][budget].append((traj.trajectory_id, split, value - q[0], k, ood))
+    return rules
+
+
+def _choose(rule: str, lad: _Ladder, state: _State) -> tuple[tuple[int, ...], bool]:
+    """``(chosen set, fell back because out of distribution)`` of ``rule`` at ``state``."""
+    t, budget = state.t, state.budget
+    if rule in lad.learned:
+        m = lad.learned[rule]
+        if m.guard and state.events is not None and m.model.ood is not None:
+            if m.model.ood.is_ood(state_summary(state.events, m.model.drop_index))[0]:
+                return recent_b(t, budget), True
+        scorer = m.model.scorer(state.events, state.ctx_row, sign=m.sign)
+        result = beam_search(scorer, t=t, budget=budget, beam_width=lad.cfg.beam_width, min_gain=m.min_gain)
+        return result.selected, False
     if rule == "oracle":
-        return beam_search(
-            _oracle_scorer(score, t - 1), t=t, budget=budget, beam_width=cfg.oracle_beam_width
-        ).selected
-    ctx = AllocationContext(trace, budget, archive=archive, witness=witness)
-    return (rgb if rule == "rgb" else random_rule).allocate(ctx).selected
+        scorer = _oracle_scorer(state.score, t - 1)
+        return beam_search(scorer, t=t, budget=budget, beam_width=lad.cfg.oracle_beam_width).selected, False
+    ctx = AllocationContext(state.trace, budget, archive=lad.archive, witness=state.witness)
+    return lad.allocators[rule].allocate(ctx).selected, False
 
 
-def _summarize(margins, ks, skipped, cfg: LadderConfig, policy) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _cell(rows: Sequence[tuple[str, str, float, int, bool]], cfg: LadderConfig, seed: int) -> dict[str, Any]:
+    """Margin with its clustered interval, helped/harmed/fire/OOD counts and the k profile of ``rows``."""
+    per_traj: dict[str, list[float]] = defaultdict(list)
+    for tid, _, margin, _, _ in rows:
+        per_traj[tid].append(margin)
+    ids = sorted(per_traj)
+    sums = np.array([sum(per_traj[i]) for i in ids])
+    counts = np.array([len(per_traj[i]) for i in ids], dtype=float)
+    mean, ci = bootstrap_ci(sums, counts, n=cfg.bootstrap, seed=seed)
+    ks = Counter(r[3] for r in rows)
+    n = len(rows)
+    return {
+        "margin": mean,
+        "ci95": list(ci),
+        "n_states": n,
+        "n_trajectories": len(ids),
+        "helped": sum(r[2] > TIE for r in rows),
+        "harmed": sum(r[2] < -TIE for r in rows),
+        "fire_rate": sum(r[3] > 0 for r in rows) / n,
+        "ood_rate": sum(r[4] for r in rows) / n,
+        "k_profile": {str(k): v / n for k, v in sorted(ks.items())},
+        "mean_k": sum(k * v for k, v in ks.items()) / n,
+    }
+
+
+def _summarize(lad: _Ladder) -> dict[str, Any]:
+    cfg = lad.cfg
     results: dict[str, dict[str, Any]] = {}
     for rule in RULES:
-        if rule not in margins or rule in skipped:
+        if rule not in lad.rows or rule in lad.skipped:
             continue
         results[rule] = {}
         for budget in cfg.budgets:
-            per_traj: Mapping[str, list[float]] = margins[rule].get(budget, {})
-            if not per_traj:
+            rows = lad.rows[rule].get(budget, [])
+            if not rows:
                 continue
-            ids = sorted(per_traj)
-            sums = np.array([sum(per_traj[i]) for i in ids])
-            counts = np.array([len(per_traj[i]) for i in ids], dtype=float)
-            mean, ci = bootstrap_ci(sums, counts, n=cfg.bootstrap, seed=cfg.seed + budget)
-            total = sum(ks[rule][budget].values())
-            results[rule][str(budget)] = {
-                "margin": mean,
-                "ci95": list(ci),
-                "n_states": int(counts.sum()),
-                "n_trajectories": len(ids),
-                "k_profile": {str(k): v / total for k, v in sorted(ks[rule][budget].items())},
-                "mean_k": sum(k * v for k, v in ks[rule][budget].items()) / total,
+            cell = _cell(rows, cfg, cfg.seed + budget)
+            splits = sorted({r[1] for r in rows})
+            cell["splits"] = {
+                s: _cell([r for r in rows if r[1] == s], cfg, cfg.seed + budget) for s in splits
             }
+            results[rule][str(budget)] = cell
+    settings = {r: {"min_gain": m.min_gain, "ood_guard": m.guard} for r, m in lad.learned.items()}
     return {
         "results": results,
-        "skipped": skipped,
+        "skipped": lad.skipped,
         "config": cfg.model_dump(),
-        "labeller": getattr(policy, "name", type(policy).__name__),
+        "learned_settings": settings,
+        "labeller": getattr(lad.policy, "name", type(lad.policy).__name__),
     }
 
 
 def format_table(report: Mapping[str, Any]) -> str:
-    """Plain-text ladder table: margin [ci95] and mean k per rule and budget."""
+    """Plain-text ladder: margin [ci95], mean k and fire rate per rule and budget, then one line per split
+    with states helped/harmed and the OOD fallback rate."""
     budgets = report["config"]["budgets"]
-    lines = ["rule          " + "".join(f"{'B=' + str(b):>34}" for b in budgets)]
+    lines = ["rule          " + "".join(f"{'B=' + str(b):>44}" for b in budgets)]
     for rule, per_b in report["results"].items():
-        cells = []
-        for b in budgets:
-            r = per_b.get(str(b))
-            cells.append(
-                f"{r['margin']:+.4f} [{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}] k={r['mean_k']:.2f}"
-                if r
-                else "-"
-            )
-        lines.append(f"{rule:<14}" + "".join(f"{c:>34}" for c in cells))
+        splits = sorted({s for b in budgets for s in per_b.get(str(b), {}).get("splits", {})})
+        for split in ["", *splits]:
+            cells = []
+            for b in budgets:
+                r = per_b.get(str(b))
+                r = r if not split or r is None else r.get("splits", {}).get(split)
+                cells.append(_format_cell(r, detail=bool(split)))
+            label = f"{rule:<14}" if not split else f"  {split[:12]:<12}"
+            lines.append(label + "".join(f"{c:>44}" for c in cells))
     for rule, why in report.get("skipped", {}).items():
         lines.append(f"(skipped {rule}: {why})")
     return "\n".join(lines)
+
+
+def _format_cell(r: Mapping[str, Any] | None, *, detail: bool) -> str:
+    if not r:
+        return "-"
+    text = f"{r['margin']:+.4f} [{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}]"
+    if not detail:
+        return f"{text} k={r['mean_k']:.2f} fire={r['fire_rate']:.2f}"
+    ood = f" ood={r['ood_rate']:.2f}" if r.get("ood_rate") else ""
+    return f"{text} +{r['helped']}/-{r['harmed']} fire={r['fire_rate']:.2f}{ood}"
 
 
 def held_out(trajectories: Sequence[Trajectory], model_dir: str | Path | None, split: str = "test") -> list:

@@ -1,25 +1,26 @@
 """Training the set-conditional scorer on implied marginals (PyTorch; imported only on use).
 
 Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
-``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself. The model's
-prediction is ``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state:
+``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself
+(:mod:`~causalcache_memory.lab.selector.examples`). The model's prediction is
+``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state:
 
     L = mean_j Huber(d_j - y_j / s)  +  λ_rank · mean_{(a,b): y_a > y_b + ε} softplus(-(d_a - d_b) / τ)
 
 with ``s`` the training-set scale of ``|y|``. Splits are disjoint by trajectory (hash of the id and the
 seed); the checkpoint is chosen on the dev split only, by the mean realized utility of the group's argmax
-(``y`` of the candidate the model ranks first, 0 when it keeps ``r``).
+(``y`` of the candidate the model ranks first, 0 when it keeps ``r``). After training, the dev split
+also calibrates the swap threshold and the training split fits the out-of-distribution guard
+(:mod:`~causalcache_memory.lab.selector.calibrate`); both are stored in the model's metadata.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +29,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.calibrate import calibrate_threshold, fit_ood
+from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.examples import StateExample, build_examples, split_of
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
-from causalcache_memory.selector.features import (
-    CONTEXT_SCHEMA,
-    FEATURE_SCHEMA,
-    FeatureExtractor,
-    context_features,
-    feature_index,
-    schema_hash,
-)
+from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
 torch = require("torch", purpose="training the learned selector")
 
 __all__ = [
     "MODEL_FORMAT_VERSION",
     "StateExample",
+    "TorchSetScorer",
     "TrainConfig",
     "TrainResult",
     "build_examples",
     "load_model",
+    "save_model",
     "split_of",
     "train_selector",
 ]
@@ -97,96 +96,6 @@ class TrainConfig(BaseModel):
                 errors.append(f"train.drop_features: {exc.args[0]}")
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
-
-
-def split_of(trajectory_id: str, seed: int, fractions: Sequence[float]) -> str:
-    """``train``/``dev``/``test`` for a trajectory, from a hash of its id and ``seed`` (deterministic)."""
-    u = int.from_bytes(hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
-    if u < fractions[0]:
-        return "train"
-    return "dev" if u < fractions[0] + fractions[1] else "test"
-
-
-@dataclass
-class StateExample:
-    """One labelled ``(state, B)`` ready for the model (groups flattened; see module doc)."""
-
-    trajectory_id: str
-    t: int
-    budget: int
-    events: np.ndarray  # (N, F)
-    context: np.ndarray  # (1, C)
-    conds: list[tuple[int, ...]]  # K conditioning sets, 1-based
-    group: np.ndarray  # (L,) conditioning-set row of each entry
-    cand: np.ndarray  # (L,) 0-based event row of the candidate
-    out: np.ndarray  # (L,) 0-based event row of the evicted event
-    y: np.ndarray  # (L,) Q(C ∪ {j}) - Q(S); entries with cand == out have y = 0
-    pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (P, 2): y[a] > y[b]
-
-
-def build_examples(
-    records: Iterable[Mapping[str, Any]],
-    trajectories: Mapping[str, Any],
-    *,
-    extractor: FeatureExtractor | None = None,
-    witness: str = "gold",
-    rank_epsilon: float = 1e-3,
-    max_pairs_per_group: int = 256,
-    seed: int = 0,
-) -> list[StateExample]:
-    """Featurize label records (``trajectories`` maps id -> :class:`Trajectory`)."""
-    extractor = extractor or FeatureExtractor()
-    rng = random.Random(seed)
-    out: list[StateExample] = []
-    for rec in records:
-        traj = trajectories.get(rec["trajectory_id"])
-        if traj is None:
-            raise ConfigError(
-                f"label record {rec['key']!r} names trajectory {rec['trajectory_id']!r}, "
-                "which is not in the training data; pass the trajectories that were labelled"
-            )
-        t, budget = int(rec["t"]), int(rec["budget"])
-        ref = traj.steps[t - 1].action if witness == "gold" else None
-        trace = traj.trace_at(t)
-        conds, group, cand, outs, ys, pairs = [], [], [], [], [], []
-        for k, g in enumerate(rec["groups"]):
-            r = int(g["out"])
-            conds.append(tuple(sorted(set(g["base"]) - {r})))
-            start = len(cand)
-            entries = [
-                (int(j), float(q) - float(g["q_base"])) for j, q in zip(g["cands"], g["q"], strict=True)
-            ]
-            entries.append((r, 0.0))
-            for j, y in entries:
-                group.append(k)
-                cand.append(j - 1)
-                outs.append(r - 1)
-                ys.append(y)
-            gp = [
-                (start + a, start + b)
-                for a in range(len(entries))
-                for b in range(len(entries))
-                if entries[a][1] > entries[b][1] + rank_epsilon
-            ]
-            if len(gp) > max_pairs_per_group:
-                gp = rng.sample(gp, max_pairs_per_group)
-            pairs.extend(gp)
-        out.append(
-            StateExample(
-                rec["trajectory_id"],
-                t,
-                budget,
-                extractor(trace, budget, ref),
-                context_features(t, budget, ref),
-                conds,
-                np.array(group),
-                np.array(cand),
-                np.array(outs),
-                np.array(ys, np.float32),
-                np.array(pairs, np.int64).reshape(-1, 2),
-            )
-        )
-    return out
 
 
 def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
@@ -278,25 +187,40 @@ def train_selector(
     export_onnx: bool = True,
     data_description: str = "",
     label_header: Mapping[str, Any] | None = None,
+    image_features: bool = True,
     log: Any = None,
 ) -> TrainResult:
-    """Train, choose the checkpoint on dev, evaluate on test, and write the model directory.
+    """Train, choose the checkpoint on dev, calibrate on dev, evaluate on test, write the model directory.
 
-    Runs with ``config.threads`` torch threads (1 by default: the model is tiny and extra threads only
-    add synchronization; restored afterwards).
+    ``image_features`` records whether the examples were featurized with thumbnails (a model trained
+    without them makes the deployed extractor skip every pixel read). Runs with ``config.threads``
+    torch threads (1 by default: the model is tiny and extra threads only add synchronization;
+    restored afterwards).
     """
     cfg = config or TrainConfig()
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(examples, cfg, output_dir, export_onnx, data_description, label_header, log)
+        start = time.perf_counter()
+        parts = _split(examples, cfg)
+        model, scale, best_epoch, history = _fit(parts, cfg, log)
+        tensors = {k: _batches(v, cfg.batch_states) for k, v in parts.items()}
+        metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
+        metadata = _metadata(
+            cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
+        )
+        metadata["image_features"] = bool(image_features)
+        metadata.update(_calibrate(model, parts, cfg))
+        metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
         torch.set_num_threads(threads)
+    out = Path(output_dir) if output_dir is not None else None
+    if out is not None:
+        save_model(model, metadata, out, export_onnx=export_onnx)
+    return TrainResult(model, metadata, out)
 
 
-def _train(examples, cfg, output_dir, export_onnx, data_description, label_header, log) -> TrainResult:  # type: ignore[no-untyped-def]
-    torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
+def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list[StateExample]]:
     parts: dict[str, list[StateExample]] = {"train": [], "dev": [], "test": []}
     for ex in examples:
         parts[split_of(ex.trajectory_id, cfg.seed, cfg.splits)].append(ex)
@@ -304,31 +228,29 @@ def _train(examples, cfg, output_dir, export_onnx, data_description, label_heade
         raise ConfigError(
             f"no training states after the trajectory split {cfg.splits}; label more trajectories"
         )
-    all_y = np.concatenate([ex.y for ex in parts["train"]])
+    return parts
+
+
+def _batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]]:
+    return [_tensors(examples[i : i + size]) for i in range(0, len(examples), size)]
+
+
+def _fit(
+    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any
+) -> tuple[SetScorerModel, float, int, list]:
+    """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``."""
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    train = parts["train"]
+    all_y = np.concatenate([ex.y for ex in train])
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
-    tensors = {
-        k: [_tensors(v[i : i + cfg.batch_states]) for i in range(0, len(v), cfg.batch_states)]
-        for k, v in parts.items()
-    }
+    select = _batches(parts["dev"], cfg.batch_states) or _batches(train, cfg.batch_states)
     model = SetScorerModel(ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    select = tensors["dev"] or tensors["train"]
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
-    start = time.perf_counter()
     for epoch in range(1, cfg.epochs + 1):
-        order = list(range(len(parts["train"])))
-        rng.shuffle(order)
-        model.train()
-        running = []
-        for i in range(0, len(order), cfg.batch_states):
-            opt.zero_grad()
-            loss = _loss(
-                model, _tensors([parts["train"][j] for j in order[i : i + cfg.batch_states]]), scale, cfg
-            )
-            loss.backward()
-            opt.step()
-            running.append(loss.item())
+        running = _epoch(model, opt, train, rng, scale, cfg)
         model.eval()
         dev_m = _evaluate(model, select, scale, cfg)
         history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
@@ -347,18 +269,46 @@ def _train(examples, cfg, output_dir, export_onnx, data_description, label_heade
                 break
     model.load_state_dict(best_state)
     model.eval()
-    metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
-    metadata = _metadata(
-        cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
-    )
-    metadata["train_seconds"] = round(time.perf_counter() - start, 2)
-    out = Path(output_dir) if output_dir is not None else None
-    if out is not None:
-        save_model(model, metadata, out, export_onnx=export_onnx)
-    return TrainResult(model, metadata, out)
+    return model, scale, best_epoch, history
 
 
-def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:
+def _epoch(
+    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig
+) -> list[float]:  # type: ignore[no-untyped-def]
+    order = list(range(len(train)))
+    rng.shuffle(order)
+    model.train()
+    running = []
+    for i in range(0, len(order), cfg.batch_states):
+        opt.zero_grad()
+        loss = _loss(model, _tensors([train[j] for j in order[i : i + cfg.batch_states]]), scale, cfg)
+        loss.backward()
+        opt.step()
+        running.append(loss.item())
+    return running
+
+
+def _state_diffs(model: SetScorerModel, examples: Sequence[StateExample]) -> list[np.ndarray]:
+    """Predicted ``d`` of every label entry, one array per state (for calibration)."""
+    out = []
+    with torch.no_grad():
+        for ex in examples:
+            out.append(_diffs(model, _tensors([ex])).numpy())
+    return out
+
+
+def _calibrate(
+    model: SetScorerModel, parts: Mapping[str, list[StateExample]], cfg: TrainConfig
+) -> dict[str, Any]:
+    """``{"calibration", "ood"}`` metadata: threshold on dev (train when dev is empty), OOD statistics."""
+    dev = parts["dev"] or parts["train"]
+    calibration = calibrate_threshold(_state_diffs(model, dev), dev)
+    calibration["split"] = "dev" if parts["dev"] else "train (no dev states)"
+    guard, report = fit_ood(parts["train"], parts["dev"], cfg.drop_features)
+    return {"calibration": calibration, "ood": {**report, "guard": guard.to_json()}}
+
+
+def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     from causalcache_memory import __version__
 
     return {
@@ -379,54 +329,3 @@ def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, descriptio
         "data_description": description,
         "labels": {k: header.get(k) for k in ("labeller", "config_hash", "config")} if header else {},
     }
-
-
-def save_model(
-    model: SetScorerModel, metadata: Mapping[str, Any], output_dir: Path, *, export_onnx: bool = True
-) -> None:
-    """Write ``model.pt`` (state dict), ``metadata.json`` and (optionally) ``selector.onnx``."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), output_dir / "model.pt")
-    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=1, sort_keys=True))
-    if export_onnx:
-        from causalcache_memory.lab.selector.export import export_onnx as _export
-
-        _export(model, output_dir / "selector.onnx", metadata=metadata)
-
-
-def load_model(model_dir: str | Path) -> tuple[SetScorerModel, dict[str, Any]]:
-    """Load ``model.pt`` + ``metadata.json`` written by :func:`save_model` (weights only, no pickle)."""
-    path = Path(model_dir)
-    metadata = json.loads((path / "metadata.json").read_text())
-    if metadata.get("schema_hash") != schema_hash():
-        from causalcache_memory.errors import SchemaMismatchError
-
-        raise SchemaMismatchError(
-            f"selector model {path} was trained on feature schema {metadata.get('schema_hash')!r} but this "
-            f"library extracts schema {schema_hash()!r}; retrain the selector with this version"
-        )
-    scorer = dict(metadata["scorer"])
-    scorer["drop_features"] = tuple(scorer.get("drop_features", ()))
-    model = SetScorerModel(ScorerConfig(**scorer))
-    model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
-    model.eval()
-    return model, metadata
-
-
-class TorchSetScorer:
-    """Beam scorer over a torch model: ``(conds) -> (K, N)`` numpy (for evaluation without ONNX)."""
-
-    def __init__(
-        self, model: SetScorerModel, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0
-    ) -> None:
-        self.model, self.sign = model, sign
-        self.events = torch.from_numpy(np.ascontiguousarray(events, dtype=np.float32))
-        self.context = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
-
-    def __call__(self, conds: Sequence[tuple[int, ...]]) -> np.ndarray:
-        rows, mask = pack_sets(conds)
-        with torch.no_grad():
-            out = self.model(
-                self.events, torch.tensor(rows), torch.tensor(mask, dtype=torch.float32), self.context
-            )
-        return self.sign * out.numpy()

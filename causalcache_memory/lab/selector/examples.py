@@ -1,0 +1,129 @@
+"""Training examples from label records: featurized states with their implied marginal targets (no torch).
+
+Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
+``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself (see
+:mod:`causalcache_memory.lab.selector.labels`). Splits are disjoint by trajectory: a hash of the id and
+the seed decides ``train``/``dev``/``test``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from causalcache_memory.allocation.base import recent_b
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.selector.features import FeatureExtractor, context_features
+
+__all__ = ["StateExample", "build_examples", "split_of"]
+
+
+def split_of(trajectory_id: str, seed: int, fractions: Sequence[float]) -> str:
+    """``train``/``dev``/``test`` for a trajectory, from a hash of its id and ``seed`` (deterministic)."""
+    u = int.from_bytes(hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
+    if u < fractions[0]:
+        return "train"
+    return "dev" if u < fractions[0] + fractions[1] else "test"
+
+
+@dataclass
+class StateExample:
+    """One labelled ``(state, B)`` ready for the model (groups flattened; see module doc).
+
+    ``from_recent[k]`` is True when group ``k`` swaps out of Recent-B itself: those groups are the first
+    step of the beam (every swap the deployed search can take first, when labels cover every slot), which
+    is what calibration reads. ``task_split`` is the trajectory's ``metadata["split"]`` (e.g.
+    ``memory_critical``/``control``), empty when the data has none.
+    """
+
+    trajectory_id: str
+    t: int
+    budget: int
+    events: np.ndarray  # (N, F)
+    context: np.ndarray  # (1, C)
+    conds: list[tuple[int, ...]]  # K conditioning sets, 1-based
+    group: np.ndarray  # (L,) conditioning-set row of each entry
+    cand: np.ndarray  # (L,) 0-based event row of the candidate
+    out: np.ndarray  # (L,) 0-based event row of the evicted event
+    y: np.ndarray  # (L,) Q(C ∪ {j}) - Q(S); entries with cand == out have y = 0
+    pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (P, 2): y[a] > y[b]
+    from_recent: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (K,)
+    task_split: str = ""
+
+
+def build_examples(
+    records: Iterable[Mapping[str, Any]],
+    trajectories: Mapping[str, Any],
+    *,
+    extractor: FeatureExtractor | None = None,
+    witness: str = "gold",
+    rank_epsilon: float = 1e-3,
+    max_pairs_per_group: int = 256,
+    seed: int = 0,
+) -> list[StateExample]:
+    """Featurize label records (``trajectories`` maps id -> :class:`Trajectory`)."""
+    extractor = extractor or FeatureExtractor()
+    rng = random.Random(seed)
+    out: list[StateExample] = []
+    for rec in records:
+        traj = trajectories.get(rec["trajectory_id"])
+        if traj is None:
+            raise ConfigError(
+                f"label record {rec['key']!r} names trajectory {rec['trajectory_id']!r}, "
+                "which is not in the training data; pass the trajectories that were labelled"
+            )
+        t, budget = int(rec["t"]), int(rec["budget"])
+        ref = traj.steps[t - 1].action if witness == "gold" else None
+        flat = _flatten(rec["groups"], rank_epsilon, max_pairs_per_group, rng)
+        recent = sorted(recent_b(t, budget))
+        out.append(
+            StateExample(
+                rec["trajectory_id"],
+                t,
+                budget,
+                extractor(traj.trace_at(t), budget, ref),
+                context_features(t, budget, ref),
+                *flat,
+                from_recent=np.array([sorted(g["base"]) == recent for g in rec["groups"]], dtype=bool),
+                task_split=str(traj.metadata.get("split", "")),
+            )
+        )
+    return out
+
+
+def _flatten(groups: Sequence[Mapping[str, Any]], rank_epsilon: float, max_pairs: int, rng: random.Random):  # type: ignore[no-untyped-def]
+    """``(conds, group, cand, out, y, pairs)`` arrays of one record's groups."""
+    conds, group, cand, outs, ys, pairs = [], [], [], [], [], []
+    for k, g in enumerate(groups):
+        r = int(g["out"])
+        conds.append(tuple(sorted(set(g["base"]) - {r})))
+        start = len(cand)
+        entries = [(int(j), float(q) - float(g["q_base"])) for j, q in zip(g["cands"], g["q"], strict=True)]
+        entries.append((r, 0.0))
+        for j, y in entries:
+            group.append(k)
+            cand.append(j - 1)
+            outs.append(r - 1)
+            ys.append(y)
+        gp = [
+            (start + a, start + b)
+            for a in range(len(entries))
+            for b in range(len(entries))
+            if entries[a][1] > entries[b][1] + rank_epsilon
+        ]
+        if len(gp) > max_pairs:
+            gp = rng.sample(gp, max_pairs)
+        pairs.extend(gp)
+    return (
+        conds,
+        np.array(group),
+        np.array(cand),
+        np.array(outs),
+        np.array(ys, np.float32),
+        np.array(pairs, np.int64).reshape(-1, 2),
+    )
