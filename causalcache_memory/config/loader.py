@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from causalcache_memory.config.models import CausalCacheConfig
+from causalcache_memory.config.paths import resolve_config_paths
 from causalcache_memory.errors import ConfigError
 
 __all__ = [
@@ -121,6 +122,7 @@ def load_config(path: str | Path, model: type[M] = CausalCacheConfig) -> M:  # t
     except OSError as exc:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from exc
     data = read_yaml_bytes(raw, source=str(path))
+    data = resolve_config_paths(data, path.parent) if model is CausalCacheConfig else data
     return parse_config(data, model, source=str(path))
 
 
