@@ -127,3 +127,14 @@ def test_androidcontrol_missing_goal(tmp_path, archive) -> None:
     path.write_bytes(length + TFRecordWriter.masked_crc(length) + data + TFRecordWriter.masked_crc(data))
     with pytest.raises(DatasetFormatError, match=r"ac:1: field 'goal': missing"):
         load_androidcontrol(path, archive)
+
+
+def test_androidcontrol_without_the_extra_names_it(tmp_path, archive, monkeypatch) -> None:
+    import sys
+
+    from causalcache_memory.errors import MissingDependencyError
+    from causalcache_memory.lab.data.loaders.androidcontrol import load_androidcontrol
+
+    monkeypatch.setitem(sys.modules, "tfrecord", None)
+    with pytest.raises(MissingDependencyError, match=r"causalcache-memory\[androidcontrol\]"):
+        load_androidcontrol(tmp_path, archive)
