@@ -24,6 +24,7 @@ def _import(args: argparse.Namespace) -> int:
         "examples": args.examples,
         "metadata": args.metadata,
         "source_archive": args.source_archive,
+        "coords": args.coords,
     }
     manifest = import_dataset(
         args.format, args.src, args.out, radius=args.radius, force=args.force, **options
@@ -107,6 +108,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--images", help="agentnet: folder of the step images (default SRC/images, SRC)")
     imp.add_argument("--examples", help="osworld: evaluation_examples/examples (task instructions)")
     imp.add_argument("--metadata", help="mobileworld: task metadata JSON with app_names")
+    imp.add_argument(
+        "--coords",
+        choices=("auto", "absolute", "relative", "thousand"),
+        help="mobileworld: coordinate system of the actions (default auto)",
+    )
     imp.add_argument("--source-archive", help="causalcache: the deployment's archive (path or URL)")
     imp.add_argument(
         "--radius", type=float, help="mining pointer tolerance, relative units (default per format)"

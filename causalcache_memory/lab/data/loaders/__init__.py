@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "DatasetFormatError", "LoadReport", "LoadResult", "get_loa
 FORMATS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "agentnet": ("agentnet", "load_agentnet", ("images",)),
     "osworld": ("osworld", "load_osworld", ("examples",)),
-    "mobileworld": ("mobileworld", "load_mobileworld", ("metadata",)),
+    "mobileworld": ("mobileworld", "load_mobileworld", ("metadata", "coords")),
     "androidcontrol": ("androidcontrol", "load_androidcontrol", ()),
     "causalcache": ("causalcache", "load_causalcache", ("source_archive",)),
     "jsonl": ("jsonl", "load_jsonl", ()),

@@ -4,7 +4,7 @@ TensorFlow).
 Each record is a ``tf.train.Example`` with ``episode_id`` (int64), ``goal`` (bytes), ``screenshots``
 (PNG bytes, one per screen), ``screenshot_widths``/``screenshot_heights``, ``accessibility_trees``,
 ``actions`` (JSON strings, e.g. ``{"action_type": "click", "x": 540, "y": 1200}`` in pixels) and
-``step_instructions``. Files may be GZIP-compressed (detected from the first bytes).
+``step_instructions``. Coordinates are pixels of the step's screenshot. Files may be GZIP-compressed (detected from the first bytes).
 
 Timing: ``screenshots[i]`` is the screen before ``actions[i]`` and there is one more screenshot than
 actions, the last being the screen after the final action, so nothing is missing. If an episode stores
@@ -129,7 +129,7 @@ def _episode(
             data = text  # kept as an unparsed step below
         size = store.size(screens[i])
         action, unparsed = parse_or_keep(
-            lambda data=data, size=size: parse_mobile_json(data, screen_size=size),
+            lambda data=data, size=size: parse_mobile_json(data, screen_size=size, coords="absolute"),
             text,
             report,
             where=f"{path}: record {number} actions[{i}]",

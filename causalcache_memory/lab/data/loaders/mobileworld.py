@@ -8,8 +8,10 @@ each run is one trajectory (id ``<task>`` for a single run, else ``<task>#<run>`
 Timing: ``screenshots/<task>-<run>-<step>.png`` is the screen *before* the step's action (``x_t``). The
 screen after the last action is not stored: the last step's ``screenshot_after`` is None.
 
-Actions: the ``action`` object through the shared mobile JSON parser (pixel coordinates are converted with
-the screenshot size); unparsable actions are kept as unparsed steps. ``prediction`` is the verbatim model
+Actions: the ``action`` object through the shared mobile JSON parser. ``coords`` (default ``auto``:
+fractions are relative, integers inside the screenshot are pixels, larger ones the 0-1000 grid) can pin
+the system (``absolute``, ``thousand``, ``relative``) when a policy's convention is known; unparsable
+actions are kept as unparsed steps. ``prediction`` is the verbatim model
 response. Step ids are the ``step`` values. Apps: a step's ``app`` is the app opened by the latest
 ``open_app`` before it (None before the first ``open_app`` and after ``home``: never guessed).
 
@@ -106,7 +108,12 @@ def _screenshot(src: Path, folder: Path, task: str, run: str, step: Any) -> Path
 
 
 def load_mobileworld(
-    src: str | Path, archive: Any, *, metadata: str | Path | None = None, platform: str = "mobile"
+    src: str | Path,
+    archive: Any,
+    *,
+    metadata: str | Path | None = None,
+    platform: str = "mobile",
+    coords: str = "auto",
 ) -> LoadResult:
     """Load every ``<task>/traj.json`` below ``src`` (or ``src`` itself when it is one task folder)."""
     src = Path(src)
@@ -131,7 +138,7 @@ def load_mobileworld(
         for run, record in data.items():
             if not isinstance(record, dict) or not isinstance(record.get("traj"), list):
                 raise format_error(path, None, f"{run}.traj", "missing or not a list")
-            drafts, goal = _steps(root, folder, task, str(run), record["traj"], path, store, report)
+            drafts, goal = _steps(root, folder, task, str(run), record["traj"], path, store, report, coords)
             track_apps(drafts)
             meta: dict[str, Any] = {"task": task, "run": str(run), "score": score}
             app_names = (tasks_meta.get(task) or {}).get("app_names", record.get("app_names"))
@@ -167,6 +174,7 @@ def _steps(
     path: Path,
     store: ScreenStore,
     report: LoadReport,
+    coords: str,
 ) -> tuple[list[StepDraft], str]:
     drafts: list[StepDraft] = []
     goal = ""
@@ -188,7 +196,7 @@ def _steps(
         raw = step["action"]
         size = store.size(screen)
         action, unparsed = parse_or_keep(
-            lambda raw=raw, size=size: parse_mobile_json(raw, screen_size=size),
+            lambda raw=raw, size=size: parse_mobile_json(raw, screen_size=size, coords=coords),  # type: ignore[arg-type]
             json.dumps(raw, ensure_ascii=False) if not isinstance(raw, str) else raw,
             report,
             where=f"{path}:{where}",
