@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "archive_cmd",
     "data_cmd",
     "serve",
+    "report",
 )
 
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
-__all__ = ["CausalCacheContext", "context_from_runtime", "episode_id_for"]
+__all__ = ["CausalCacheContext", "context_from_runtime", "episode_id_for", "episode_id_for_thread"]
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -53,7 +53,11 @@ def episode_id_for(runtime: Any, default: str = "episode") -> str:
             thread = None
     if not thread:
         return default
-    thread = str(thread)
+    return episode_id_for_thread(str(thread))
+
+
+def episode_id_for_thread(thread: str) -> str:
+    """The archive-safe episode id of a LangGraph ``thread_id`` (itself, or a hash when unsafe)."""
     if _SAFE.fullmatch(thread):
         return thread
     return "thread-" + hashlib.sha256(thread.encode()).hexdigest()[:32]

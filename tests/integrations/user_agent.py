@@ -40,8 +40,8 @@ MALFORMED = "pyautogui.click(1650,"
 
 @functools.lru_cache(maxsize=128)
 def screen(index: int) -> bytes:
-    """Screenshot ``index``: a solid 1920x1080 desktop with a few windows (cheap palette PNG)."""
-    image = Image.new("P", (WIDTH, HEIGHT), 20 + index % 200)
+    """Screenshot ``index``: a solid 1920x1080 desktop with a few windows (cheap grayscale PNG)."""
+    image = Image.new("L", (WIDTH, HEIGHT), 20 + index % 200)
     draw = ImageDraw.Draw(image)
     for k in range(4):
         x0 = (97 * index + 410 * k) % (WIDTH - 400)

@@ -1,0 +1,227 @@
+"""``causalcache report``: what an agent's model was shown, step by step, for any recorded thread.
+
+Writes one self-contained HTML file with the event-card timeline of the demo report
+(:mod:`causalcache_memory.lab.eval.report`): for every decision ``t``, every past event as a card
+(dashed grey = summary only, blue = recent event with its screenshot, orange = promoted distant event),
+the current screen, ``k``, whether pass 2 fired and what it replaced, Recent-B fallbacks and parse errors.
+
+Where the thread comes from:
+
+* ``--archive URL --thread ID``: the trace chain retained under the thread in the archive (the longest
+  chain when a thread was branched);
+* ``--config causalcache.yaml --thread ID``: the head in the LangGraph checkpointer the config names
+  (``checkpointer.kind`` sqlite or postgres) and the config's archive (``--archive`` overrides it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["find_thread_head", "register", "thread_steps", "write_thread_report"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="HTML timeline of what an agent's model was shown for one recorded thread",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--thread", required=True, help="LangGraph thread_id (episode) to report")
+    parser.add_argument("--archive", help="archive directory or fsspec URL (overrides the config's)")
+    parser.add_argument("--config", help="causalcache YAML: its archive and LangGraph checkpointer")
+    parser.add_argument("--out", default="causalcache-report.html", help="HTML file to write")
+    parser.add_argument("--last", type=int, default=None, metavar="N", help="show only the last N steps")
+    parser.add_argument("--thumb-width", type=int, default=240, help="thumbnail width in pixels")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from causalcache_memory.archive import open_archive
+    from causalcache_memory.config import load_config
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.trace_store import TraceStore
+
+    if not args.archive and not args.config:
+        raise ConfigError("give --archive URL (the memory's archive) or --config causalcache.yaml")
+    config = load_config(args.config) if args.config else None
+    url = args.archive or config.archive.url  # type: ignore[union-attr]
+    archive = open_archive(url)
+    store = TraceStore(archive)
+    episode = _episode_id(args.thread)
+    head = _checkpoint_head(config, args.thread) if config is not None else None
+    if head is None:
+        head = find_thread_head(archive, store, episode)
+    trace = store.load_trace(head, episode_id=episode)
+    log = store.load_log(head, episode_id=episode)
+    path = write_thread_report(
+        trace, log, archive, args.out, thread=args.thread, last=args.last, thumb_width=args.thumb_width
+    )
+    print(f"wrote {path} ({len(trace)} events, {len(log)} decisions of thread {args.thread!r})")
+    return 0
+
+
+def _episode_id(thread: str) -> str:
+    from causalcache_memory.integrations.langgraph.context import episode_id_for_thread
+
+    return episode_id_for_thread(thread)
+
+
+def _checkpoint_head(config: Any, thread: str) -> str | None:
+    """``cc_head`` of the thread's latest checkpoint in the config's checkpointer (None if absent)."""
+    cfg = config.checkpointer
+    if cfg.kind == "memory":
+        return None
+    if cfg.kind == "sqlite" and not Path(cfg.path).is_file():
+        return None
+    from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
+
+    saver = CausalCacheMemory(config=config, warmup=False).checkpointer()
+    try:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    finally:
+        conn = getattr(saver, "conn", None)
+        if conn is not None:
+            conn.close()
+    values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
+    head = values.get("cc_head")
+    return head if isinstance(head, str) else None
+
+
+def find_thread_head(archive: Any, store: Any, episode: str) -> str:
+    """The head of the longest trace chain retained under ``episode`` in ``archive``."""
+    from causalcache_memory.errors import TraceError
+
+    references = getattr(archive, "references", None)
+    if not callable(references):
+        raise TraceError(f"archive {archive!r} cannot list an episode's records; pass --config instead")
+    nodes: dict[str, dict[str, Any]] = {}
+    for sha in references(episode):
+        has = getattr(archive, "has_record", None)
+        if callable(has) and not has(sha):
+            continue  # a screenshot blob
+        try:
+            data = json.loads(archive.get_record(sha))
+        except Exception:
+            continue
+        if isinstance(data, dict) and "parent" in data and "log" in data:
+            nodes[sha] = data
+    if not nodes:
+        raise TraceError(
+            f"no trace recorded for thread {episode!r} in archive {getattr(archive, 'url', archive)!r}; "
+            f"recorded threads: {', '.join(sorted(archive.live_episodes())) or 'none'}"
+        )
+    parents = {d.get("parent") for d in nodes.values()}
+    leaves = [sha for sha in nodes if sha not in parents]
+
+    def depth(sha: str) -> tuple[int, int]:
+        chain = store.heads(sha, episode_id=episode)
+        return len(store.load_trace(sha, episode_id=episode)), len(chain)
+
+    return max(leaves, key=depth)
+
+
+def thread_steps(trace: Any, log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One showcase step per decision: event cards with their fidelity, the current screen, badges."""
+    events = list(trace.events)
+    steps: list[dict[str, Any]] = []
+    for record in log:
+        t = int(record.get("t", 0))
+        selected, recent = set(record.get("selected") or ()), set(record.get("recent") or ())
+        cards = []
+        for event in events[: max(0, t - 1)]:
+            fidelity = (
+                "summary"
+                if event.index not in selected
+                else "recent"
+                if event.index in recent
+                else "promoted"
+            )
+            cards.append(
+                {
+                    "index": event.index,
+                    "fidelity": fidelity,
+                    "screenshot": event.screenshot,
+                    "summary": event.summary,
+                }
+            )
+        current = events[t - 1].pre_screenshot if t - 1 < len(events) else trace.current_screenshot
+        steps.append(
+            {
+                "t": t,
+                "k": record.get("k"),
+                "second_pass": record.get("second_pass"),
+                "events": cards,
+                "current_screenshot": current,
+                "action": _action_text(record.get("action")),
+                "proposal": _action_text(record.get("proposal")),
+                "summary_lines": [e.summary for e in events[: max(0, t - 1)]],
+                "fallback": record.get("fallback"),
+                "parse_error": record.get("parse_error"),
+                "response": events[t - 1].response if t - 1 < len(events) else None,
+            }
+        )
+    return steps
+
+
+def _action_text(action: Any) -> str | None:
+    if action is None:
+        return None
+    return json.dumps(action, sort_keys=True)
+
+
+def write_thread_report(
+    trace: Any,
+    log: Sequence[Mapping[str, Any]],
+    archive: Any,
+    out: str | Path,
+    *,
+    thread: str,
+    last: int | None = None,
+    thumb_width: int = 240,
+) -> Path:
+    """Write the thread's timeline to ``out`` (one self-contained HTML file) and return its path."""
+    from causalcache_memory.lab.eval.report import _CSS, _Images, _legend, _step
+
+    if last is not None and last < 1:
+        raise ValueError(f"--last={last} must be >= 1")
+    steps = thread_steps(trace, log)
+    shown = steps[-last:] if last else steps
+    images = _Images(archive, thumb_width)
+    esc = html.escape
+    parts = [
+        f"<h1>CausalCache thread report: {esc(thread)}</h1>",
+        f"<p>Goal: <q>{esc(trace.goal)}</q> · {len(trace)} events · {len(log)} decisions · "
+        f"pass 2 fired {sum(1 for r in log if r.get('second_pass'))}× · Recent-B fallbacks "
+        f"{sum(1 for r in log if r.get('fallback'))} · unparsed replies "
+        f"{sum(1 for e in trace.events if e.unparsed)}</p>",
+        _legend(),
+    ]
+    if len(shown) < len(steps):
+        parts.append(f"<p>Showing the last {len(shown)} of {len(steps)} decisions.</p>")
+    for step in shown:
+        block = _step(step, images)
+        notes = []
+        if step["fallback"]:
+            notes.append(f'<p class="fallback">Recent-B fallback: {esc(str(step["fallback"]))}</p>')
+        if step["parse_error"]:
+            notes.append(
+                f'<p class="parse-error">Reply not parsed: {esc(str(step["parse_error"]))}</p>'
+                f"<pre>{esc(str(step['response'] or ''))}</pre>"
+            )
+        parts.append(block.replace("</section>", "".join(notes) + "</section>") if notes else block)
+    page = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>CausalCache report: {esc(thread)}</title>"
+        f"<style>{_CSS}\n.fallback,.parse-error{{color:#b71c1c}}\n{images.css()}</style></head>"
+        f"<body>{''.join(parts)}</body></html>\n"
+    )
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
