@@ -1,0 +1,122 @@
+"""The documented API fails loudly or works: argument validation, memory.action() from any node, warm-up,
+the lazy top-level import, and parsing with the recorded screen size in every coordinate convention."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from causalcache_memory.actions.model import Action
+from causalcache_memory.allocation import RecentAllocator
+from causalcache_memory.allocation.base import make_allocation, recent_b
+from causalcache_memory.errors import ConfigError, TraceError
+from causalcache_memory.integrations.langgraph import CausalCacheMemory, parse_message_action
+
+
+def test_from_yaml_with_an_allocator_name_resolves_it_at_once(tmp_path):
+    (tmp_path / "c.yaml").write_text("budget: 2\n")
+    memory = CausalCacheMemory.from_yaml(tmp_path / "c.yaml", allocation="recent")
+    assert isinstance(memory.allocation, RecentAllocator) and memory.allocation.uses_witness is False
+    with pytest.raises(ConfigError, match=r"allocation='recnt'.*causalcache.*recent"):
+        CausalCacheMemory.from_yaml(tmp_path / "c.yaml", allocation="recnt")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"coords": "pixels"}, "coords='pixels'"),
+        ({"policy": object()}, "policy=.*generate"),
+        ({"archive": "dir"}, "archive='dir'.*put"),
+        ({"goal_key": ""}, "goal_key"),
+        ({"parse": "json"}, "parse='json'"),
+        ({"budget": -1}, "budget"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        CausalCacheMemory(allocation="recent", **kwargs)
+
+
+def test_learned_allocator_is_warmed_before_the_first_decision():
+    class Spy:
+        name, uses_witness = "spy", True
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def allocate(self, ctx):
+            self.calls += 1
+            return make_allocation(recent_b(ctx.t, ctx.budget), t=ctx.t, budget=ctx.budget, allocator="spy")
+
+    spy = Spy()
+    memory = CausalCacheMemory(budget=3, allocation=spy)
+    assert spy.calls == 1  # at construction, before any timed decision
+    memory.warmup()
+    assert spy.calls == 1  # idempotent
+    lazy = Spy()
+    memory = CausalCacheMemory(budget=3, allocation=lazy, warmup=False)
+    assert lazy.calls == 0 and memory.warmup() is memory and lazy.calls == 1
+
+
+def test_action_outside_a_graph_without_cc_pending_names_the_fix():
+    memory = CausalCacheMemory(allocation="recent")
+    with pytest.raises(TraceError, match="CausalCacheState"):
+        memory.action({"goal": "x"})
+    assert memory.action({"cc_pending": None}) is None
+    pending = {"cc_pending": {"t": 1, "action": {"type": "click", "x": 0.5, "y": 0.25}}}
+    assert memory.action(pending) == Action("click", x=0.5, y=0.25)
+
+
+def test_top_level_import_is_lazy_and_light():
+    code = (
+        "import sys, causalcache_memory as c\n"
+        "assert 'langgraph' not in sys.modules\n"
+        "from causalcache_memory import CausalCacheMemory\n"
+        "assert CausalCacheMemory.__name__ == 'CausalCacheMemory'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("message", "coords", "pixel"),
+    [
+        (AIMessage("pyautogui.click(200, 1055)"), "auto", (200, 1055)),  # > 1000: pixels on 1920x1080
+        (AIMessage("pyautogui.click(412, 88)"), "absolute", (412, 88)),  # explicit pixels
+        (AIMessage("pyautogui.click(500, 500)"), "thousand", (960, 540)),  # Qwen-VL / UI-TARS grid
+        (AIMessage("pyautogui.click(0.5, 0.25)"), "auto", (960, 270)),  # relative floats
+        (AIMessage('{"action": "click", "coordinate": [1650, 1040]}'), "auto", (1650, 1040)),  # mobile JSON
+        (
+            AIMessage("", tool_calls=[{"name": "click", "args": {"x": 1919, "y": 1079}, "id": "1"}]),
+            "auto",
+            (1919, 1079),
+        ),
+        (
+            AIMessage("", tool_calls=[{"name": "tap", "args": {"x": 0.5, "y": 0.5}, "id": "1"}]),
+            "relative",
+            (960, 540),
+        ),
+        (
+            AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "computer", "id": "1", "args": {"action": "left_click", "coordinate": [10, 20]}}
+                ],
+            ),
+            "auto",
+            (10, 20),
+        ),
+    ],
+)
+def test_every_coordinate_convention_parses_on_the_recorded_screen(message, coords, pixel):
+    action = parse_message_action(message, screen_size=(1920, 1080), coords=coords)
+    assert action.pixel(1920, 1080) == pixel
+
+
+def test_without_the_screen_size_pixels_above_the_grid_fail_loudly():
+    from causalcache_memory.errors import ActionParseError
+
+    with pytest.raises(ActionParseError, match="screen_size"):
+        parse_message_action(AIMessage("pyautogui.click(200, 1055)"))
