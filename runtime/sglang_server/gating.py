@@ -195,10 +195,12 @@ class ServerHGKV:
             )
         a_k, b_k, a_v, b_v = self._params[layer]
         x_h = x.index_select(0, rows)
-        block = qkv.index_select(0, rows)
         q, kv = self.q_size, self.kv_size
+        # rows are distinct, so index_add_ is one rounding of (base + residual.to(dtype)) per element,
+        # exactly the transformers adapter's ``result + delta.to(result.dtype)``
         if a_k is not None:
-            block[:, q : q + kv] += kv_delta(x_h, a_k, b_k, self.scaling).to(qkv.dtype)
+            qkv[:, q : q + kv].index_add_(0, rows, kv_delta(x_h, a_k, b_k, self.scaling).to(qkv.dtype))
         if a_v is not None:
-            block[:, q + kv : q + 2 * kv] += kv_delta(x_h, a_v, b_v, self.scaling).to(qkv.dtype)
-        qkv.index_copy_(0, rows, block)
+            qkv[:, q + kv : q + 2 * kv].index_add_(
+                0, rows, kv_delta(x_h, a_v, b_v, self.scaling).to(qkv.dtype)
+            )

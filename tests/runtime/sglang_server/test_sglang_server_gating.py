@@ -176,3 +176,26 @@ def test_target_verify_and_no_mm_inputs_compute_nothing():
     assert gating.history_rows(batch, len(ids)) is None
     batch.forward_mode, batch.mm_inputs = FakeMode("extend"), None
     assert gating.history_rows(batch, len(ids)) is None
+
+
+def test_bf16_update_is_the_out_of_place_gated_sum(tmp_path):
+    from causalcache_memory.runtime.sglang_server.adapter import ModelShape, load_server_adapter
+
+    path = write_adapter(tmp_path / "a", layers=(0,), num_layers=1, hidden=32, kv=16)
+    weights = load_server_adapter(path, ModelShape("qwen2_5_vl", 1, 32, 32, 16))
+    server = gating.ServerHGKV(weights, q_size=32, kv_size=16)
+    server._params = dict(weights.layers)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(12, 32, generator=gen).to(torch.bfloat16)
+    base = torch.randn(12, 64, generator=gen).to(torch.bfloat16)
+    qkv, rows = base.clone(), torch.tensor([2, 3, 4, 9])
+    server.update(0, x, qkv, rows)
+    a_k, b_k, a_v, b_v = weights.layers[0]
+    want = base.clone()
+    want[rows, 32:48] = base[rows, 32:48] + gating.kv_delta(x[rows], a_k, b_k, weights.scaling).to(
+        torch.bfloat16
+    )
+    want[rows, 48:64] = base[rows, 48:64] + gating.kv_delta(x[rows], a_v, b_v, weights.scaling).to(
+        torch.bfloat16
+    )
+    assert torch.equal(qkv, want) and not torch.equal(qkv, base)
