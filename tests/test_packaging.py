@@ -59,10 +59,31 @@ def test_core_import_is_light() -> None:
     assert out.strip() == "[]", f"core import pulled heavy modules: {out}"
 
 
+def _source_copy(dest: Path) -> Path:
+    """What the wheel is built from, copied out of the checkout: a build writes ``build/`` and
+    ``*.egg-info`` next to ``pyproject.toml``, and a test must not write into the checkout."""
+    import shutil
+
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
+    dest.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+    for folder in {"causalcache_memory", *_pyproject()["tool"]["setuptools"]["package-dir"].values()}:
+        shutil.copytree(ROOT / folder, dest / folder, ignore=junk)
+    return dest
+
+
+def _checkout_state() -> set[str]:
+    return {p.name for p in ROOT.iterdir()}
+
+
 def test_wheel_ships_namespaced_packages_and_the_bundled_selector(tmp_path) -> None:
-    """Build a wheel, install it into an empty target and load the bundled scorer from there."""
+    """Build a wheel (from a copy of the sources), install it into an empty target and load the bundled
+    scorer from there."""
     import zipfile
 
+    before = _checkout_state()
+    source = _source_copy(tmp_path / "src")
     build = subprocess.run(
         [
             sys.executable,
@@ -74,12 +95,14 @@ def test_wheel_ships_namespaced_packages_and_the_bundled_selector(tmp_path) -> N
             "-q",
             "-w",
             str(tmp_path),
-            str(ROOT),
+            str(source),
         ],
         capture_output=True,
         text=True,
+        cwd=tmp_path,
     )
     assert build.returncode == 0, build.stderr[-2000:]
+    assert _checkout_state() == before, "building the wheel wrote into the checkout"
     wheel = next(tmp_path.glob("causalcache_memory-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "causalcache_memory/assets/selector/selector.onnx" in names

@@ -135,7 +135,6 @@ def test_checkpoints_hold_no_image_bytes(benchmark, tmp_path) -> None:
 
 
 def test_two_pass_accounting(benchmark, tmp_path, selector_model) -> None:
-    pytest.importorskip("causalcache_memory.lab.world.sim_policy")
     result = benchmark.pedantic(
         run_two_pass,
         kwargs=dict(budgets=(1, 2), episodes=1, max_steps=8, selector_model=selector_model, workdir=tmp_path),

@@ -75,12 +75,18 @@ def test_qwen_chat_format_layout():
     assert QWEN_VL.target_text("x") == "x<|im_end|>"
 
 
-def test_chat_format_registry():
+def test_chat_format_registry(monkeypatch):
+    import causalcache_memory.runtime.chat_format as chat_format_module
+
+    # the registry is process-global: the test's registration must not leak into later tests
+    monkeypatch.setattr(chat_format_module, "_REGISTRY", dict(chat_format_module._REGISTRY))
     assert get_chat_format("qwen-vl") is QWEN_VL
     with pytest.raises(ConfigError, match="not a known chat format"):
         get_chat_format("llama")
+    with pytest.raises(ConfigError, match="not a known chat format"):
+        get_chat_format("test-upper")
     custom = ChatFormat("test-upper", lambda msgs: chatml_render(msgs), "<|im_end|>")
-    register_chat_format(custom, overwrite=True)
+    register_chat_format(custom)
     assert get_chat_format("test-upper") is custom
     with pytest.raises(ConfigError, match="already registered"):
         register_chat_format(custom)
@@ -135,10 +141,6 @@ def test_unparsable_response_gives_parse_error(prompt):
 
 
 def test_parsable_response_gives_action(server, prompt):
-    import causalcache_memory.actions as actions
-
-    if not hasattr(actions, "parse_action"):
-        pytest.skip("causalcache_memory.actions.parse_action is not available yet")
     with _policy(server.url, platform="desktop", screen_size=(1280, 800)) as policy:
         gen = policy.generate(prompt)
     assert gen.parse_error is None and gen.action is not None and gen.action.type == "click"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,7 +111,7 @@ def test_bundled_model_missing_is_a_clear_error(monkeypatch):
 def test_onnx_path_does_not_import_torch(trained):
     _, out, _ = trained
     code = (
-        "import sys; sys.path.insert(0, 'tests/selector');"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r});"
         "from selector_synth import DictArchive, MarkerPolicy, make_trajectories;"
         "from causalcache_memory.allocation import AllocationContext;"
         "from causalcache_memory.selector.allocator import LearnedSelectorAllocator;"

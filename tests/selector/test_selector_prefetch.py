@@ -20,14 +20,11 @@ def _png(seed: int) -> bytes:
 
 @pytest.fixture
 def policy():
-    pytest.importorskip("onnxruntime")
-    from causalcache_memory.errors import SelectorError
+    # onnxruntime is a core dependency and the bundled model is committed (package data): a missing
+    # one is a regression this test must report, not skip
     from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
-    try:
-        selector = LearnedSelectorAllocator(threads=1)
-    except SelectorError:
-        pytest.skip("no bundled selector model in this build")
+    selector = LearnedSelectorAllocator(threads=1)
     yield selector
     selector.close()
 
