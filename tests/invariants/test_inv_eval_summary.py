@@ -8,21 +8,30 @@ import math
 import pytest
 
 from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
+from causalcache_memory.lab.eval.stats import cluster_bootstrap
 from causalcache_memory.lab.eval.summary import SPLITS, split_rows, summarize, summarize_arm
 
-# (split, recent success, causalcache success, random success) per task; chosen so every split, arm
-# and contrast has a different, non-zero value (a swapped sign or split cannot give the same numbers)
+# (split, recent, causalcache, random, blind success) per task; chosen so every split, arm and
+# contrast has a different, non-zero value (a swapped sign or split cannot give the same numbers).
+# "blind" sorts before "causalcache" and "random"/"recent" after it, so an ``==`` turned into an ordering
+# comparison picks up another arm's episodes.
 TASKS = {
-    "m1": ("memory_critical", 0, 1, 0),
-    "m2": ("memory_critical", 0, 1, 1),
-    "m3": ("memory_critical", 1, 1, 0),
-    "m4": ("memory_critical", 0, 0, 1),
-    "c1": ("control", 1, 1, 1),
-    "c2": ("control", 1, 1, 0),
-    "c3": ("control", 0, 0, 0),
-    "c4": ("control", 1, 0, 0),
+    "m1": ("memory_critical", 0, 1, 0, 1),
+    "m2": ("memory_critical", 0, 1, 1, 0),
+    "m3": ("memory_critical", 1, 1, 0, 0),
+    "m4": ("memory_critical", 0, 0, 1, 1),
+    "c1": ("control", 1, 1, 1, 0),
+    "c2": ("control", 1, 1, 0, 0),
+    "c3": ("control", 0, 0, 0, 1),
+    "c4": ("control", 1, 0, 0, 0),
 }
-ARMS = ("recent", "causalcache", "random")
+ARMS = ("recent", "causalcache", "random", "blind")
+
+
+def fresh(text: str) -> str:
+    """An equal but distinct string object (names read from JSON or YAML are not interned literals:
+    comparing them with ``is`` instead of ``==`` must fail the tests)."""
+    return "".join(list(text))
 
 
 def outcomes() -> list[EpisodeOutcome]:
@@ -33,15 +42,15 @@ def outcomes() -> list[EpisodeOutcome]:
             if arm == "causalcache":
                 fired = i % 2 == 0
                 log[0].update(
-                    proposal={}, second_pass=fired, pass_latency_ms=[10.0, 30.0] if fired else [10.0]
+                    proposal={}, second_pass=fired, pass_latency_ms=[10.5, 31.25] if fired else [10.5]
                 )
             else:
-                log[0].update(pass_latency_ms=[20.0])
+                log[0].update(pass_latency_ms=[20.5])
             out.append(
                 EpisodeOutcome(
-                    task_id=task,
-                    split=row[0],
-                    arm=arm,
+                    task_id=fresh(task),
+                    arm=fresh(arm),
+                    split=fresh(row[0]),
                     budget=4,
                     success=bool(row[1 + a]),
                     steps=3 + i + a,
@@ -126,6 +135,32 @@ def test_contrasts_pair_tasks_by_id_not_by_position() -> None:
 def test_no_contrast_without_both_arms() -> None:
     result = summarize([o for o in outcomes() if o.arm == "random"], ("random",))
     assert result["contrasts"] == {} and result["contrasts_by_arm"] == {}
+    result = summarize(outcomes(), ("recent", "random"))  # baseline present, treatment absent
+    assert result["contrasts"] == {} and set(result["contrasts_by_arm"]) == {"random"}
+    result = summarize(outcomes(), ("causalcache", "random"))  # treatment present, baseline absent
+    assert result["contrasts"] == {} and result["contrasts_by_arm"] == {}
+
+
+def test_the_default_seed_is_0() -> None:
+    """Published intervals are reproducible: the default bootstrap seed is part of the contract."""
+    rows = [o for o in outcomes() if o.arm == "causalcache"]
+    expected = cluster_bootstrap([float(o.success) for o in rows], seed=0)
+    assert summarize_arm(rows)["all"]["ci95"] == [expected.low, expected.high]
+    assert summarize(rows, ("causalcache",))["arms"]["causalcache"]["all"]["ci95"] == [
+        expected.low,
+        expected.high,
+    ]
+    other = cluster_bootstrap([float(o.success) for o in rows], seed=1)
+    assert [other.low, other.high] != [expected.low, expected.high]  # the seed matters for these data
+
+
+def test_missing_log_fields_count_as_zero() -> None:
+    """A decision record without ``k`` is a Recent-B step (k=0); one without a selector latency, 0 ms."""
+    row = outcomes()[0]
+    row.log = [{"pass_latency_ms": [4.0]}, {"k": 2, "selector_latency_ms": 3.0, "pass_latency_ms": [4.0]}]
+    s = summarize_arm([row])
+    assert s["k_profile"] == {"0": 0.5, "2": 0.5}
+    assert s["selector_ms_per_step"] == pytest.approx(1.5)
 
 
 def test_arm_accounting_is_recomputed_from_the_logs() -> None:
@@ -139,14 +174,14 @@ def test_arm_accounting_is_recomputed_from_the_logs() -> None:
     assert sum(s["k_profile"].values()) == pytest.approx(1.0)
     fired = [r["second_pass"] for o in rows for r in o.log]
     assert s["fire_rate"] == pytest.approx(sum(fired) / len(fired)) and 0 < s["fire_rate"] < 1
-    assert s["added_model_ms_per_step"] == pytest.approx(30.0 * sum(fired) / len(fired))
+    assert s["added_model_ms_per_step"] == pytest.approx(31.25 * sum(fired) / len(fired))
     assert s["model_ms_per_step"] == pytest.approx(
         mean(sum(r["pass_latency_ms"]) for o in rows for r in o.log)
     )
     assert s["selector_ms_per_step"] == pytest.approx(2.0)
     single = summarize_arm([o for o in outcomes() if o.arm == "random"])
     assert single["fire_rate"] is None and single["added_model_ms_per_step"] is None
-    assert single["model_ms_per_step"] == pytest.approx(20.0)
+    assert single["model_ms_per_step"] == pytest.approx(20.5)
     assert single["selector_ms_per_step"] == pytest.approx(3.0)
 
 
