@@ -3,7 +3,15 @@
 Retry rule: connection errors, timeouts, HTTP 5xx and HTTP 429 are retried up to ``max_retries`` times
 with exponential backoff and full jitter (attempt ``a`` sleeps ``U(0.5, 1) * min(max_backoff_s,
 backoff_s * 2**a)`` seconds, or the server's numeric ``Retry-After`` when it is smaller than
-``max_backoff_s``); any other 4xx is the caller's bug and fails at once. After the last attempt a
+``max_backoff_s``); any other 4xx is the caller's bug and fails at once.
+
+``timeout_s`` is a deadline for each whole attempt (connect, send, and the complete response), not a
+per-read timeout: a server trickling a few bytes at a time cannot hold a call longer. The request runs on
+a short-lived daemon thread; past the deadline the caller gets the timeout at once and the thread stops
+at its next chunk (or when the read timeout fires). A call therefore ends within ``(max_retries + 1) *
+timeout_s`` plus the backoff sleeps. A body holding a non-finite number (``NaN``, ``Infinity``, or a
+literal that overflows a float) is refused with :class:`PolicyResponseError`: a NaN logprob never becomes
+a NaN score. After the last attempt a
 :class:`PolicyUnavailableError` names the URL, the number of attempts and the last failure. A response
 that is not the JSON the caller expects raises :class:`PolicyResponseError` naming the field and showing
 a snippet of the body.
@@ -12,9 +20,12 @@ a snippet of the body.
 from __future__ import annotations
 
 import json
+import math
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -102,7 +113,7 @@ class HttpClient:
     """A thread-safe JSON-over-HTTP client with bounded retries.
 
     Args:
-        timeout_s: read/write/pool timeout of one attempt in seconds (connect uses ``min(timeout_s, 10)``).
+        timeout_s: deadline of one whole attempt in seconds (connect is also capped at 10 s).
         max_retries: retries after the first attempt (``0`` = one attempt only).
         backoff_s: base of the exponential backoff in seconds.
         max_backoff_s: cap of one backoff sleep.
@@ -172,9 +183,9 @@ class HttpClient:
         for attempt in range(attempts):
             retry_after = None
             try:
-                response = self._client.request(method, url, json=payload, headers=headers)
-            except httpx.TimeoutException as exc:
-                last = f"timed out after {self.timeout_s:g} s ({type(exc).__name__})"
+                response = self._send(method, url, payload, headers)
+            except (httpx.TimeoutException, _DeadlineExceeded) as exc:
+                last = f"timed out: no complete response within {self.timeout_s:g} s ({type(exc).__name__.lstrip('_')})"
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
@@ -194,19 +205,87 @@ class HttpClient:
                 self._sleep(self._backoff(attempt, retry_after))
         raise PolicyUnavailableError(
             f"policy server {url} is unavailable after {attempts} attempt(s) "
-            f"(timeout {self.timeout_s:g} s each); last error: {last}. Check that the server is running "
+            f"(deadline {self.timeout_s:g} s each); last error: {last}. Check that the server is running "
             "and reachable, or raise timeout_s/max_retries."
         )
 
+    def _send(self, method: str, url: str, payload: Any, headers: Mapping[str, str] | None) -> _Reply:
+        """One attempt, complete within ``timeout_s`` or :class:`_DeadlineExceeded` (see module doc)."""
+        deadline = time.monotonic() + self.timeout_s
+        box: dict[str, Any] = {}
+        cancelled = threading.Event()
+
+        def run() -> None:
+            try:
+                with self._client.stream(method, url, json=payload, headers=headers) as response:
+                    chunks = []
+                    for chunk in response.iter_bytes():
+                        if cancelled.is_set() or time.monotonic() > deadline:
+                            return
+                        chunks.append(chunk)
+                    box["reply"] = _Reply(
+                        response.status_code, response.headers, b"".join(chunks), response.encoding or "utf-8"
+                    )
+            except BaseException as exc:  # handed to the caller
+                box["error"] = exc
+
+        worker = threading.Thread(target=run, name="causalcache-http", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive() or ("reply" not in box and "error" not in box):
+            cancelled.set()
+            raise _DeadlineExceeded(f"deadline of {self.timeout_s:g} s passed")
+        if "error" in box:
+            raise box["error"]
+        return box["reply"]
+
     @staticmethod
-    def _decode(response: httpx.Response, url: str) -> Any:
+    def _decode(response: _Reply, url: str) -> Any:
         try:
-            return response.json()
+            return json.loads(response.content, parse_constant=_refuse_constant, parse_float=_finite_float)
+        except _NonFinite as exc:
+            raise PolicyResponseError(
+                f"{url} answered with a non-finite number ({exc}); a score, logprob or coordinate must be "
+                f"finite. body: {snippet(response.content)}"
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise PolicyResponseError(
                 f"{url} answered HTTP {response.status_code} with a body that is not valid JSON ({exc}); "
                 f"body: {snippet(response.content)}"
             ) from exc
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """A complete HTTP response read within the deadline."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+    encoding: str
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(self.encoding, errors="replace")
+
+
+class _DeadlineExceeded(Exception):
+    """The attempt did not complete within ``timeout_s``."""
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"{text[:40]} overflows a float")
+    return value
 
 
 # ---------------------------------------------------------------------- shared by the HTTP policies

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -270,9 +271,9 @@ def _entry_logprob(entry: Any, token_id: int | None, *, url: str, k: int) -> flo
             "which is the prompt token; send prompt_logprobs=0"
         )
     value = cand.get("logprob") if isinstance(cand, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise PolicyResponseError(
-            f"`prompt_logprobs[{k}]` from {url} has no numeric logprob: {snippet(cand, 80)}"
+            f"`prompt_logprobs[{k}]` from {url} has no finite numeric logprob: {snippet(cand, 80)}"
         )
     return float(value)
 

@@ -40,6 +40,7 @@ per (server, key), so each batch is routed whole.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 import uuid
@@ -341,10 +342,10 @@ def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
     total = 0.0
     for k, entry in enumerate(entries):
         value = entry[0] if isinstance(entry, (list, tuple)) and entry else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise PolicyResponseError(
                 f"`meta_info.input_token_logprobs` entry {k} of scoring item {item} from {url} should be "
-                f"[logprob, token_id, text]; got {snippet(entry, 80)}"
+                f"[logprob, token_id, text] with a finite logprob; got {snippet(entry, 80)}"
             )
         total += float(value)
     return total / len(entries)

@@ -1,0 +1,72 @@
+"""Finding 14: ``timeout_s`` is a deadline for the whole response; non-finite numbers are refused."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import httpx
+import pytest
+
+from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
+from causalcache_memory.runtime._http import HttpClient
+from causalcache_memory.runtime.openai_client import _entry_logprob
+from causalcache_memory.runtime.sglang_client import _mean_logprob
+
+
+def _trickling(chunks: int, every_s: float, sent: list[int]) -> httpx.MockTransport:
+    body = b'{"text": "' + b"x" * (8 * chunks) + b'"}'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        def stream():
+            for i in range(0, len(body), 8):
+                time.sleep(every_s)
+                sent.append(i)
+                yield body[i : i + 8]
+
+        return httpx.Response(200, content=stream())
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_trickling_server_cannot_hold_a_call_past_its_deadline():
+    sent: list[int] = []
+    transport = _trickling(chunks=60, every_s=0.05, sent=sent)
+    with HttpClient(timeout_s=0.5, max_retries=0, transport=transport) as client:
+        with pytest.raises(PolicyUnavailableError, match=r"timed out: no complete response within 0\.5 s"):
+            client.post_json("http://server/generate", {})
+        at_error = len(sent)
+    assert at_error < 40  # the caller gave up long before the server finished (61 chunks, ~3 s)
+
+
+def test_retries_each_get_their_own_deadline():
+    sent: list[int] = []
+    sleeps: list[float] = []
+    transport = _trickling(chunks=60, every_s=0.05, sent=sent)
+    with HttpClient(timeout_s=0.3, max_retries=2, transport=transport, sleep=sleeps.append) as client:
+        with pytest.raises(PolicyUnavailableError, match="after 3 attempt"):
+            client.post_json("http://server/generate", {})
+    assert len(sleeps) == 2
+
+
+def test_a_fast_complete_response_is_returned():
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": 1.5}))
+    with HttpClient(timeout_s=5, max_retries=0, transport=transport) as client:
+        assert client.post_json("http://server/x", {}) == {"ok": 1.5}
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e400"])
+def test_non_finite_numbers_from_a_server_are_refused(literal):
+    body = b'{"meta_info": {"input_token_logprobs": [[' + literal + b', 1, "a"]]}}'
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with HttpClient(timeout_s=5, max_retries=0, transport=transport) as client:
+        with pytest.raises(PolicyResponseError, match="non-finite number"):
+            client.post_json("http://server/generate", {})
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_logprob_parsers_refuse_non_finite_values(value):
+    with pytest.raises(PolicyResponseError, match="finite"):
+        _mean_logprob([[-0.5, 1, "a"], [value, 2, "b"]], url="http://s", item=0)
+    with pytest.raises(PolicyResponseError, match="finite"):
+        _entry_logprob({"7": {"logprob": value}}, 7, url="http://s", k=3)
