@@ -7,7 +7,7 @@ Runs ``python -m sglang.launch_server`` with
   frozen model with role-keyed caching), ``CAUSALCACHE_HGKV_EXPECT`` (``--expect-*``), and
   ``SGLANG_VLM_CACHE_SIZE_MB`` (vision-encoder reuse of repeated screenshots; SGLang forces 0 for Qwen3-VL
   on large Hopper GPUs unless set);
-* ``--tp-size 1`` and a profile: ``deterministic`` (``--enable-deterministic-inference --attention-backend
+* ``--tp-size 1 --cuda-graph-backend-prefill disabled`` and a profile: ``deterministic`` (``--enable-deterministic-inference --attention-backend
   fa3 --mm-attention-backend sdpa --random-seed 0``; the radix cache stays on with fa3) for bitwise checks,
   ``fast`` (``--attention-backend fa3 --mem-fraction-static 0.85 --chunked-prefill-size 8192``) for
   throughput. Never ``--disable-radix-cache``: pass 2 reuses pass 1's prefix.
@@ -48,7 +48,9 @@ def sglang_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
     from causalcache_memory.runtime.sglang_server.plugin import ADAPTER_ENV, EXPECT_ENV
 
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(args.model)]
-    argv += ["--host", args.host, "--port", str(args.port), "--tp-size", "1", *PROFILES[args.profile]]
+    argv += ["--host", args.host, "--port", str(args.port), "--tp-size", "1"]
+    # the hook's per-pass work is data dependent: never inside a prefill CUDA graph (off for these models)
+    argv += ["--cuda-graph-backend-prefill", "disabled", *PROFILES[args.profile]]
     argv += list(args.sglang_args or [])
     env = {
         "SGLANG_EXTERNAL_MODEL_PACKAGE": MODEL_PACKAGE,

@@ -147,6 +147,7 @@ REQUIRED: tuple[Required, ...] = (
             "mem_fraction_static",
             "enable_deterministic_inference",
             "cuda_graph_backend_decode",
+            "cuda_graph_backend_prefill",
             "skip_server_warmup",
             "random_seed",
         ),

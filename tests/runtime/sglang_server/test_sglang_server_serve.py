@@ -26,6 +26,7 @@ def test_command_sets_the_plugin_environment_and_flags(tmp_path):
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     assert argv[argv.index("--model-path") + 1] == "/models/qwen"
     assert "--enable-deterministic-inference" in argv and "--disable-radix-cache" not in argv
+    assert argv[argv.index("--cuda-graph-backend-prefill") + 1] == "disabled"
     assert argv[-2:] == ["--log-level", "info"]
     assert env["SGLANG_EXTERNAL_MODEL_PACKAGE"] == "causalcache_memory.runtime.sglang_server.models"
     assert (
