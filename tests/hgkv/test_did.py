@@ -8,6 +8,13 @@ import torch
 
 from causalcache_memory.lab.hgkv.did import DiDHyper, bootstrap, did_loss, did_stats, passes_gates
 
+# the objective's constants as the paper states them (HGKV objective: m, epsilon, lambda_cap, lambda)
+SPEC = DiDHyper(margin=0.01, eps=0.02, lam_cap=2.0, lam=1e-4)
+
+
+def test_defaults_are_the_spec_values() -> None:
+    assert DiDHyper() == SPEC
+
 
 def test_identity_adapter_pays_three_margins() -> None:
     zero = torch.zeros(4)
@@ -19,7 +26,7 @@ def test_loss_terms_match_the_formula() -> None:
     a_s = torch.tensor([0.05, 0.0])
     a_r = torch.tensor([0.03, -0.05])
     a_n = torch.tensor([0.0, 0.01])
-    h = DiDHyper()
+    h = SPEC
     # group 0: [0.01-0.02]+ + [0.01-0.05]+ + [0.01-0.05]+ + 2([0.03-0.02]+ + 0) = 0.02
     # group 1: [0.01-0.05]+ + [0.01-0]+ + [0.01+0.01]+ + 2([0.05-0.02]+ + 0) = 0.01 + 0.02 + 0.06 = 0.09
     same_b = did_loss(a_s, a_r, a_n, [1, 1], torch.tensor(2.0), h)

@@ -67,8 +67,17 @@ def test_train_and_eval_did_from_a_recipe(tmp_path, tiny_dir, capsys) -> None:
     assert (tmp_path / "groups.jsonl").is_file()
     log = json.loads((tmp_path / "run" / "train_log.json").read_text())
     assert log["arm"] == "hgkv" and len(log["history"]) == 2 and log["groups"]["dev"] > 0
-    saved = tmp_path / "run" / ("best" if code == 0 else "final")
+    # the exit code is the gate verdict: 0 = a checkpoint passed the dev gates (saved in best/),
+    # 3 = none did (final weights in final/ only); checked against the log, not branched on
+    passed = [r["step"] for r in log["history"] if r["gates"]]
+    assert code == (0 if passed else 3)
+    assert (log["selected_step"] in passed) if passed else log["selected_step"] is None
+    run = tmp_path / "run"
+    assert (run / "best").is_dir() == bool(passed) and (run / "final").is_dir() == (not passed)
+    saved = run / ("best" if passed else "final")
     assert (saved / "adapter_model.safetensors").is_file()
+    evaluated = log["selected_step"] if passed else log["history"][-1]["step"]
+    expected = next(r["dev"] for r in log["history"] if r["step"] == evaluated)
     args = parser.parse_args(
         [
             "eval",
@@ -87,7 +96,16 @@ def test_train_and_eval_did_from_a_recipe(tmp_path, tiny_dir, capsys) -> None:
     table = capsys.readouterr().out
     assert "DiD select" in table and "frozen policy selectivity probe" in table and "hgkv        1" in table
     report = json.loads((tmp_path / "did.json").read_text())
-    assert report["split"] == "dev" and "1" in report["adapters"]["hgkv"]
+    assert report["split"] == "dev" and set(report["adapters"]) == {"hgkv"}
+    assert set(report["adapters"]["hgkv"]) == {"1"} == {str(b) for b in expected}
+    stats, logged = report["adapters"]["hgkv"]["1"], next(iter(expected.values()))
+    assert stats["budget"] == 1 and stats["groups"] == log["groups"]["dev"]
+    for name in ("did_select", "abs_recent", "wrong_drift"):
+        iv = stats[name]
+        assert iv["lo"] <= iv["mean"] <= iv["hi"], (name, iv)
+        # the saved adapter re-evaluated on the dev split gives the dev means logged at its step
+        assert iv["mean"] == pytest.approx(logged[name]["mean"], abs=1e-6), name
+    assert stats["abs_recent"]["mean"] >= 0 and stats["wrong_drift"]["mean"] >= 0
     bad = parser.parse_args(["eval", "did", "--recipe", str(recipe), "--adapter", "oops"])
     with pytest.raises(ConfigError, match="NAME=DIR"):
         bad.handler(bad)
