@@ -252,12 +252,21 @@ class LoopbackApp:
         raise NotImplementedError
 
 
+# sockets that keep the ports of free_port_url() reserved until the test process exits
+_RESERVED: list[socket.socket] = []
+
+
 def free_port_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens (a server that is down)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    """A URL on 127.0.0.1 where nothing listens (a server that is down).
+
+    The port stays bound, but never listening, by a socket this process keeps open: a connection is
+    refused at once, and no other server (another test, a parallel run) can take the port between this
+    call and its use, as it could if the port were bound, closed and only then used.
+    """
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _RESERVED.append(s)
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def _error(message: str, status: int = 400) -> tuple[int, Any]:
