@@ -108,3 +108,31 @@ def test_bad_budget_is_a_config_error():
 
     with pytest.raises(ConfigError, match="budget: got -1"):
         CausalCacheMemory(budget=-1)
+
+
+def test_deployable_example_runs_in_process_with_paths_next_to_its_yaml(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+    import shutil
+    import sys
+
+    app = tmp_path / "app"
+    shutil.copytree(
+        EXAMPLES / "langgraph_deploy", app, ignore=shutil.ignore_patterns(".causalcache", "__pycache__")
+    )
+    spec = json.loads((app / "langgraph.json").read_text())
+    module_file, attr = spec["graphs"]["agent"].split(":")
+    monkeypatch.chdir(tmp_path)  # the server may start anywhere
+    loaded = importlib.util.spec_from_file_location("deploy_agent", app / module_file)
+    module = importlib.util.module_from_spec(loaded)
+    monkeypatch.setitem(sys.modules, "deploy_agent", module)  # as the server imports it
+    loaded.loader.exec_module(module)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = module.builder.compile(checkpointer=InMemorySaver())  # what the server does for `graph`
+    assert getattr(module, attr) is not None
+    config = {"configurable": {"thread_id": "deploy-1"}}
+    graph.invoke({"messages": [{"role": "user", "content": "Archive the invoices"}]}, config)
+    trace = module.memory.trace(graph, config)
+    assert len(trace) == module.MAX_STEPS and trace.events[0].summary == "1. click (412, 88)"
+    assert (app / ".causalcache" / "archive").is_dir() and not (tmp_path / ".causalcache").exists()
