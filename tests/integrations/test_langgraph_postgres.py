@@ -53,3 +53,26 @@ def test_postgres_episode_resumes_from_checkpoint(archive):
         assert find_image_data(graph2.get_state(cfg).values) == []
     finally:
         saver2.conn.close()
+
+
+def test_async_postgres_saver_runs_the_async_user_agent(tmp_path):
+    pytest.importorskip("langgraph.checkpoint.postgres.aio")
+    import asyncio
+
+    import user_agent as ua
+
+    config = CausalCacheConfig(checkpointer={"kind": "postgres", "uri": URI})
+    memory = CausalCacheMemory(
+        config=config, budget=2, allocation="recent", archive=ua.LocalArchive(tmp_path)
+    )
+    thread = f"pg-async-{uuid.uuid4().hex[:12]}"
+
+    async def main():
+        async with memory.acheckpointer() as saver:
+            graph = ua.build_agent(memory, steps=8, checkpointer=saver, use_async=True)
+            await graph.ainvoke(ua.first_input(), ua.run_config(thread))
+            return await memory.atrace(graph, ua.run_config(thread))
+
+    trace = asyncio.run(main())
+    unparsed = [t for t in range(1, 9) if ua.reply_for(t) in (ua.UNPARSEABLE, ua.MALFORMED)]
+    assert len(trace) == 8 and [e.index for e in trace.events if e.unparsed] == unparsed == [3, 5]
