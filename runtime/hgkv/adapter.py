@@ -40,12 +40,19 @@ __all__ = ["HGKVAdapter", "HGKVConfig", "language_layers", "resolve_adapter"]
 class HGKVAdapter:
     """History-gated (or ungated control) low-rank K/V adapter attached to one model."""
 
-    def __init__(self, config: HGKVConfig, *, pending: dict[str, torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        config: HGKVConfig,
+        *,
+        pending: dict[str, torch.Tensor] | None = None,
+        expected_model: dict[str, Any] | None = None,
+    ) -> None:
         self.config = config
         self.state = GateState()
         self.modules: dict[str, HistoryGatedLinear] = {}
         self.model: Any = None
         self._pending = pending
+        self._expected_model = expected_model or {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -60,6 +67,7 @@ class HGKVAdapter:
         if self.model is not None:
             raise ConfigError("this HGKVAdapter is already attached to a model; load a new one per model")
         path, layers = language_layers(model)
+        self._check_model(model, len(layers))
         indices = self.config.resolve_layers(len(layers))
         self.config = HGKVConfig(**{**self.config.__dict__, "layers": indices})
         if freeze_base:
@@ -79,6 +87,24 @@ class HGKVAdapter:
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self.load_state_dict(pending)
+
+    def _check_model(self, model: Any, total: int) -> None:
+        """A loaded adapter goes only into a model like the one it was saved from (layer count, type)."""
+        facts = self._expected_model
+        source = facts.get("source", "the adapter files")
+        saved = facts.get("num_hidden_layers")
+        if saved is not None and saved != total:
+            raise ConfigError(
+                f"{source}: the adapter was saved from a model with {saved} language-model layers, but this "
+                f"model has {total}; its layer indices would land on the wrong layers. Load it into the "
+                "model it was trained for"
+            )
+        saved_type = facts.get("model_type")
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
+        if saved_type is not None and model_type is not None and saved_type != model_type:
+            raise ConfigError(
+                f"{source}: the adapter was saved from a {saved_type!r} model, this one is {model_type!r}"
+            )
 
     def detach(self) -> None:
         """Put the original projections back (the adapter weights are kept in this object)."""
@@ -197,10 +223,10 @@ class HGKVAdapter:
     @classmethod
     def load(cls, directory: str | Path, model: Any = None) -> HGKVAdapter:
         """Read a saved adapter; with ``model`` attach now, else on the first ``forward_context``."""
-        from causalcache_memory.runtime.hgkv.io import read_adapter
+        from causalcache_memory.runtime.hgkv.io import read_adapter, read_model_facts
 
         config, tensors = read_adapter(directory)
-        adapter = cls(config, pending=tensors)
+        adapter = cls(config, pending=tensors, expected_model=read_model_facts(directory))
         if model is not None:
             adapter.inject(model, freeze_base=True)
         return adapter

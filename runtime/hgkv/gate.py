@@ -14,11 +14,17 @@ forward pass may use it:
   ``i`` must hold ``prod(image_grid_thw[i]) / merge_size**2`` tokens, with
   ``merge_size`` read from the *model* config (not the processor);
 * the renderer's declaration (each :class:`~causalcache_memory.runtime.qwen_encoding.ImageSpan` role):
-  exactly one ``current`` image, last in the prompt; history images before it with distinct event
-  indices.
+  exactly one ``current`` image, last in the prompt; history images before it with ascending, distinct
+  event indices;
+* the message structure (:func:`check_prompt_layout`, run by ``encode_prompt`` before pixels are paired
+  with placeholders): image parts name images ``0..n-1`` once each, in order; no image in the system
+  message or an assistant turn; each history image alone in the user message right after an assistant
+  turn (the retained turn); the current image last, in the final user message.
 
 Any disagreement raises :class:`~causalcache_memory.errors.ImageSpanMismatchError`, so the adapter never
-touches tokens it cannot attribute.
+touches tokens it cannot attribute. A prompt with no history image (text only, summary-only, or any
+number of current images) needs no gate: its row is all False and, if no row has a history image, no
+gate is installed at all (the exact bypass of docs/HGKV.md).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
 
     from causalcache_memory.runtime.qwen_encoding import EncodedBatch, EncodedPrompt, QwenTokens
 
-__all__ = ["build_history_gate", "model_tokens"]
+__all__ = ["build_history_gate", "check_prompt_layout", "model_tokens"]
 
 
 def model_tokens(model: Any) -> QwenTokens:
@@ -55,21 +61,102 @@ def model_tokens(model: Any) -> QwenTokens:
         ) from exc
 
 
+def check_prompt_layout(prompt: Any) -> None:
+    """Validate where each image sits in a rendered (or bound) prompt's messages; see the module doc.
+
+    Image-part indices are always checked (pixels are paired with placeholders by them); the position
+    rules apply when the prompt holds a history image, i.e. when the HGKV gate would use it.
+
+    Raises:
+        ImageSpanMismatchError: naming the message, the part and the rule.
+    """
+    from causalcache_memory.render.messages import ImagePart
+
+    prompt = getattr(prompt, "prompt", prompt)  # a BoundPrompt wraps the RenderedPrompt
+    images, messages = prompt.images, prompt.messages
+    placed: list[tuple[int, int]] = []  # (message index, image index) in message order
+    for m, message in enumerate(messages):
+        for part in message.parts:
+            if isinstance(part, ImagePart):
+                index = part.image
+                if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(images):
+                    raise ImageSpanMismatchError(
+                        f"message {m} ({message.role}) has an image part naming image {index!r}, but the "
+                        f"prompt declares {len(images)} images (0..{len(images) - 1}); re-render the prompt"
+                    )
+                placed.append((m, index))
+    order = [i for _, i in placed]
+    if order != list(range(len(images))):
+        raise ImageSpanMismatchError(
+            f"image parts name images {order} in message order; each of the {len(images)} declared images "
+            "must appear exactly once, in declaration order (a reused, missing or reordered part would pair "
+            "pixels with the wrong role)"
+        )
+    if not any(ref.role == "history" for ref in images):
+        return  # nothing to gate: the adapter is bypassed for this prompt
+    _check_positions(images, messages, placed)
+
+
+def _check_positions(images: Any, messages: Any, placed: list[tuple[int, int]]) -> None:
+    per_message: dict[int, list[int]] = {}
+    for m, i in placed:
+        per_message.setdefault(m, []).append(i)
+    last = len(messages) - 1
+    for m, found in per_message.items():
+        role = messages[m].role
+        if role != "user":
+            raise ImageSpanMismatchError(
+                f"message {m} is a {role} message holding image(s) {found}; only user turns hold images"
+            )
+    roles = [ref.role for ref in images]
+    if roles.count("current") != 1 or roles[-1] != "current":
+        raise ImageSpanMismatchError(
+            f"image roles {roles}: a prompt with history images needs exactly one current image, the last one"
+        )
+    if placed[-1][0] != last:
+        raise ImageSpanMismatchError(
+            f"the current image sits in message {placed[-1][0]}, not in the final user message {last}"
+        )
+    events = []
+    for m, i in placed[:-1]:
+        if len(per_message[m]) != 1 or m == last:
+            raise ImageSpanMismatchError(
+                f"history image {i} shares message {m} with images {per_message[m]}; a retained turn's user "
+                "message holds exactly its own screenshot"
+            )
+        if m == 0 or messages[m - 1].role != "assistant":
+            raise ImageSpanMismatchError(
+                f"history image {i} (message {m}) does not follow an assistant turn; a retained screenshot "
+                "comes right after the verbatim response of its step"
+            )
+        events.append(images[i].event_index)
+    if any(e is None for e in events) or events != sorted(set(events)):
+        raise ImageSpanMismatchError(
+            f"history event indices {events} must be distinct and ascending (the renderer orders S)"
+        )
+
+
+def _has_history(prompt: EncodedPrompt) -> bool:
+    return any(s.role == "history" for s in prompt.image_spans)
+
+
 def _check_roles(row: int, prompt: EncodedPrompt) -> None:
     spans = prompt.image_spans
     roles = [s.role for s in spans]
     bad = [r for r in roles if r not in ("history", "current")]
     if bad:
         raise ImageSpanMismatchError(f"row {row}: image roles {bad} are not 'history' or 'current'")
+    if "history" not in roles:
+        return  # no history image: nothing is gated in this row (text-only or current screens only)
     if roles.count("current") != 1 or roles[-1] != "current":
         raise ImageSpanMismatchError(
             f"row {row}: declared roles {roles} must hold exactly one 'current' image, the last one "
             "(retained-turn layout); a role swap or a missing current screen makes the gate ambiguous"
         )
     events = [s.event_index for s in spans[:-1]]
-    if spans[-1].event_index is not None or any(e is None for e in events) or len(set(events)) != len(events):
+    if spans[-1].event_index is not None or any(e is None for e in events) or events != sorted(set(events)):
         raise ImageSpanMismatchError(
-            f"row {row}: history images must carry distinct event indices and the current image none; "
+            f"row {row}: history images must carry distinct ascending event indices and the current image none; "
             f"got history events {events}, current event {spans[-1].event_index}"
         )
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
     from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
-__all__ = ["HGKV_FORMAT_VERSION", "read_adapter", "save_adapter"]
+__all__ = ["HGKV_FORMAT_VERSION", "read_adapter", "read_model_facts", "save_adapter"]
 
 HGKV_FORMAT_VERSION = 1
 WEIGHTS = "adapter_model.safetensors"
@@ -92,7 +92,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Tensor]]:
-    """The adapter's config and its peft-style tensors (not yet attached to a model)."""
+    """The adapter's config and its peft-style tensors (not yet attached to a model).
+
+    Every field is type-checked; :func:`read_model_facts` gives the model the adapter was saved from.
+    """
     from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
     safetensors_torch = require("safetensors.torch", purpose="loading HGKV adapters")
@@ -106,18 +109,51 @@ def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Ten
         )
     if peft_cfg.get("peft_type") != "LORA":
         raise ConfigError(f"{root / PEFT_CONFIG}: peft_type={peft_cfg.get('peft_type')!r} must be 'LORA'")
-    layers = [int(i) for i in hgkv.get("layers") or peft_cfg.get("layers_to_transform") or []]
+    layers = _int_list(
+        hgkv.get("layers") or peft_cfg.get("layers_to_transform") or [], root / HGKV_CONFIG, "layers"
+    )
     if not layers:
         raise ConfigError(f"{root / HGKV_CONFIG}: 'layers' is empty; cannot place the adapter")
+    gated = hgkv.get("gated")
+    if not isinstance(gated, bool):
+        raise ConfigError(f"{root / HGKV_CONFIG}: gated={gated!r} must be true or false")
+    targets = peft_cfg.get("target_modules")
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise ConfigError(f"{root / PEFT_CONFIG}: target_modules={targets!r} must be a list of names")
     config = HGKVConfig(
-        r=int(peft_cfg["r"]),
-        alpha=float(peft_cfg["lora_alpha"]),
+        r=_number(peft_cfg.get("r"), root / PEFT_CONFIG, "r", int),
+        alpha=float(_number(peft_cfg.get("lora_alpha"), root / PEFT_CONFIG, "lora_alpha", (int, float))),
         num_layers=len(layers),
-        target_modules=tuple(peft_cfg["target_modules"]),
-        gated=bool(hgkv["gated"]),
+        target_modules=tuple(targets),
+        gated=gated,
         layers=tuple(layers),
     )
     weights = root / WEIGHTS
     if not weights.is_file():
         raise ConfigError(f"{weights} is missing")
     return config, dict(safetensors_torch.load_file(str(weights)))
+
+
+def read_model_facts(directory: str | Path) -> dict[str, Any]:
+    """``num_hidden_layers`` and ``model_type`` of the model the adapter was saved from (None if unknown)."""
+    path = Path(directory) / HGKV_CONFIG
+    hgkv = _read_json(path)
+    layers = hgkv.get("num_hidden_layers")
+    model_type = hgkv.get("model_type")
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 1):
+        raise ConfigError(f"{path}: num_hidden_layers={layers!r} must be a positive integer")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"{path}: model_type={model_type!r} must be a string")
+    return {"num_hidden_layers": layers, "model_type": model_type, "source": str(path)}
+
+
+def _int_list(value: Any, path: Path, name: str) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ConfigError(f"{path}: {name}={value!r} must be a list of layer indices")
+    return list(value)
+
+
+def _number(value: Any, path: Path, name: str, kind: type | tuple[type, ...]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ConfigError(f"{path}: {name}={value!r} must be a number")
+    return value

@@ -34,8 +34,9 @@ class GateState:
     Attributes:
         mask: ``(batch, seq)`` bool gate while a forward context is active, else None.
         disabled: True inside ``disable_adapter()``: every wrapper returns the base output.
-        prefilled: wrappers that already saw the full-width pass of the current context; later calls
-            with fewer positions are cached decoding steps of generated tokens, never history tokens.
+        prefilled: wrappers that already saw the full-width pass of the current context; a later call
+            with exactly one position per row is a cached decoding step of a generated token (never a
+            history token); any other width raises instead of silently bypassing.
     """
 
     mask: torch.Tensor | None = None
@@ -93,8 +94,10 @@ class HistoryGatedLinear(nn.Module):
         if mask is None:
             return result  # no history image is active: exactly the frozen module
         if tuple(x.shape[:-1]) != tuple(mask.shape):
-            if id(self) in state.prefilled and x.shape[0] == mask.shape[0] and x.shape[1] < mask.shape[1]:
-                return result  # cached decoding step: generated tokens are never history tokens
+            if id(self) in state.prefilled and x.shape[0] == mask.shape[0] and x.shape[1] == 1:
+                # a cached decoding step: one generated token per row, never a history token (an image
+                # needs at least its framing tokens). A narrower multi-token forward is not decoding.
+                return result
             raise ImageSpanMismatchError(
                 f"HGKV gate has shape {tuple(mask.shape)} but the projection input is {tuple(x.shape)}; "
                 "the forward pass does not run over the batch the gate was built for"
