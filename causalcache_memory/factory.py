@@ -47,6 +47,7 @@ def render_options(config: CausalCacheConfig) -> RenderOptions:
         retained_header=r.retained_header,
         current_header=r.current_header,
         request=r.request,
+        dedupe_current_screen=r.dedupe_current_screen,
     )
 
 

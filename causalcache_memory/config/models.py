@@ -137,6 +137,11 @@ class RenderConfig(_Strict):
     retained_header: str = Field("Screen after step {index}:", description="May use {index}.")
     current_header: str = "Current screen:"
     request: str = "What is the next action?"
+    dedupe_current_screen: bool = Field(
+        False,
+        description="Send the current screen once when a retained screenshot is byte-identical to it "
+        "(off = the paper's prompt; keep off with HGKV).",
+    )
 
     @field_validator("retained_header")
     @classmethod
@@ -219,6 +224,11 @@ class PolicyConfig(_Strict):
         "configured (the LangGraph integration calls your own model node).",
     )
     platform: Literal["auto", "desktop", "mobile"] = "auto"
+    coords: Literal["auto", "absolute", "relative", "thousand"] = Field(
+        "auto",
+        description="Coordinate convention of the model's actions: auto (floats in [0, 1] relative, values "
+        "on the screen pixels, else the 0-1000 grid), absolute (pixels), relative, thousand (0-1000 grid).",
+    )
     simulated: SimulatedPolicyConfig = SimulatedPolicyConfig()
     transformers: TransformersPolicyConfig | None = None
     sglang: SGLangPolicyConfig | None = None

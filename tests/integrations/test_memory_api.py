@@ -120,3 +120,15 @@ def test_without_the_screen_size_pixels_above_the_grid_fail_loudly():
 
     with pytest.raises(ActionParseError, match="screen_size"):
         parse_message_action(AIMessage("pyautogui.click(200, 1055)"))
+
+
+def test_coords_and_dedupe_come_from_the_yaml(tmp_path):
+    (tmp_path / "c.yaml").write_text(
+        "policy: {coords: thousand}\nrender: {dedupe_current_screen: true}\nallocation: {allocator: recent}\n"
+    )
+    memory = CausalCacheMemory.from_yaml(tmp_path / "c.yaml")
+    assert memory.coords == "thousand" and memory.dedupe_current_screen
+    assert memory.controller().render_options.dedupe_current_screen
+    assert CausalCacheMemory.from_yaml(tmp_path / "c.yaml", coords="absolute").coords == "absolute"
+    plain = CausalCacheMemory(allocation="recent")
+    assert plain.coords == "auto" and not plain.controller().render_options.dedupe_current_screen
