@@ -37,3 +37,16 @@ def test_training_and_evaluation_tasks_share_no_template():
     train = {t.template for t in generate_tasks(200, seed=0, platform="desktop", templates="train")}
     evaluation = {t.template for t in generate_tasks(200, seed=0, platform="mobile", templates="eval")}
     assert train and evaluation and train.isdisjoint(evaluation)
+
+
+def test_every_memory_template_crosses_apps_without_errands():
+    """A memory-critical template's source app and use app differ, so its split never depends on errands."""
+    from causalcache_memory.lab.world.language import READS, USES
+
+    for template in all_templates():
+        grammar, rest = template.split(":", 1)
+        if grammar == "control":
+            continue
+        kinds, use = rest.split(">")
+        for kind in kinds.split("+"):
+            assert READS[kind][1] != USES[use][1], template

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
-__all__ = ["EVIDENCE_KEY", "EpisodeResult", "EvidenceOraclePolicy", "calibrate", "run_episode"]
+__all__ = ["AGE_BINS", "EVIDENCE_KEY", "EpisodeResult", "EvidenceOraclePolicy", "calibrate", "run_episode"]
 
 #: event metadata key holding the world's ground truth "the remembered value is on this screenshot"
 EVIDENCE_KEY = "world_evidence_visible"
@@ -86,12 +86,17 @@ class EvidenceOraclePolicy:
     name = "evidence_oracle"
     uses_witness = False
 
+    def evidence(self, ctx: AllocationContext) -> dict[int, Sequence[int]]:
+        """Event index -> indices of the needed values its screenshot shows (from event metadata)."""
+        return {e.index: e.metadata.get(EVIDENCE_KEY) or () for e in ctx.trace}
+
     def allocate(self, ctx: AllocationContext) -> Allocation:
         recent = list(recent_b(ctx.t, ctx.budget))
         latest: dict[int, int] = {}
-        for event in ctx.trace:
-            for need in event.metadata.get(EVIDENCE_KEY) or ():
-                latest[int(need)] = event.index
+        for index, needs in sorted(self.evidence(ctx).items()):
+            for need in needs:
+                if index < ctx.t:
+                    latest[int(need)] = index
         keep = sorted(set(latest.values()))[-len(recent) :] if recent else []
         others = [j for j in recent if j not in keep]
         chosen = [*others[len(others) - (len(recent) - len(keep)) :], *keep] if recent else []
@@ -148,6 +153,15 @@ def run_episode(
     )
 
 
+#: evidence-age bins of the calibration table (inclusive ranges)
+AGE_BINS: tuple[tuple[int, int], ...] = ((1, 4), (5, 8), (9, 12), (13, 99))
+
+
+def _age_key(age: int) -> str:
+    low, high = next(b for b in AGE_BINS if b[0] <= age <= b[1])
+    return f"age_{low}_{high}" if high < 99 else f"age_{low}_plus"
+
+
 def calibrate(
     tasks: Sequence[Task],
     policy: Policy,
@@ -158,9 +172,10 @@ def calibrate(
 ) -> dict[str, dict[str, float]]:
     """Success rate per arm and split (``all``, ``memory_critical``, ``control``), plus counts.
 
-    Memory-critical tasks are also split by whether the evidence age is within the budget window
-    (``memory_in_window``: ``age <= B``) or not (``memory_out_of_window``). Counts are under ``n_<key>``.
-    Default arms: ``summary_only`` (B = 0), ``recent`` (Recent-B) and ``oracle`` (evidence oracle).
+    Memory-critical tasks are also split by whether the (oldest) evidence age is within the budget
+    window (``memory_in_window``: ``age <= B``) or not (``memory_out_of_window``), and by age bins
+    (:data:`AGE_BINS`: ``age_1_4``, ``age_5_8``, ``age_9_12``, ``age_13_plus``). Counts are under
+    ``n_<key>``. Default arms: ``summary_only`` (B = 0), ``recent`` (Recent-B) and ``oracle``.
     """
     arms = arms or {
         "summary_only": SummaryOnlyAllocator,
@@ -169,14 +184,17 @@ def calibrate(
     }
     report: dict[str, dict[str, float]] = {}
     for arm, make in arms.items():
-        keys = ("all", "memory_critical", "control", "memory_in_window", "memory_out_of_window")
-        wins: dict[str, list[bool]] = {k: [] for k in keys}
+        wins: dict[str, list[bool]] = {
+            k: [] for k in ("all", "memory_critical", "control", "memory_in_window", "memory_out_of_window")
+        }
+        wins.update({_age_key(low): [] for low, _ in AGE_BINS})
         for task in tasks:
             ok = run_episode(task, make(), policy, archive, budget=budget).success
             wins["all"].append(ok)
             wins[task.split].append(ok)
             if task.split == "memory_critical" and task.evidence_age is not None:
                 wins["memory_in_window" if task.evidence_age <= budget else "memory_out_of_window"].append(ok)
+                wins[_age_key(task.evidence_age)].append(ok)
         report[arm] = {k: (sum(v) / len(v) if v else float("nan")) for k, v in wins.items()}
         report[arm].update({f"n_{k}": float(len(v)) for k, v in wins.items()})
     return report

@@ -360,13 +360,15 @@ def generate_tasks(
     while len(tasks) < n:
         plat = platform if platform != "mixed" else ("mobile", "desktop")[(idx // 2) % 2]
         world_seed = rng.randrange(2**31)
-        memory = int((idx + 1) * memory_fraction) > int(idx * memory_fraction)
+        k = len(tasks)  # interleave by accepted tasks, so skipped duplicates do not skew the splits
+        memory = int((k + 1) * memory_fraction) > int(k * memory_fraction)
         grammar = rng.choice(memory_grammars) if memory else "control"
         task = _build(idx, plat, world_seed, rng.choice(pools[grammar]), rng)
         idx += 1
-        if task.goal + plat in seen:
+        key = f"{task.goal}|{plat}|{world_seed}"  # one goal in another world is another task (other values)
+        if key in seen:
             continue
-        seen.add(task.goal + plat)
+        seen.add(key)
         tasks.append(task)
     return tasks
 

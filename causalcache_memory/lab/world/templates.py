@@ -39,13 +39,13 @@ __all__ = [
     "templates_in",
 ]
 
-#: kind of remembered value -> the uses it can feed
+#: kind of remembered value -> the uses it can feed (always in another app than the value's source app)
 KIND_USES: dict[str, tuple[str, ...]] = {
     "order": ("messages", "quicknote", "newnote", "browser"),
-    "code": ("settings", "quicknote", "newnote", "messages"),
+    "code": ("settings", "quicknote", "newnote"),
     "room": ("messages", "quicknote", "newnote"),
-    "ticket": ("messages", "quicknote", "browser"),
-    "address": ("messages", "browser", "newnote"),
+    "ticket": ("messages", "quicknote", "newnote"),
+    "address": ("messages", "browser"),
 }
 PAIR_USES = ("messages", "quicknote")
 PERSON_KINDS = ("host", "contact")
