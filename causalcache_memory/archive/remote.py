@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import (
@@ -46,16 +45,14 @@ from causalcache_memory.archive._keys import (
     check_hashes,
     check_record_bytes,
     digest,
-    gc_marker_name,
     is_hash,
     marker_is_stale,
     os_error,
     record_relpath,
     temp_name,
-    temp_writer_is_dead,
     verified,
 )
-from causalcache_memory.archive.base import GCReport
+from causalcache_memory.archive._remote_gc import FsspecCollection, info_mtime
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -81,31 +78,9 @@ __all__ = ["OBJECT_STORE_PROTOCOLS", "FsspecArchive"]
 OBJECT_STORE_PROTOCOLS = frozenset(
     {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory", "r2", "b2", "cos", "tos"}
 )
-#: temporary files of the rename path older than this are collected by ``gc``.
-TEMP_GRACE_SECONDS = 300.0
 
 
-def _as_epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    return None
-
-
-def _info_mtime(info: Mapping[str, Any]) -> float | None:
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "timeCreated"):
-        if key in info:
-            stamp = _as_epoch(info[key])
-            if stamp is not None:
-                return stamp
-    return None
-
-
-class FsspecArchive:
+class FsspecArchive(FsspecCollection):
     """Content-addressed screenshot archive on an fsspec filesystem.
 
     Args:
@@ -350,91 +325,6 @@ class FsspecArchive:
                 entries = self.fs.ls(folder, detail=True)
             except FileNotFoundError:
                 return None
-        stamps = [_info_mtime(e) for e in entries if e.get("type", "file") == "file"]
+        stamps = [info_mtime(e) for e in entries if e.get("type", "file") == "file"]
         known = [s for s in stamps if s is not None]
         return max(known) if known else None
-
-    # ------------------------------------------------------------------ collection
-    def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
-        """Delete blobs and records no live episode references and older than ``grace_seconds``."""
-        if not grace_seconds >= 0:
-            raise ValueError(f"grace_seconds={grace_seconds!r} must be >= 0")
-        live: set[str] = set()
-        for episode in self.live_episodes():
-            live |= self.references(episode)
-        kept = deleted = freed = recent = 0
-        stored = [(sha, blob_relpath(sha)) for sha in self._list_blobs()]
-        stored += [(sha, record_relpath(sha)) for sha in self._list(RECORDS)]
-        for sha, rel in stored:
-            if sha in live:
-                kept += 1
-                continue
-            outcome, size = self._collect(sha, self._path(rel), grace_seconds, dry_run)
-            if outcome == "recent":
-                recent += 1
-            elif outcome == "deleted":
-                deleted += 1
-                freed += size
-        if not dry_run:
-            self._sweep_tmp(time.time() - max(grace_seconds, TEMP_GRACE_SECONDS))
-        return GCReport(kept=kept, deleted=deleted, bytes_freed=freed, skipped_recent=recent)
-
-    def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
-        marker = self._path(f"{GC}/{gc_marker_name(sha)}")
-        with self._io(f"cannot collect object {sha}"):
-            if not dry_run:
-                if not self.atomic_put:
-                    self.fs.makedirs(self._path(GC), exist_ok=True)
-                self.fs.pipe_file(marker, b"")
-            try:
-                self.fs.invalidate_cache(path)
-                try:
-                    info = self.fs.info(path)
-                except FileNotFoundError:
-                    return "gone", 0
-                mtime = _info_mtime(info)
-                if mtime is not None and time.time() - mtime < grace:
-                    return "recent", 0
-                if not dry_run:
-                    try:
-                        self.fs.rm_file(path)
-                    except FileNotFoundError:
-                        return "gone", 0
-                return "deleted", int(info.get("size") or 0)
-            finally:
-                if not dry_run:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.fs.rm_file(marker)
-
-    def _sweep_tmp(self, cutoff: float | None) -> int:
-        """Remove temp files of dead writers on this host and (``cutoff`` given) any older than it."""
-        folder = self._path(TMP)
-        removed = 0
-        with self._io("cannot sweep temporary files"):
-            try:
-                entries = self.fs.ls(folder, detail=True)
-            except FileNotFoundError:
-                return 0
-            for info in entries:
-                if info.get("type", "file") != "file" or info.get("islink"):
-                    continue
-                name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-                mtime = _info_mtime(info)
-                if temp_writer_is_dead(name) or (cutoff is not None and mtime is not None and mtime < cutoff):
-                    with contextlib.suppress(FileNotFoundError):
-                        self.fs.rm_file(f"{folder}/{name}")
-                        removed += 1
-        return removed
-
-    # ------------------------------------------------------------------ maintenance (causalcache archive check)
-    def _discard(self, kind: str, sha: str) -> None:
-        rel = blob_relpath(sha) if kind == "blob" else record_relpath(sha)
-        with contextlib.suppress(FileNotFoundError), self._io(f"cannot delete {kind} {sha}"):
-            self.fs.rm_file(self._path(rel))
-
-    def _layout_problems(self) -> list[str]:
-        return []
-
-    def _temp_files(self) -> int:
-        with self._io("cannot list temporary files"):
-            return len(self._ls_names(self._path(TMP), files_only=True))

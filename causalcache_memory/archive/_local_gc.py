@@ -1,0 +1,137 @@
+"""Collection and maintenance of :class:`~causalcache_memory.archive.local.LocalArchive`.
+
+``gc`` follows the marker rule of :mod:`causalcache_memory.archive.local`; ``_sweep_tmp`` removes
+temporary files of writers that no longer run (and old ones); the ``_discard``/``_layout_problems``/
+``_temp_files`` hooks serve :func:`~causalcache_memory.archive.check.check_archive`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from causalcache_memory.archive._gc import run_gc
+from causalcache_memory.archive._keys import (
+    BLOBS,
+    GC,
+    RECORDS,
+    REFS,
+    TMP,
+    gc_marker_name,
+    os_error,
+    record_relpath,
+    temp_writer_is_dead,
+)
+from causalcache_memory.archive._localfs import (
+    NOFOLLOW,
+    list_dir,
+    lstat_at,
+    names,
+    open_dir,
+    refuse_symlink,
+    unlink_at,
+)
+from causalcache_memory.archive.base import GCReport
+
+__all__ = ["TEMP_GRACE_SECONDS", "LocalCollection"]
+
+#: Temporary files younger than this are never collected by age, whatever ``grace_seconds`` says: they
+#: may belong to a write in flight. Files of writers that no longer run are removed at once.
+TEMP_GRACE_SECONDS = 300.0
+
+
+class LocalCollection:
+    """``gc`` and the maintenance hooks of the local archive (a mixin)."""
+
+    root: Path
+    url: str
+
+    def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
+        """Delete blobs and records no live episode references, older than ``grace_seconds`` (by mtime).
+
+        Also removes temporary files of writers that no longer run, and any older than
+        ``max(grace_seconds, TEMP_GRACE_SECONDS)``. ``dry_run`` reports what would be deleted and deletes
+        nothing. Each deletion follows the marker rule of the module docstring.
+        """
+        for sub in (BLOBS, RECORDS, REFS, TMP, GC):
+            refuse_symlink(self.root / sub)
+        return run_gc(
+            self, grace_seconds=grace_seconds, dry_run=dry_run, temp_grace_seconds=TEMP_GRACE_SECONDS
+        )
+
+    def _stored(self) -> list[tuple[str, Path]]:
+        stored = [(sha, self._blob(sha)) for sha in self.iter_hashes()]
+        return stored + [(sha, self.root / record_relpath(sha)) for sha in self.iter_records()]
+
+    def _collect(self, sha: str, path: Path, grace: float, dry_run: bool) -> tuple[str, int]:
+        """Delete one unreferenced object if it is still old once a marker announces the decision."""
+        marker = self.root / GC / gc_marker_name(sha)
+        if not dry_run:
+            try:
+                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644))
+            except OSError as exc:
+                raise os_error(exc, f"cannot write gc marker {marker}") from exc
+        try:
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                return "gone", 0
+            if time.time() - st.st_mtime < grace:
+                return "recent", 0
+            if not dry_run:
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    return "gone", 0
+                except OSError as exc:
+                    raise os_error(exc, f"cannot delete {path}") from exc
+            return "deleted", st.st_size
+        finally:
+            if not dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    marker.unlink()
+
+    def _sweep_tmp(self, cutoff: float | None) -> int:
+        """Remove temp files of dead writers on this host, and (``cutoff`` given) any older than it."""
+        folder = self.root / TMP
+        removed = 0
+        with open_dir(folder) as fd:
+            for name in names(folder, fd):
+                try:
+                    st = lstat_at(folder, name, fd)
+                except FileNotFoundError:
+                    continue
+                if temp_writer_is_dead(name) or (cutoff is not None and st.st_mtime < cutoff):
+                    unlink_at(folder, name, fd)
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ maintenance (causalcache archive check)
+    def _discard(self, kind: str, sha: str) -> None:
+        """Delete a damaged object so the next ``put`` of its bytes stores it afresh."""
+        path = self._blob(sha) if kind == "blob" else self.root / record_relpath(sha)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def _layout_problems(self) -> list[str]:
+        """Symlinks (never followed) where the archive keeps its own files and folders."""
+        problems = []
+        for sub in (BLOBS, RECORDS, REFS, TMP, GC):
+            base = self.root / sub
+            if base.is_symlink():
+                problems.append(f"{base} is a symbolic link")
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.scandir(base):
+                    if entry.is_symlink():
+                        problems.append(f"{entry.path} is a symbolic link")
+                    elif entry.is_dir(follow_symlinks=False) and sub in (BLOBS, RECORDS, REFS):
+                        problems += [
+                            f"{e.path} is a symbolic link" for e in os.scandir(entry.path) if e.is_symlink()
+                        ]
+        return problems
+
+    def _temp_files(self) -> int:
+        return sum(1 for _ in list_dir(self.root / TMP))

@@ -1,0 +1,123 @@
+"""Retention of :class:`~causalcache_memory.archive.local.LocalArchive`: one empty marker per reference.
+
+``refs/<episode>/<sha256>`` markers need no lock and no read-modify-write across processes; the folder
+of an episode is never followed through a symbolic link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from causalcache_memory.archive._keys import (
+    REFS,
+    check_episode_id,
+    check_hashes,
+    is_hash,
+    os_error,
+    record_relpath,
+)
+from causalcache_memory.archive._localfs import (
+    NOFOLLOW,
+    is_regular,
+    list_dir,
+    names,
+    open_dir,
+    refuse_symlink,
+    unlink_at,
+)
+from causalcache_memory.errors import ArchiveLayoutError, BlobNotFoundError
+
+__all__ = ["LocalRetention"]
+
+
+class LocalRetention:
+    """``retain``/``release``/``live_episodes``/``references`` of the local archive (a mixin)."""
+
+    root: Path
+    url: str
+
+    def _object_path(self, sha: str) -> Path | None:
+        for path in (self._blob(sha), self.root / record_relpath(sha)):
+            if is_regular(path):
+                return path
+        return None
+
+    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
+        """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
+
+        Objects already stored get a fresh mtime, and ``retain`` waits out a ``gc`` deciding on them;
+        an object such a ``gc`` deleted meanwhile raises :class:`BlobNotFoundError` (put it again).
+        """
+        folder = self.root / REFS / check_episode_id(episode_id)
+        wanted = check_hashes(hashes)
+        refuse_symlink(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | NOFOLLOW
+            with open_dir(folder) as fd:
+                for sha in wanted:
+                    os.close(
+                        os.open(sha, flags, 0o644, dir_fd=fd)
+                        if fd is not None
+                        else os.open(folder / sha, flags)
+                    )
+            for sha in wanted:
+                path = self._object_path(sha)
+                if path is None:
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    os.utime(path, follow_symlinks=False)
+                self._wait_for_collectors(sha)
+                if not is_regular(path):
+                    raise BlobNotFoundError(
+                        f"object {sha} was collected by a concurrent gc while episode {episode_id!r} "
+                        "retained it; put it again"
+                    )
+        except OSError as exc:
+            raise os_error(exc, f"cannot record references of episode {episode_id!r} under {folder}") from exc
+
+    def release(self, episode_id: str) -> None:
+        """Forget every reference of ``episode_id`` (its blobs become collectable). Never follows links."""
+        folder = self.root / REFS / check_episode_id(episode_id)
+        try:
+            if not folder.is_symlink() and not folder.is_dir():
+                return
+            with open_dir(folder) as fd:
+                for name in names(folder, fd):
+                    unlink_at(folder, name, fd)
+            with contextlib.suppress(OSError):  # a concurrent retain may have added a marker: keep it
+                folder.rmdir()
+        except ArchiveLayoutError:
+            raise
+        except OSError as exc:
+            raise os_error(exc, f"cannot release episode {episode_id!r} under {folder}") from exc
+
+    def live_episodes(self) -> list[str]:
+        """Episodes with a folder of references (symlinked folders are not episodes)."""
+        try:
+            return sorted(e.name for e in os.scandir(self.root / REFS) if e.is_dir(follow_symlinks=False))
+        except OSError as exc:
+            raise os_error(exc, f"cannot list episodes of archive {self.url}") from exc
+
+    def references(self, episode_id: str) -> set[str]:
+        """Hashes retained by ``episode_id``."""
+        folder = self.root / REFS / check_episode_id(episode_id)
+        return {name for name in list_dir(folder) if is_hash(name)}
+
+    def _episode_mtime(self, episode_id: str) -> float | None:
+        folder = self.root / REFS / check_episode_id(episode_id)
+        try:
+            st = folder.lstat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime if stat.S_ISDIR(st.st_mode) else None
+
+    def _referenced(self) -> set[str]:
+        refs: set[str] = set()
+        for episode in self.live_episodes():
+            refs |= self.references(episode)
+        return refs

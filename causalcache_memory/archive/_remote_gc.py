@@ -1,0 +1,143 @@
+"""Collection and maintenance of :class:`~causalcache_memory.archive.remote.FsspecArchive`.
+
+``gc`` follows the marker rule of :mod:`causalcache_memory.archive.local`: a marker object
+``gc/<sha256>.*`` is written before the collector re-reads the object's time, and writers wait while one
+names their object. Object age comes from the store's modification/creation time; objects without one
+are treated as old.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from causalcache_memory.archive._gc import run_gc
+from causalcache_memory.archive._keys import (
+    GC,
+    RECORDS,
+    TMP,
+    blob_relpath,
+    gc_marker_name,
+    record_relpath,
+    temp_writer_is_dead,
+)
+from causalcache_memory.archive.base import GCReport
+
+__all__ = ["TEMP_GRACE_SECONDS", "FsspecCollection", "info_mtime"]
+
+#: temporary files of the rename path older than this are collected by ``gc``.
+TEMP_GRACE_SECONDS = 300.0
+
+
+def _as_epoch(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def info_mtime(info: Mapping[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "timeCreated"):
+        if key in info:
+            stamp = _as_epoch(info[key])
+            if stamp is not None:
+                return stamp
+    return None
+
+
+class FsspecCollection:
+    """``gc`` and the maintenance hooks of the fsspec archive (a mixin)."""
+
+    fs: Any
+    url: str
+    atomic_put: bool
+    _path: Any
+    _io: Any
+    _list: Any
+    _list_blobs: Any
+    _ls_names: Any
+    live_episodes: Any
+    references: Any
+
+    def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
+        """Delete blobs and records no live episode references and older than ``grace_seconds``."""
+        return run_gc(
+            self, grace_seconds=grace_seconds, dry_run=dry_run, temp_grace_seconds=TEMP_GRACE_SECONDS
+        )
+
+    def _referenced(self) -> set[str]:
+        live: set[str] = set()
+        for episode in self.live_episodes():
+            live |= self.references(episode)
+        return live
+
+    def _stored(self) -> list[tuple[str, str]]:
+        stored = [(sha, self._path(blob_relpath(sha))) for sha in self._list_blobs()]
+        return stored + [(sha, self._path(record_relpath(sha))) for sha in self._list(RECORDS)]
+
+    def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
+        marker = self._path(f"{GC}/{gc_marker_name(sha)}")
+        with self._io(f"cannot collect object {sha}"):
+            if not dry_run:
+                if not self.atomic_put:
+                    self.fs.makedirs(self._path(GC), exist_ok=True)
+                self.fs.pipe_file(marker, b"")
+            try:
+                self.fs.invalidate_cache(path)
+                try:
+                    info = self.fs.info(path)
+                except FileNotFoundError:
+                    return "gone", 0
+                mtime = info_mtime(info)
+                if mtime is not None and time.time() - mtime < grace:
+                    return "recent", 0
+                if not dry_run:
+                    try:
+                        self.fs.rm_file(path)
+                    except FileNotFoundError:
+                        return "gone", 0
+                return "deleted", int(info.get("size") or 0)
+            finally:
+                if not dry_run:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.fs.rm_file(marker)
+
+    def _sweep_tmp(self, cutoff: float | None) -> int:
+        """Remove temp files of dead writers on this host and (``cutoff`` given) any older than it."""
+        folder = self._path(TMP)
+        removed = 0
+        with self._io("cannot sweep temporary files"):
+            try:
+                entries = self.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                return 0
+            for info in entries:
+                if info.get("type", "file") != "file" or info.get("islink"):
+                    continue
+                name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+                mtime = info_mtime(info)
+                if temp_writer_is_dead(name) or (cutoff is not None and mtime is not None and mtime < cutoff):
+                    with contextlib.suppress(FileNotFoundError):
+                        self.fs.rm_file(f"{folder}/{name}")
+                        removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ maintenance (causalcache archive check)
+    def _discard(self, kind: str, sha: str) -> None:
+        rel = blob_relpath(sha) if kind == "blob" else record_relpath(sha)
+        with contextlib.suppress(FileNotFoundError), self._io(f"cannot delete {kind} {sha}"):
+            self.fs.rm_file(self._path(rel))
+
+    def _layout_problems(self) -> list[str]:
+        return []
+
+    def _temp_files(self) -> int:
+        with self._io("cannot list temporary files"):
+            return len(self._ls_names(self._path(TMP), files_only=True))
