@@ -560,6 +560,33 @@ class CausalCacheMemory:
             pending = self._pending_in_run(state)
         return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
 
+    async def aaction(self, state: Mapping[str, Any] | None = None) -> Action | None:
+        """:meth:`action` for async nodes: reads a checkpoint with the saver's async API when needed."""
+        from causalcache_memory.actions.model import Action
+
+        if isinstance(state, Mapping) and "cc_pending" in state:
+            pending = state.get("cc_pending")
+        else:
+            from langgraph.config import get_config
+
+            try:
+                config = get_config()
+            except RuntimeError:
+                return self.action(state)  # raises the error naming the fix
+            episode = episode_id_for(None)
+            with self._pending_lock:
+                pending = self._pending.get(episode, _MISSING)
+            if pending is _MISSING:
+                saver = config.get("configurable", {}).get("__pregel_checkpointer")
+                if saver is None or not callable(getattr(saver, "aget_tuple", None)):
+                    pending = self._pending_from_checkpoint(config, episode)
+                else:
+                    thread = config["configurable"].get("thread_id")
+                    tup = await saver.aget_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+                    values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
+                    pending = values.get("cc_pending") if isinstance(values.get("cc_pending"), dict) else None
+        return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
+
     def _pending_in_run(self, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
         from langgraph.config import get_config
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import user_agent as ua
 from langchain_core.messages import AIMessage
 
 from causalcache_memory.actions.model import Action
@@ -132,3 +133,43 @@ def test_coords_and_dedupe_come_from_the_yaml(tmp_path):
     assert CausalCacheMemory.from_yaml(tmp_path / "c.yaml", coords="absolute").coords == "absolute"
     plain = CausalCacheMemory(allocation="recent")
     assert plain.coords == "auto" and not plain.controller().render_options.dedupe_current_screen
+
+
+def test_aaction_reads_the_pending_decision_from_an_async_checkpoint_after_a_restart(tmp_path):
+    import asyncio
+
+    from langgraph.graph import END, START, StateGraph
+
+    seen: list[object] = []
+
+    def build(memory, saver):
+        async def shoot(state: ua.AgentState) -> bytes:
+            return ua.screen(state.get("step", 0))  # the screenshot itself
+
+        async def model(state: ua.AgentState) -> dict:
+            return {"messages": [ua.AIMessage("pyautogui.click(1650, 1040)")]}
+
+        async def execute(state: ua.AgentState) -> dict:  # own schema: no cc_* keys
+            seen.append(await memory.aaction())
+            return {"step": state.get("step", 0) + 1}
+
+        builder = StateGraph(ua.AgentState)
+        builder.add_node("observe", memory.observe_node(shoot))
+        builder.add_node("decide", memory.decide_node(model))
+        builder.add_node("execute", execute)
+        builder.add_edge(START, "observe")
+        builder.add_edge("observe", "decide")
+        builder.add_edge("decide", "execute")
+        builder.add_edge("execute", END)
+        return builder.compile(checkpointer=saver, interrupt_before=["execute"])
+
+    async def main():
+        first = ua.memory_for(str(tmp_path), allocation="recent")
+        async with first.acheckpointer() as saver:
+            await build(first, saver).ainvoke(ua.first_input(), ua.run_config("aa"))
+        fresh = ua.memory_for(str(tmp_path), allocation="recent")  # a new process: nothing in memory
+        async with fresh.acheckpointer() as saver:
+            await build(fresh, saver).ainvoke(None, ua.run_config("aa"))
+
+    asyncio.run(main())
+    assert len(seen) == 1 and seen[0].pixel(1920, 1080) == (1650, 1040)
