@@ -4,7 +4,7 @@ PYTHON ?= python
 # one BLAS/OpenMP thread, as the benchmark targets are stated for one core
 ONE_THREAD = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: test bench bench-quick lint
+.PHONY: test bench bench-quick lint mutate plant-bugs
 
 test:
 	$(PYTHON) -m pytest -q
@@ -19,3 +19,15 @@ bench-quick:
 
 lint:
 	ruff check . && ruff format --check .
+
+# Mutation testing (opt-in, slow; not part of CI): cosmic-ray over the invariant modules listed in
+# pyproject.toml [tool.causalcache.mutate], JOBS parallel workers; summary in mutation-out/summary.md.
+# Needs `pip install -e ".[mutation]"` (cosmic-ray 8.7.0). docs/TESTING.md.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+MODULES ?=
+mutate:
+	$(PYTHON) tools/mutate.py --jobs $(JOBS) $(if $(MODULES),--modules $(MODULES),)
+
+# Plant each bug of the issue-19 table in a temporary copy and show the tests catch it.
+plant-bugs:
+	$(PYTHON) tools/plant_bugs.py

@@ -18,15 +18,29 @@ ROOT = Path(__file__).resolve().parent.parent
 MAPPED = {"causalcache_memory/runtime": "runtime", "causalcache_memory/integrations": "integrations"}
 
 
+# skipped when the tree is not a git checkout (a copy of the working tree on another machine)
+_JUNK_DIRS = {".git", "__pycache__", "build", "dist", ".venv", ".ci-venv", ".whl", "mutation-out", "runs"}
+_JUNK_DIRS |= {".pytest_cache", ".ruff_cache", ".benchmarks", ".causalcache", ".gl"}
+
+
 def tracked_files(root: Path = ROOT) -> list[str]:
-    """Files of the working tree git knows or would add (tracked + untracked, not ignored)."""
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    ).stdout
-    return [p for p in out.decode().split("\0") if p and (root / p).is_file()]
+    """Files of the working tree git knows or would add (tracked + untracked, not ignored); without git,
+    every file outside build, cache and virtual-environment folders."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        ).stdout
+        return [p for p in out.decode().split("\0") if p and (root / p).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in _JUNK_DIRS and not d.endswith(".egg-info")]
+            rel = Path(folder).relative_to(root)
+            files += [str(rel / n) for n in names if not n.endswith((".pyc", ".sqlite"))]
+        return files
 
 
 def stage(dest: Path, root: Path = ROOT) -> Path:
@@ -48,4 +62,7 @@ def env_for(dest: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(dest) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # one core per test run
+        env.setdefault(var, "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env

@@ -65,18 +65,17 @@ PLANTS = (
         "contrast-sign",
         "closed-loop contrasts have the right sign (treatment and control swapped)",
         "causalcache_memory/lab/eval/summary.py",
-        r"treat = \{o\.task_id: o for o in outcomes if o\.arm == arm\}\n    "
-        r"ctrl = \{o\.task_id: o for o in outcomes if o\.arm == base\}",
-        "treat = {o.task_id: o for o in outcomes if o.arm == base}\n    "
-        "ctrl = {o.task_id: o for o in outcomes if o.arm == arm}",
+        r"(treat = task_scores\(\[o for o in outcomes if o\.arm == )arm( and .*\n\s+"
+        r"ctrl = task_scores\(\[o for o in outcomes if o\.arm == )base",
+        r"\1base\2arm",
         ("tests/invariants/test_inv_eval_summary.py",),
     ),
     Plant(
         "split-filter",
         "per-split success is computed on the right split (filter inverted)",
         "causalcache_memory/lab/eval/summary.py",
-        r"split == \"all\" or o\.split == split",
-        'split == "all" or o.split != split',
+        r"(def split_rows\(.*\n\s+return \[o for o in outcomes if split == \"all\" or o\.split )==( split\])",
+        r"\1!=\2",
         ("tests/invariants/test_inv_eval_summary.py",),
     ),
     Plant(
