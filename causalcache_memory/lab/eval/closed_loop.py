@@ -185,7 +185,7 @@ def run_job(
 
     arm, budget, seed = job
     tasks = _tasks(settings)
-    archive = LocalArchive(out / "archive")
+    archive = LocalArchive(out / _archive_dir(job))  # one per job: parallel jobs never share blob files
     policy = policy or SimulatedPolicy(seed=seed)
     import sqlite3
 
@@ -213,6 +213,11 @@ def run_job(
         return outcomes, show
     finally:
         conn.close()
+
+
+def _archive_dir(job: tuple[str, int, int]) -> str:
+    arm, budget, seed = job
+    return f"archive-{arm}-b{budget}-s{seed}"
 
 
 def _job_entry(
@@ -284,7 +289,8 @@ def run_closed_loop(
         results["budget_curve"] = budget_curve(outcomes, settings.budget_curve, settings.curve_arms)
     results["episodes"] = [o.to_dict() for o in outcomes]
     results["showcase"] = show
-    results["_archive"] = str(out / "archive")
+    shown = (show or {}).get("arm"), settings.budget, settings.policy_seeds[0]
+    results["_archive"] = str(out / _archive_dir(shown)) if show else None  # where the showcase's shots are
     return results
 
 
