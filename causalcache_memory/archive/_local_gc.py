@@ -65,33 +65,35 @@ class LocalCollection:
         stored = [(sha, self._blob(sha)) for sha in self.iter_hashes()]
         return stored + [(sha, self.root / record_relpath(sha)) for sha in self.iter_records()]
 
-    def _collect(self, sha: str, path: Path, grace: float, dry_run: bool) -> tuple[str, int]:
-        """Delete one unreferenced object if it is still old once a marker announces the decision."""
+    def _mark(self, sha: str) -> Path:
+        """Announce that a collector is deciding on ``sha`` (writers wait while the marker exists)."""
         marker = self.root / GC / gc_marker_name(sha)
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644))
+        except OSError as exc:
+            raise os_error(exc, f"cannot write gc marker {marker}") from exc
+        return marker
+
+    def _unmark(self, marker: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            marker.unlink()
+
+    def _collect(self, sha: str, path: Path, grace: float, dry_run: bool) -> tuple[str, int]:
+        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now."""
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return "gone", 0
+        if time.time() - st.st_mtime < grace:
+            return "recent", 0
         if not dry_run:
             try:
-                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644))
-            except OSError as exc:
-                raise os_error(exc, f"cannot write gc marker {marker}") from exc
-        try:
-            try:
-                st = path.lstat()
+                path.unlink()
             except FileNotFoundError:
                 return "gone", 0
-            if time.time() - st.st_mtime < grace:
-                return "recent", 0
-            if not dry_run:
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    return "gone", 0
-                except OSError as exc:
-                    raise os_error(exc, f"cannot delete {path}") from exc
-            return "deleted", st.st_size
-        finally:
-            if not dry_run:
-                with contextlib.suppress(FileNotFoundError):
-                    marker.unlink()
+            except OSError as exc:
+                raise os_error(exc, f"cannot delete {path}") from exc
+        return "deleted", st.st_size
 
     def _sweep_tmp(self, cutoff: float | None) -> int:
         """Remove temp files of dead writers on this host, and (``cutoff`` given) any older than it."""

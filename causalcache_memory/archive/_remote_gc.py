@@ -82,32 +82,36 @@ class FsspecCollection:
         stored = [(sha, self._path(blob_relpath(sha))) for sha in self._list_blobs()]
         return stored + [(sha, self._path(record_relpath(sha))) for sha in self._list(RECORDS)]
 
-    def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
+    def _mark(self, sha: str) -> str:
+        """Announce that a collector is deciding on ``sha`` (writers wait while the marker exists)."""
         marker = self._path(f"{GC}/{gc_marker_name(sha)}")
+        with self._io(f"cannot write gc marker for {sha}"):
+            if not self.atomic_put:
+                self.fs.makedirs(self._path(GC), exist_ok=True)
+            self.fs.pipe_file(marker, b"")
+        return marker
+
+    def _unmark(self, marker: str) -> None:
+        with contextlib.suppress(FileNotFoundError), self._io("cannot remove a gc marker"):
+            self.fs.rm_file(marker)
+
+    def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
+        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now."""
         with self._io(f"cannot collect object {sha}"):
-            if not dry_run:
-                if not self.atomic_put:
-                    self.fs.makedirs(self._path(GC), exist_ok=True)
-                self.fs.pipe_file(marker, b"")
+            self.fs.invalidate_cache(path)
             try:
-                self.fs.invalidate_cache(path)
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                return "gone", 0
+            mtime = info_mtime(info)
+            if mtime is not None and time.time() - mtime < grace:
+                return "recent", 0
+            if not dry_run:
                 try:
-                    info = self.fs.info(path)
+                    self.fs.rm_file(path)
                 except FileNotFoundError:
                     return "gone", 0
-                mtime = info_mtime(info)
-                if mtime is not None and time.time() - mtime < grace:
-                    return "recent", 0
-                if not dry_run:
-                    try:
-                        self.fs.rm_file(path)
-                    except FileNotFoundError:
-                        return "gone", 0
-                return "deleted", int(info.get("size") or 0)
-            finally:
-                if not dry_run:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.fs.rm_file(marker)
+            return "deleted", int(info.get("size") or 0)
 
     def _sweep_tmp(self, cutoff: float | None) -> int:
         """Remove temp files of dead writers on this host and (``cutoff`` given) any older than it."""

@@ -270,16 +270,38 @@ class FsspecArchive(FsspecCollection):
 
     # ------------------------------------------------------------------ retention
     def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
-        """Record that ``episode_id`` references ``hashes`` (all validated before anything is written)."""
+        """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
+
+        Waits out a ``gc`` deciding on a stored object; one such a ``gc`` deleted meanwhile raises
+        :class:`BlobNotFoundError` (put it again).
+        """
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
         wanted = check_hashes(hashes)
         with self._io(f"cannot record references of episode {episode_id!r}"):
             if not self.atomic_put:
                 self.fs.makedirs(folder, exist_ok=True)
+            present = {}
             for sha in wanted:
                 marker = f"{folder}/{sha}"
                 if not self.fs.exists(marker):
                     self.fs.pipe_file(marker, b"")
+                present[sha] = self._object_rel(sha)
+            for sha, rel in present.items():
+                if rel is None:
+                    continue
+                self._wait_for_collectors(sha)
+                self.fs.invalidate_cache(self._path(rel))
+                if not self.fs.exists(self._path(rel)):
+                    raise BlobNotFoundError(
+                        f"object {sha} was collected by a concurrent gc while episode {episode_id!r} "
+                        "retained it; put it again"
+                    )
+
+    def _object_rel(self, sha: str) -> str | None:
+        for rel in (blob_relpath(sha), record_relpath(sha)):
+            if self.fs.exists(self._path(rel)):
+                return rel
+        return None
 
     def release(self, episode_id: str) -> None:
         """Forget every reference of ``episode_id``: removes its marker objects one by one (no recursion
