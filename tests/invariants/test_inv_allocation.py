@@ -1,0 +1,58 @@
+"""The exact-B rule at its edges: every budget 0..MAX_BUDGET, t = 1, and the Allocation accounting."""
+
+from __future__ import annotations
+
+import pytest
+
+from causalcache_memory.allocation import make_allocation, recent_b
+from causalcache_memory.allocation.base import MAX_BUDGET, Allocation, check_budget, exact_b_size
+from causalcache_memory.errors import AllocationError
+
+
+@pytest.mark.parametrize("budget", [0, 1, MAX_BUDGET - 1, MAX_BUDGET])
+def test_every_budget_up_to_the_maximum_is_accepted(budget: int) -> None:
+    assert check_budget(budget) == budget
+    assert exact_b_size(MAX_BUDGET + 10, budget) == budget
+
+
+@pytest.mark.parametrize("budget", [-1, MAX_BUDGET + 1, True, False, 2.0, "4", None])
+def test_a_budget_outside_the_rule_is_refused(budget) -> None:
+    with pytest.raises(
+        AllocationError, match=f"budget={budget!r} must be an integer between 0 and {MAX_BUDGET}"
+    ):
+        check_budget(budget)
+
+
+@pytest.mark.parametrize(("t", "budget", "size"), [(1, 4, 0), (2, 4, 1), (5, 4, 4), (6, 4, 4), (3, 0, 0)])
+def test_the_size_is_min_of_budget_and_history(t: int, budget: int, size: int) -> None:
+    assert exact_b_size(t, budget) == size
+    assert recent_b(t, budget) == tuple(range(t - size, t))
+
+
+@pytest.mark.parametrize("t", [0, -1])
+def test_a_decision_before_the_first_is_refused(t: int) -> None:
+    with pytest.raises(AllocationError, match=f"t={t} must be >= 1"):
+        exact_b_size(t, 4)
+
+
+def test_the_first_decision_has_an_empty_exact_set() -> None:
+    assert make_allocation([], t=1, budget=4, allocator="x").selected == ()
+    with pytest.raises(AllocationError, match="outside the history"):
+        make_allocation([0], t=2, budget=1, allocator="x")
+
+
+@pytest.mark.parametrize("bad", [[1, 2, 3, 10], [0, 2, 3, 4], [1.0, 2, 3, 4], ["1", 2, 3, 4]])
+def test_events_must_be_integers_inside_the_history(bad) -> None:
+    with pytest.raises(AllocationError, match=r"outside the history 1\.\.9"):
+        make_allocation(bad, t=10, budget=4, allocator="x")
+
+
+def test_an_allocation_is_sorted_and_its_accounting_is_exact() -> None:
+    alloc = make_allocation([9, 2, 8, 5], t=10, budget=4, allocator="beam", scores={2: 0.5})
+    assert alloc.selected == (2, 5, 8, 9) and alloc.recent == (6, 7, 8, 9)
+    assert alloc.k == 2 and alloc.promoted == (2, 5) and alloc.displaced == (6, 7) and not alloc.is_recent
+    assert alloc.to_dict() == {"selected": [2, 5, 8, 9], "t": 10, "budget": 4, "allocator": "beam", "k": 2}
+    assert dict(alloc.scores) == {2: 0.5}
+    recent = make_allocation([6, 7, 8, 9], t=10, budget=4, allocator="recent")
+    assert recent.k == 0 and recent.is_recent and recent.promoted == () and recent.displaced == ()
+    assert Allocation((), 1, 4, "x").is_recent
