@@ -56,3 +56,15 @@ def test_an_allocation_is_sorted_and_its_accounting_is_exact() -> None:
     recent = make_allocation([6, 7, 8, 9], t=10, budget=4, allocator="recent")
     assert recent.k == 0 and recent.is_recent and recent.promoted == () and recent.displaced == ()
     assert Allocation((), 1, 4, "x").is_recent
+
+
+def test_an_allocation_is_immutable_and_allocators_are_checked_structurally() -> None:
+    import dataclasses
+
+    from causalcache_memory.allocation import Allocator, RecentAllocator
+
+    alloc = make_allocation([1], t=2, budget=1, allocator="x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        alloc.selected = (1, 1)  # type: ignore[misc]
+    assert isinstance(RecentAllocator(), Allocator)
+    assert not isinstance(object(), Allocator)
