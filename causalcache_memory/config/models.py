@@ -7,10 +7,12 @@ the policy runtime and the LangGraph checkpointer. Load it from YAML with
 
 from __future__ import annotations
 
+import types
+import typing
 import warnings
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import check_allocator_name
@@ -34,7 +36,28 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    """Base of every section: unknown keys, non-finite numbers and booleans given for numbers are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _wants_number(annotation):
+                raise ValueError(f"{info.field_name}={value!r} is a boolean; this field takes a number")
+        return value
+
+
+def _wants_number(annotation: Any) -> bool:
+    """True when ``annotation`` accepts int or float but not bool (YAML ``true`` is no ``1`` here)."""
+    members = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
+    return bool not in members and any(m in (int, float) for m in members)
 
 
 class ArchiveConfig(_Strict):
