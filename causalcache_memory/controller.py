@@ -20,12 +20,13 @@ both drive this class.
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory._worker import BoundedWorker, WorkerBusy, WorkerTimeout
 from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
@@ -150,7 +151,9 @@ class MemoryController:
         budget: ``B``.
         two_pass: disable to run witness policies in a single pass with no witness (ablation).
         render_options: fixed prompt text.
-        selector_timeout_s: allocation time limit before falling back to Recent-B.
+        selector_timeout_s: time limit of each allocator call (``allocate`` and ``prepare``), which runs
+            on a worker thread this controller owns (:mod:`causalcache_memory._worker`); ``None`` = on the
+            caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
     """
 
     def __init__(
@@ -172,7 +175,7 @@ class MemoryController:
         self.render_options = render_options or RenderOptions()
         self.selector_timeout_s = selector_timeout_s
         self._recent = RecentAllocator()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._worker: BoundedWorker | None = None
         self._sizes: dict[str, tuple[int, int] | None] = {}  # screenshots archived or read this step
         self._present: set[str] = set()  # prompt images checked present this step (both passes)
 
@@ -270,7 +273,10 @@ class MemoryController:
         if prepare is None:
             return
         try:
-            prepare(self.archive, sha)
+            if self.selector_timeout_s is None:
+                prepare(self.archive, sha)
+            else:  # on the worker, bounded: observe/record never wait on a hung allocator's locks
+                self._owned_worker().call(prepare, self.archive, sha, timeout_s=self.selector_timeout_s)
         except Exception as exc:  # a preparation is an optimization: never fail the step for it
             warnings.warn(
                 f"allocator {self.allocator.name!r} prepare() failed for screenshot {sha}: "
@@ -305,18 +311,18 @@ class MemoryController:
             if self.selector_timeout_s is None:
                 allocation = self.allocator.allocate(ctx)
             else:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        1, thread_name_prefix="causalcache-alloc"
-                    )
-                future = self._pool.submit(self.allocator.allocate, ctx)
-                allocation = future.result(timeout=self.selector_timeout_s)
+                allocation = self._owned_worker().call(
+                    self.allocator.allocate, ctx, timeout_s=self.selector_timeout_s, label=f"step {trace.t}"
+                )
             if allocation.t != trace.t:
                 raise ValueError(f"returned a set for decision t={allocation.t}, not {trace.t}")
             # exact-B: |S| = min(B, t-1), no repeated event, every event in 1..t-1 (AllocationError)
             make_allocation(allocation.selected, t=trace.t, budget=self.budget, allocator=self.allocator.name)
-        except concurrent.futures.TimeoutError:
+        except WorkerTimeout:
             reason = f"allocator {self.allocator.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
+            return self._fallback(trace, reason, start)
+        except WorkerBusy as exc:
+            reason = f"allocator {self.allocator.name!r} is {exc}"
             return self._fallback(trace, reason, start)
         except PromptImageError:
             raise
@@ -369,7 +375,20 @@ class MemoryController:
             selector_latency_s=sel_s,
         )
 
+    def _owned_worker(self) -> BoundedWorker:
+        if self._worker is None:
+            self._worker = BoundedWorker("causalcache-alloc")
+            weakref.finalize(self, self._worker.close, 0.0)  # a dropped controller stops its worker too
+        return self._worker
+
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Stop the allocator worker (a hung call is abandoned on its daemon thread). Idempotent."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> MemoryController:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
