@@ -202,6 +202,7 @@ class CausalCacheMemory:
         self._pending: dict[str, dict[str, Any] | None] = {}
         self._pending_lock = threading.Lock()
         self._warm = False
+        self._warm_threads: set[str] = set()
         if warmup:
             self.warmup()
 
@@ -327,6 +328,32 @@ class CausalCacheMemory:
         if self.dedupe_current_screen and not controller.render_options.dedupe_current_screen:
             controller.render_options = replace(controller.render_options, dedupe_current_screen=True)
         return controller
+
+    def warm_trace(self, trace: Trace, runtime: Any = None) -> None:
+        """Before a thread's first timed decision in this process, allocate once untimed on its trace.
+
+        A resumed thread's history was archived by another process: a learned selector has none of its
+        screenshots' thumbnails yet, and decoding them inside the first timed allocation could exceed the
+        time limit and fall back to Recent-B. This untimed call (its result is discarded) fills those
+        caches, so the resumed run allocates as an uninterrupted one. Once per thread and process; only
+        for allocators that take a witness (fixed-rule allocators have nothing to warm).
+        """
+        allocator = self.allocation
+        key = trace.episode_id
+        if key in self._warm_threads:
+            return
+        if len(self._warm_threads) > 65536:
+            self._warm_threads.clear()
+        self._warm_threads.add(key)  # a thread started here warms as it goes (prepare() per screenshot)
+        if not len(trace) or not getattr(allocator, "uses_witness", False):
+            return
+        if isinstance(allocator, _UnavailablePolicy):
+            return
+        ctx = AllocationContext(trace, self.budget, self.resolve_archive(runtime))
+        try:
+            allocator.allocate(ctx)
+        except Exception:  # the timed allocation reports (and falls back) if the allocator is broken
+            return
 
     def note_pending(self, episode_id: str, pending: dict[str, Any] | None) -> None:
         """Remember the thread's decided, not yet recorded step (read by :meth:`action` in any node)."""

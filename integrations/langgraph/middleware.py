@@ -161,6 +161,7 @@ class CausalCacheMiddleware(AgentMiddleware):
                 "no screenshot in the conversation: start the run with a message holding the current "
                 "screen (an image block, or memory-archived '[screenshot sha256:...]' reference)"
             )
+        memory.warm_trace(trace, runtime)  # a resumed thread: selector caches filled before the timed call
         try:
             decision = controller.decide(trace)
         finally:

