@@ -71,3 +71,35 @@ def test_min_gain_is_also_strict() -> None:
     values[3] = 1.25  # gain exactly 0.25 over every recent event
     assert beam_search(additive(t, values), t=t, budget=budget, min_gain=0.25).selected == recent
     assert 3 in beam_search(additive(t, values), t=t, budget=budget, min_gain=0.2).selected
+
+
+def test_bad_arguments_and_a_wrong_scorer_shape_are_refused() -> None:
+    scorer = additive(10, {})
+    with pytest.raises(ValueError, match="beam_width=0 must be >= 1"):
+        beam_search(scorer, t=10, budget=2, beam_width=0)
+    with pytest.raises(ValueError, match="min_gain=nan must be >= 0"):
+        beam_search(scorer, t=10, budget=2, min_gain=float("nan"))
+    with pytest.raises(ValueError, match=r"scorer returned shape \(2, 8\), expected \(2, 9\)"):
+        beam_search(lambda conds: np.zeros((len(conds), 8)), t=10, budget=2)
+
+
+@pytest.mark.parametrize(("t", "budget"), [(1, 4), (3, 4), (5, 4), (5, 0)])
+def test_no_distant_event_means_no_scorer_call(t: int, budget: int) -> None:
+    def scorer(conds):  # pragma: no cover - must not be called
+        raise AssertionError("scored although nothing can be swapped")
+
+    res = beam_search(scorer, t=t, budget=budget)
+    assert res.selected == recent_b(t, budget) and res.gain == 0.0 and res.calls == 0 and res.scores == {}
+
+
+def test_one_call_per_step_and_first_step_scores_for_every_event() -> None:
+    t, budget = 12, 2
+    recent = recent_b(t, budget)
+    values = {1: 5.0, 2: 4.0, recent[0]: 1.0, recent[1]: 2.0}
+    res = beam_search(additive(t, values), t=t, budget=budget, beam_width=2)
+    assert res.selected == (1, 2) and res.gain == pytest.approx((5.0 - 1.0) + (4.0 - 2.0))
+    assert res.calls == 2  # one scorer call per step, at most |S| = 2 steps
+    assert set(res.scores) == set(range(1, t))
+    assert res.scores[1] == pytest.approx(4.0) and res.scores[recent[0]] == 0.0
+    limited = beam_search(additive(t, values), t=t, budget=budget, max_swaps=1)
+    assert limited.selected == (1, recent[1]) and limited.calls == 1
