@@ -198,3 +198,39 @@ def test_a_resumed_thread_is_allocated_once_untimed_before_its_first_timed_decis
     assert spy.contexts[1] == (ua.GOAL, 3, False)  # untimed, on the resumed trace, before any timed call
     parsed = [ua.reply_for(t) not in (ua.UNPARSEABLE, ua.MALFORMED) for t in (4, 5)]
     assert [c[2] for c in spy.contexts[2:]] == parsed  # then one timed allocation per step (witness a_1)
+
+
+def test_node_form_parse_hook_reads_a_custom_format_with_the_screen_size(tmp_path):
+    from langgraph.graph import END, START, StateGraph
+
+    sizes: list[object] = []
+
+    def parse(message, screen_size):
+        sizes.append(screen_size)
+        x, y = map(int, message.text.split()[1:3])
+        return {"type": "click", "x": x / (screen_size[0] - 1), "y": y / (screen_size[1] - 1)}
+
+    memory = ua.memory_for(str(tmp_path), allocation="recent")
+
+    def shoot(state: ua.AgentState) -> bytes:
+        return ua.screen(state.get("step", 0))
+
+    def model(state: ua.AgentState) -> dict:
+        return {"messages": [AIMessage("CLICK 1650 1040")]}
+
+    def execute(state: ua.AgentState) -> dict:
+        return {"step": state.get("step", 0) + 1}
+
+    builder = StateGraph(ua.AgentState)
+    builder.add_node("observe", memory.observe_node(shoot))
+    builder.add_node("decide", memory.decide_node(model, parse=parse))
+    builder.add_node("execute", execute)
+    builder.add_edge(START, "observe")
+    builder.add_conditional_edges("observe", lambda s: END if s.get("step", 0) >= 3 else "decide")
+    builder.add_edge("decide", "execute")
+    builder.add_edge("execute", "observe")
+    graph = builder.compile(checkpointer=memory.checkpointer())
+    graph.invoke(ua.first_input(), ua.run_config("p1"))
+    trace = memory.trace(graph, ua.run_config("p1"))
+    assert len(trace) == 3 and all(e.summary.endswith("click (1650, 1040)") for e in trace.events)
+    assert sizes == [(1920, 1080)] * 3
