@@ -111,3 +111,51 @@ def test_early_steps_accept_the_clipped_size_only(tmp_path, make_png) -> None:
     )
     with pytest.warns(CausalCacheWarning, match="falling back"):
         assert short.decide(trace).allocation.selected == (1, 2)
+
+
+class WitnessRecorder(FixedAllocator):
+    def __init__(self, selected: tuple[int, ...]) -> None:
+        super().__init__(selected, uses_witness=True)
+        self.witnesses: list = []
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        self.witnesses.append(ctx.witness)
+        return super().allocate(ctx)
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_two_pass_record_accounts_for_both_passes(trace_archive, timeout) -> None:
+    trace, archive = trace_archive
+    policy = CountingPolicy()
+    allocator = WitnessRecorder((2, 6, 7, 8))
+    with MemoryController(
+        policy=policy, archive=archive, allocator=allocator, budget=4, selector_timeout_s=timeout
+    ) as ctl:
+        decision = ctl.decide(trace)
+    assert allocator.witnesses == [Action("type", text="1")]  # the pass-1 proposal is the witness
+    assert policy.calls == [(5, 6, 7, 8, None), (2, 6, 7, 8, None)]
+    record = decision.to_record()
+    assert {k: record[k] for k in ("t", "budget", "allocator", "selected", "recent", "k", "second_pass")} == {
+        "t": 9,
+        "budget": 4,
+        "allocator": "fixed",
+        "selected": [2, 6, 7, 8],
+        "recent": [5, 6, 7, 8],
+        "k": 1,
+        "second_pass": True,
+    }
+    assert len(record["pass_latency_ms"]) == 2 and all(x >= 0 for x in record["pass_latency_ms"])
+    assert record["proposal"]["type"] == "type" and record["fallback"] is None
+
+
+def test_two_pass_disabled_runs_one_pass_without_a_witness(trace_archive) -> None:
+    trace, archive = trace_archive
+    policy = CountingPolicy()
+    allocator = WitnessRecorder((2, 6, 7, 8))
+    with MemoryController(
+        policy=policy, archive=archive, allocator=allocator, budget=4, two_pass=False
+    ) as ctl:
+        decision = ctl.decide(trace)
+    assert allocator.witnesses == [None] and policy.calls == [(2, 6, 7, 8, None)]
+    assert not decision.second_pass and decision.proposal is None
+    assert "proposal" not in decision.to_record()
