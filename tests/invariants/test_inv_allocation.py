@@ -68,3 +68,22 @@ def test_an_allocation_is_immutable_and_allocators_are_checked_structurally() ->
         alloc.selected = (1, 1)  # type: ignore[misc]
     assert isinstance(RecentAllocator(), Allocator)
     assert not isinstance(object(), Allocator)
+
+
+def test_context_is_frozen_with_seed_0_and_options_are_keyword_only() -> None:
+    import dataclasses
+
+    from causalcache_memory import Trace
+    from causalcache_memory.allocation import AllocationContext
+
+    ctx = AllocationContext(Trace("g"), 4)
+    assert ctx.episode_seed == 0 and ctx.witness is None and ctx.archive is None and ctx.t == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.budget = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        make_allocation([1], 2, 1, "x")  # type: ignore[misc]
+
+
+def test_a_long_list_is_judged_by_its_size_not_as_a_repeat() -> None:
+    with pytest.raises(AllocationError, match="has 300 events but exact-B requires"):
+        make_allocation(list(range(1, 301)), t=400, budget=4, allocator="x")
