@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import threading
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
@@ -47,10 +46,9 @@ from causalcache_memory.errors import (
     CausalCacheWarning,
     ConfigError,
     PolicyError,
-    TraceError,
 )
 from causalcache_memory.factory import build_archive, build_controller, build_policy
-from causalcache_memory.integrations.langgraph.context import context_from_runtime, episode_id_for
+from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
@@ -86,7 +84,6 @@ class _UnavailablePolicy:
 
 
 _COORD_MODES: tuple[str, ...] = get_args(CoordMode)
-_MISSING = object()
 
 
 def _check_allocator(value: Any) -> Allocator:
@@ -452,50 +449,19 @@ class CausalCacheMemory:
         SQLite one runs its async methods in a worker thread). For PostgreSQL under asyncio, or for
         LangGraph's native ``AsyncSqliteSaver``, use :meth:`acheckpointer`.
         """
-        cfg = self.config.checkpointer
-        if cfg.kind == "memory":
-            from langgraph.checkpoint.memory import InMemorySaver
+        from causalcache_memory.integrations.langgraph.savers import build_checkpointer
 
-            return InMemorySaver()
-        if cfg.kind == "sqlite":
-            from causalcache_memory.integrations.langgraph.savers import ThreadedSqliteSaver
+        return build_checkpointer(self.config.checkpointer)
 
-            if cfg.path != ":memory:":
-                Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(cfg.path, check_same_thread=False)
-            return ThreadedSqliteSaver(conn)
-        postgres = require("langgraph.checkpoint.postgres", purpose="the PostgreSQL checkpointer")
-        psycopg = require("psycopg", purpose="the PostgreSQL checkpointer")
-        rows = require("psycopg.rows", purpose="the PostgreSQL checkpointer")
-        conn = psycopg.connect(cfg.uri, autocommit=True, prepare_threshold=0, row_factory=rows.dict_row)
-        saver = postgres.PostgresSaver(conn)
-        saver.setup()
-        return saver
-
-    @contextlib.asynccontextmanager
-    async def acheckpointer(self) -> AsyncIterator[Any]:
+    def acheckpointer(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """``async with memory.acheckpointer() as saver``: LangGraph's native async saver for the config.
 
         ``AsyncSqliteSaver`` (needs ``aiosqlite``) for ``kind: sqlite``, ``AsyncPostgresSaver`` for
         ``kind: postgres``, ``InMemorySaver`` for ``kind: memory``; the connection closes on exit.
         """
-        cfg = self.config.checkpointer
-        if cfg.kind == "memory":
-            from langgraph.checkpoint.memory import InMemorySaver
+        from causalcache_memory.integrations.langgraph.savers import open_async_checkpointer
 
-            yield InMemorySaver()
-            return
-        if cfg.kind == "sqlite":
-            aio = require("langgraph.checkpoint.sqlite.aio", purpose="the async SQLite checkpointer")
-            if cfg.path != ":memory:":
-                Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
-            async with aio.AsyncSqliteSaver.from_conn_string(cfg.path) as saver:
-                yield saver
-            return
-        aio_pg = require("langgraph.checkpoint.postgres.aio", purpose="the async PostgreSQL checkpointer")
-        async with aio_pg.AsyncPostgresSaver.from_conn_string(cfg.uri) as saver:
-            await saver.setup()
-            yield saver
+        return open_async_checkpointer(self.config.checkpointer)
 
     @staticmethod
     def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
@@ -590,60 +556,15 @@ class CausalCacheMemory:
     async def aaction(self, state: Mapping[str, Any] | None = None) -> Action | None:
         """:meth:`action` for async nodes: reads a checkpoint with the saver's async API when needed."""
         from causalcache_memory.actions.model import Action
+        from causalcache_memory.integrations.langgraph.pending import apending_in_run
 
         if isinstance(state, Mapping) and "cc_pending" in state:
             pending = state.get("cc_pending")
         else:
-            from langgraph.config import get_config
-
-            try:
-                config = get_config()
-            except RuntimeError:
-                return self.action(state)  # raises the error naming the fix
-            episode = episode_id_for(None)
-            with self._pending_lock:
-                pending = self._pending.get(episode, _MISSING)
-            if pending is _MISSING:
-                saver = config.get("configurable", {}).get("__pregel_checkpointer")
-                if saver is None or not callable(getattr(saver, "aget_tuple", None)):
-                    pending = self._pending_from_checkpoint(config, episode)
-                else:
-                    thread = config["configurable"].get("thread_id")
-                    tup = await saver.aget_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-                    values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
-                    pending = values.get("cc_pending") if isinstance(values.get("cc_pending"), dict) else None
+            pending = await apending_in_run(self._pending, self._pending_lock)
         return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
 
     def _pending_in_run(self, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        from langgraph.config import get_config
+        from causalcache_memory.integrations.langgraph.pending import pending_in_run
 
-        try:
-            config = get_config()
-        except RuntimeError:
-            raise TraceError(
-                "memory.action(state): the state has no 'cc_pending' key and no graph is running. Call it "
-                "inside a node of the graph (any node works), or pass a state that holds the memory's keys "
-                "(add CausalCacheState to your schema: class State(MyState, CausalCacheState))"
-            ) from None
-        episode = episode_id_for(None)
-        with self._pending_lock:
-            pending = self._pending.get(episode, _MISSING)
-        if pending is not _MISSING:
-            return pending  # type: ignore[return-value]
-        return self._pending_from_checkpoint(config, episode)
-
-    @staticmethod
-    def _pending_from_checkpoint(config: dict[str, Any], episode: str) -> dict[str, Any] | None:
-        configurable = config.get("configurable", {})
-        saver = configurable.get("__pregel_checkpointer")
-        thread = configurable.get("thread_id")
-        if saver is None or thread is None:
-            raise TraceError(
-                f"memory.action(): thread {episode!r} has no decision recorded in this process and the "
-                "graph has no checkpointer to read it from; pass a state holding 'cc_pending' (add "
-                "CausalCacheState to your schema) or compile the graph with a checkpointer"
-            )
-        tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-        values = tup.checkpoint.get("channel_values", {}) if tup is not None else {}
-        pending = values.get("cc_pending")
-        return pending if isinstance(pending, dict) else None
+        return pending_in_run(self._pending, self._pending_lock)

@@ -1,4 +1,4 @@
-"""A SQLite checkpointer that serves both sync and async graph runs.
+"""The checkpointers of ``CausalCacheMemory``, and a SQLite one that serves sync and async graph runs.
 
 LangGraph's ``SqliteSaver`` raises ``NotImplementedError`` from its async methods, so a graph compiled
 with it cannot run under ``ainvoke``/``astream``. :class:`ThreadedSqliteSaver` keeps the same file
@@ -10,12 +10,20 @@ For LangGraph's native async savers use :meth:`CausalCacheMemory.acheckpointer`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-__all__ = ["ThreadedSqliteSaver"]
+from causalcache_memory._optional import require
+
+if TYPE_CHECKING:
+    from causalcache_memory.config.models import CheckpointConfig
+
+__all__ = ["ThreadedSqliteSaver", "build_checkpointer", "open_async_checkpointer"]
 
 
 class ThreadedSqliteSaver(SqliteSaver):
@@ -48,3 +56,43 @@ class ThreadedSqliteSaver(SqliteSaver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+def build_checkpointer(cfg: CheckpointConfig) -> Any:
+    """The saver named by ``cfg`` (``ThreadedSqliteSaver``, ``InMemorySaver`` or ``PostgresSaver``)."""
+    if cfg.kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver()
+    if cfg.kind == "sqlite":
+        if cfg.path != ":memory:":
+            Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
+        return ThreadedSqliteSaver(sqlite3.connect(cfg.path, check_same_thread=False))
+    postgres = require("langgraph.checkpoint.postgres", purpose="the PostgreSQL checkpointer")
+    psycopg = require("psycopg", purpose="the PostgreSQL checkpointer")
+    rows = require("psycopg.rows", purpose="the PostgreSQL checkpointer")
+    conn = psycopg.connect(cfg.uri, autocommit=True, prepare_threshold=0, row_factory=rows.dict_row)
+    saver = postgres.PostgresSaver(conn)
+    saver.setup()
+    return saver
+
+
+@contextlib.asynccontextmanager
+async def open_async_checkpointer(cfg: CheckpointConfig) -> AsyncIterator[Any]:
+    """LangGraph's native async saver for ``cfg``; its connection closes on exit."""
+    if cfg.kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+        return
+    if cfg.kind == "sqlite":
+        aio = require("langgraph.checkpoint.sqlite.aio", purpose="the async SQLite checkpointer")
+        if cfg.path != ":memory:":
+            Path(cfg.path).parent.mkdir(parents=True, exist_ok=True)
+        async with aio.AsyncSqliteSaver.from_conn_string(cfg.path) as saver:
+            yield saver
+        return
+    aio_pg = require("langgraph.checkpoint.postgres.aio", purpose="the async PostgreSQL checkpointer")
+    async with aio_pg.AsyncPostgresSaver.from_conn_string(cfg.uri) as saver:
+        await saver.setup()
+        yield saver
