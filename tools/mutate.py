@@ -12,7 +12,8 @@ ranges come from the current source, so they never go stale).
 
 Mutants that cannot change behaviour by construction are marked skipped before the run (as cosmic-ray's
 own filters do): mutants inside type annotations (every listed module has ``from __future__ import
-annotations``, so annotations are never evaluated: ``str | None`` -> ``str + None`` is equivalent), and
+annotations``, so annotations are never evaluated: ``str | None`` -> ``str + None`` is equivalent) or in
+an ``if TYPE_CHECKING:`` block (imports made for annotations only), and
 the operator replacements listed in ``exclude_operators`` (binary operators replaced by ``**``, shifts
 or bitwise operators: a reduced, "selective" operator set; they are almost always killed trivially and
 cost a third of the run).
@@ -50,6 +51,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,10 +97,22 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     return spans
 
 
+def type_checking_lines(source: str) -> list[tuple[int, int]]:
+    """Line ranges of ``if TYPE_CHECKING:`` blocks (imports made for annotations only)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        test = getattr(node, "test", None)
+        name = getattr(test, "id", None) or getattr(test, "attr", None)
+        if isinstance(node, ast.If) and name == "TYPE_CHECKING" and not node.orelse:
+            out.append((node.lineno, node.end_lineno or node.lineno))
+    return out
+
+
 def skip_filtered(session: Path, source: str, functions: tuple[str, ...], exclude: list[str]) -> int:
     """Mark as skipped the mutants in annotations, outside ``functions`` (if given) or made by an
     excluded operator; returns how many."""
     spans = annotation_spans(source)
+    typing_only = type_checking_lines(source)
     ranges = function_lines(source, functions) if functions else []
     patterns = [re.compile(p) for p in exclude]
     con = sqlite3.connect(session)
@@ -111,6 +125,8 @@ def skip_filtered(session: Path, source: str, functions: tuple[str, ...], exclud
         why = None
         if any(a <= (row, col) < b for a, b in spans):
             why = "type annotation (never evaluated)"
+        elif any(a <= row <= b for a, b in typing_only):
+            why = "if TYPE_CHECKING block (imports for annotations only)"
         elif ranges and not any(a <= row <= b for a, b in ranges):
             why = "outside the listed functions"
         elif any(p.search(operator) for p in patterns):
@@ -144,15 +160,21 @@ def function_lines(source: str, names: tuple[str, ...]) -> list[tuple[int, int]]
 
 
 def find_tool(name: str, explicit: str | None) -> str:
+    """``explicit``, else on PATH, else next to this interpreter or in the user scripts folder."""
+    import sysconfig
+
     if explicit:
         path = Path(explicit)
         candidate = path if path.name == name else path.with_name(name)
         if candidate.exists():
             return str(candidate)
     found = shutil.which(name)
-    if not found:
-        raise SystemExit(f"{name} not found: pip install 'cosmic-ray==8.7.0' (or pass --cosmic-ray PATH)")
-    return found
+    if found:
+        return found
+    for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts", f"{os.name}_user"))):
+        if (folder / name).exists():
+            return str(folder / name)
+    raise SystemExit(f"{name} not found: pip install 'cosmic-ray==8.7.0' (or pass --cosmic-ray PATH)")
 
 
 def free_port() -> int:
@@ -277,9 +299,16 @@ def results(session: Path) -> dict:
 
 
 def run_module(
-    module: Module, args, cfg: dict, tool: str, workers: Workers, out: Path, deadline: float
+    module: Module,
+    args,
+    cfg: dict,
+    tool: str,
+    workers: Workers,
+    out: Path,
+    deadline: float,
+    base: tuple[bool, float, str],
 ) -> dict:
-    ok, seconds, tail = baseline(module, workers.copies[0])
+    ok, seconds, tail = base
     if not ok:
         return {"error": f"baseline failed (tests do not pass unmutated):\n{tail}"}
     timeout = max(args.min_timeout, args.timeout_factor * seconds)
@@ -303,6 +332,7 @@ def run_module(
             con.execute("DELETE FROM work_results WHERE lower(test_outcome) = 'survived'")
             con.commit()
             con.close()
+            skip_filtered(session, source, module.functions, list(cfg.get("exclude_operators", [])))
         else:
             session.unlink(missing_ok=True)
             subprocess.run(
@@ -410,11 +440,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="causalcache-mutate-") as tmp:
         workers = Workers(tool, Path(tmp), max(1, args.jobs), out)
         try:
+            # every module's unmutated tests at once, one per copy (timed under the same parallel load)
+            with ThreadPoolExecutor(len(workers.copies)) as pool:
+                jobs = {
+                    m.name: pool.submit(baseline, m, workers.copies[i % len(workers.copies)])
+                    for i, m in enumerate(chosen)
+                }
+                baselines = {name: job.result() for name, job in jobs.items()}
             for m in chosen:
                 if time.monotonic() >= deadline - 5:
                     break
                 print(f"[mutate] {m.name}: {m.path}", flush=True)
-                table[m.name] = r = run_module(m, args, cfg, tool, workers, out, deadline)
+                table[m.name] = r = run_module(m, args, cfg, tool, workers, out, deadline, baselines[m.name])
                 if "error" in r:
                     print(f"[mutate] {m.name}: {r['error']}", flush=True)
                 else:
