@@ -87,3 +87,11 @@ def test_context_is_frozen_with_seed_0_and_options_are_keyword_only() -> None:
 def test_a_long_list_is_judged_by_its_size_not_as_a_repeat() -> None:
     with pytest.raises(AllocationError, match="has 300 events but exact-B requires"):
         make_allocation(list(range(1, 301)), t=400, budget=4, allocator="x")
+
+
+def test_the_largest_budget_is_64() -> None:
+    """The documented limit (config validation and docs name it): 64 is accepted, 65 is not."""
+    assert MAX_BUDGET == 64
+    assert check_budget(64) == 64
+    with pytest.raises(AllocationError):
+        check_budget(65)
