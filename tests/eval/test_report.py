@@ -224,3 +224,25 @@ def test_contrast_sentences_and_bad_input():
         format_table([1, 2])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="thumb_width"):
         write_report(results, "unused", None, plots=[], thumb_width=2)
+
+
+def test_split_tables_show_helped_harmed_fire_rate_and_non_inferiority():
+    from causalcache_memory.lab.eval.report_text import split_tables
+
+    results = copy.deepcopy(make_results())
+    assert split_tables(results) == ""  # no per-arm contrasts: no per-split tables
+    results["meta"]["policy_seeds"] = [0, 1, 2]
+    results["arms"]["causalcache"]["memory_critical"]["fire_rate"] = 0.61
+    mc = {"delta": 0.3, "ci95": [0.1, 0.5], "n": 20, "helped": 7, "harmed": 1}
+    ctrl = {"delta": -0.02, "ci95": [-0.08, 0.03], "n": 20, "helped": 0, "harmed": 2, "ni_margin": 0.05}
+    ctrl["non_inferior"] = False
+    results["contrasts_by_arm"] = {"causalcache": {"memory_critical": mc, "control": ctrl, "all": mc}}
+    results["contrasts"]["control"] = ctrl
+    tables = split_tables(results)
+    mc_row = next(line for line in tables.splitlines() if line.startswith("CausalCache") and "0.61" in line)
+    assert "+0.30 [0.10, 0.50]" in mc_row and " 7 " in mc_row and " 1 " in mc_row
+    assert "mean over 3 policy seed(s)" in tables
+    ctrl_row = [line for line in tables.splitlines() if line.startswith("CausalCache")][-1]
+    assert ctrl_row.rstrip().endswith("no")
+    sentence = next(line for line in contrast_sentences(results) if "control tasks" in line)
+    assert "non-inferiority at margin 0.05 not shown" in sentence and "harmed 2 of 20" in sentence

@@ -33,7 +33,7 @@ import platform as _platform
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from causalcache_memory.lab.eval.showcase import showcase
 from causalcache_memory.lab.eval.summary import SPLITS, budget_curve, summarize
 from causalcache_memory.lab.eval.world_agent import (
     ARMS,
+    EpisodeOutcome,
     WorldOracle,
     build_world_agent,
     memory_for,
@@ -63,36 +64,6 @@ __all__ = [
     "run_world_episode",
     "summarize",
 ]
-
-
-@dataclass
-class EpisodeOutcome:
-    """One episode of one arm under one policy seed."""
-
-    task_id: str
-    split: str
-    arm: str
-    budget: int
-    success: bool
-    steps: int
-    wall_s: float
-    log: list[dict[str, Any]] = field(default_factory=list)
-    thread_id: str = ""
-    seed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "split": self.split,
-            "arm": self.arm,
-            "budget": self.budget,
-            "seed": self.seed,
-            "success": self.success,
-            "steps": self.steps,
-            "wall_s": round(self.wall_s, 4),
-            "k": [r.get("k", 0) for r in self.log],
-            "second_pass": [bool(r.get("second_pass")) for r in self.log],
-        }
 
 
 @dataclass(frozen=True)

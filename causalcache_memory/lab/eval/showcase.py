@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
+    from causalcache_memory.lab.eval.world_agent import EpisodeOutcome
     from causalcache_memory.lab.world.tasks import Task
 
 __all__ = ["showcase"]
@@ -37,36 +37,7 @@ def showcase(
     graph = graphs[(best.arm, best.budget)]
     memory = memories[(best.arm, best.budget)]
     trace = memory.trace(graph, {"configurable": {"thread_id": best.thread_id}})
-    steps = []
-    for record in best.log:
-        t = int(record["t"])
-        selected, recent = set(record.get("selected", [])), set(record.get("recent", []))
-        events = []
-        for event in trace.events[: t - 1]:
-            fidelity = "summary"
-            if event.index in selected:
-                fidelity = "recent" if event.index in recent else "promoted"
-            events.append(
-                {
-                    "index": event.index,
-                    "summary": event.summary,
-                    "screenshot": event.screenshot,
-                    "fidelity": fidelity,
-                }
-            )
-        current = trace.event(t).pre_screenshot if t <= len(trace) else trace.current_screenshot
-        steps.append(
-            {
-                "t": t,
-                "summary_lines": [e.summary for e in trace.events[: t - 1]],
-                "events": events,
-                "current_screenshot": current,
-                "action": _action_text(record.get("action")),
-                "second_pass": bool(record.get("second_pass")),
-                "k": int(record.get("k", 0)),
-                "proposal": _action_text(record.get("proposal")) if record.get("second_pass") else None,
-            }
-        )
+    steps = [_step(record, trace) for record in best.log]
     task = tasks[best.task_id]
     return {
         "arm": best.arm,
@@ -76,6 +47,36 @@ def showcase(
         "success": best.success,
         "budget": best.budget,
         "steps": steps,
+    }
+
+
+def _step(record: dict[str, Any], trace: Any) -> dict[str, Any]:
+    """One decision of the showcased episode: its event cards (fidelity per event) and what it did."""
+    t = int(record["t"])
+    selected, recent = set(record.get("selected", [])), set(record.get("recent", []))
+    events = []
+    for event in trace.events[: t - 1]:
+        fidelity = "summary"
+        if event.index in selected:
+            fidelity = "recent" if event.index in recent else "promoted"
+        events.append(
+            {
+                "index": event.index,
+                "summary": event.summary,
+                "screenshot": event.screenshot,
+                "fidelity": fidelity,
+            }
+        )
+    current = trace.event(t).pre_screenshot if t <= len(trace) else trace.current_screenshot
+    return {
+        "t": t,
+        "summary_lines": [e.summary for e in trace.events[: t - 1]],
+        "events": events,
+        "current_screenshot": current,
+        "action": _action_text(record.get("action")),
+        "second_pass": bool(record.get("second_pass")),
+        "k": int(record.get("k", 0)),
+        "proposal": _action_text(record.get("proposal")) if record.get("second_pass") else None,
     }
 
 

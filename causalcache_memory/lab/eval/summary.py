@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from causalcache_memory.lab.eval.stats import cluster_bootstrap, paired_difference, split_interaction
 
 if TYPE_CHECKING:
-    from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
+    from causalcache_memory.lab.eval.world_agent import EpisodeOutcome
 
 __all__ = ["SPLITS", "budget_curve", "split_rows", "summarize", "summarize_arm", "task_scores"]
 

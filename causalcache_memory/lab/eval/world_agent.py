@@ -9,7 +9,7 @@ arm and no policy sees it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
@@ -20,11 +20,18 @@ from causalcache_memory.config.loader import parse_config
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
-    from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
     from causalcache_memory.lab.world.tasks import Task
     from causalcache_memory.policy import Policy
 
-__all__ = ["ARMS", "WorldContext", "WorldOracle", "build_world_agent", "memory_for", "run_world_episode"]
+__all__ = [
+    "ARMS",
+    "EpisodeOutcome",
+    "WorldContext",
+    "WorldOracle",
+    "build_world_agent",
+    "memory_for",
+    "run_world_episode",
+]
 
 #: arm name -> allocator name (``summary_only`` runs Recent at B = 0; ``oracle`` is built here)
 ARMS: dict[str, str] = {
@@ -37,6 +44,36 @@ ARMS: dict[str, str] = {
     "oracle": "recent",
     "causalcache": "causalcache",
 }
+
+
+@dataclass
+class EpisodeOutcome:
+    """One episode of one arm under one policy seed."""
+
+    task_id: str
+    split: str
+    arm: str
+    budget: int
+    success: bool
+    steps: int
+    wall_s: float
+    log: list[dict[str, Any]] = field(default_factory=list)
+    thread_id: str = ""
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "split": self.split,
+            "arm": self.arm,
+            "budget": self.budget,
+            "seed": self.seed,
+            "success": self.success,
+            "steps": self.steps,
+            "wall_s": round(self.wall_s, 4),
+            "k": [r.get("k", 0) for r in self.log],
+            "second_pass": [bool(r.get("second_pass")) for r in self.log],
+        }
 
 
 class WorldAgentState(TypedDict, total=False):
@@ -186,8 +223,6 @@ def run_world_episode(
             log.append(chunk)
     success = bool(task.check(world.state()))
     wall = time.perf_counter() - start
-    from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
-
     return EpisodeOutcome(
         task.task_id, task.split, arm, memory.budget, success, world.steps, wall, log, thread_id, seed
     )

@@ -4,7 +4,7 @@ Pieces (one module each):
 
 * :mod:`.font` / :mod:`.ocr` -- our 5x7 bitmap font drawn on a 12x16 px cell grid, and exact OCR of any
   world screenshot (a few ms, cached per screenshot hash);
-* :mod:`.render` / :mod:`.apps` -- Shop, Messages, Notes, Calendar, Settings, Browser, Files and a
+* :mod:`.render` / :mod:`.apps` / :mod:`.content` -- Shop, Messages, Notes, Calendar, Settings, Browser, Files and a
   launcher, phone (540x1170) and desktop (1280x800, with an app dock), content drawn from a seed;
 * :mod:`.env` -- :class:`GuiWorld`: ``reset() -> png``, ``step(action) -> (png, StepInfo)``;
 * :mod:`.language` -- the goal language (intent sentences) and :func:`plan_goal`, the world knowledge
