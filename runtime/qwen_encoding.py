@@ -193,10 +193,10 @@ def image_only_processor_class(family: str) -> type:
 def encode_prompt(prompt: BoundPrompt, processor: Any, tokens: QwenTokens) -> EncodedPrompt:
     """Encode ``prompt`` with the processor's chat template (generation prompt appended).
 
-    The message layout is validated first (:func:`~causalcache_memory.runtime.hgkv.gate.check_prompt_layout`),
+    The message layout is validated first (:func:`~causalcache_memory.runtime.hgkv.layout.check_prompt_layout`),
     so pixels are never paired with the wrong image role.
     """
-    from causalcache_memory.runtime.hgkv.gate import check_prompt_layout
+    from causalcache_memory.runtime.hgkv.layout import check_prompt_layout
 
     check_prompt_layout(prompt)
     messages = qwen_messages(prompt)
