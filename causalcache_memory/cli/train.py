@@ -6,10 +6,10 @@ import argparse
 import json
 
 
-def _extractor(recipe, archive):  # type: ignore[no-untyped-def]
+def _extractor(recipe, archive, images: bool = True):  # type: ignore[no-untyped-def]
     from causalcache_memory.selector.features import FeatureExtractor
 
-    if not recipe.train.image_features or not hasattr(archive, "open_image"):
+    if not images or not recipe.train.image_features or not hasattr(archive, "open_image"):
         return FeatureExtractor()
     from causalcache_memory.archive.thumbs import ThumbnailCache
 
@@ -34,7 +34,7 @@ def _train_selector(args: argparse.Namespace) -> int:
             (recipe.train.no_recency_output_dir, recipe.train_config(**overrides, drop_features=drop))
         )
     trajectories = {t.trajectory_id: t for t in res.trajectories}
-    extractor = _extractor(recipe, res.archive)
+    extractor = _extractor(recipe, res.archive, images=not args.no_image_features)
     examples = build_examples(
         records,
         trajectories,
@@ -75,6 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sel.add_argument("--output-dir", help="model directory (default: recipe train.output_dir)")
     sel.add_argument("--epochs", type=int, default=None, help="override train.epochs")
     sel.add_argument("--skip-ablation", action="store_true", help="do not train the no-recency ablation")
+    sel.add_argument(
+        "--no-image-features",
+        action="store_true",
+        help="train without thumbnail statistics (the deployed selector then reads no pixels)",
+    )
     sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
     sel.set_defaults(handler=_train_selector)
     from causalcache_memory.cli.train_hgkv import register_hgkv

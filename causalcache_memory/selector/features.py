@@ -285,14 +285,17 @@ class FeatureExtractor:
 
     @staticmethod
     def _app_features(out, col, st: _Static, n: int, nxt: np.ndarray) -> None:
+        """App features, masked per event by ``app_available`` (0 = an app label is missing)."""
         ids = st.app_ids[:n]
-        if not ids.any():
-            return
+        if not ids.any() or not ids[-1]:
+            return  # no labels, or the latest event has none: nothing to compare against
+        known = ids > 0
         switch = np.zeros(n, dtype=np.float32)
-        switch[:-1] = ids[:-1] != ids[1:]
-        out[:, col["app_in_goal"]] = st.app_in_goal[:n]
-        out[:, col["app_differs_current"]] = ids != ids[-1]
-        out[:, col["app_switch_after"]] = switch * nxt
+        switch[:-1] = (ids[:-1] != ids[1:]) & known[1:]
+        out[:, col["app_available"]] = known
+        out[:, col["app_in_goal"]] = st.app_in_goal[:n] * known
+        out[:, col["app_differs_current"]] = (ids != ids[-1]) & known
+        out[:, col["app_switch_after"]] = switch * nxt * known
 
     def _image_features(self, out, col, st: _Static, n: int, current: str | None) -> None:
         cur = _thumb(self.thumbnails, current)

@@ -79,6 +79,11 @@ FEATURE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("app_in_goal", "1 if the event's app name occurs in the goal"),
     ("app_differs_current", "1 if the event's app differs from the app of the latest event e_{t-1}"),
     ("app_switch_after", "1 if e_{j+1} (j + 1 < t) runs in a different app than e_j"),
+    (
+        "app_available",
+        "1 if e_j and e_{t-1} both carry an app label; the three app features above are 0 when it is 0 "
+        "(real data often lacks app labels: masked, never invented; app_switch_after also needs e_{j+1}'s)",
+    ),
     ("image_available", "1 if thumbnails of v_j and x_t could be read"),
     ("image_dist_current", "mean |thumb(v_j) - thumb(x_t)| over 4x4 RGB thumbnails (0..1)"),
     ("image_dist_prev", "mean |thumb(v_j) - thumb(x_j)|: how much action a_j changed the screen"),

@@ -31,25 +31,29 @@ def test_baseline_and_causalcache_examples(tmp_path, capsys):
 
     baseline = _load("langgraph_agent_baseline").main()
     memory_run = _load("langgraph_agent_causalcache").main(str(tmp_path / "cc"))
-    # the baseline trims the code screen away; the memory (bundled learned selector) restores it
-    assert baseline["screen"] == "failure" and memory_run["screen"] == "success"
+    # The bundled scorer was trained on the synthetic world; this toy desktop (dark screens, no app
+    # labels) is outside its training distribution, so its OOD guard keeps Recent-4 (reason "ood")
+    # instead of guessing: no second model call and the baseline's outcome (issue 14: never worse than
+    # Recent-B; a scorer trained on this agent's own screens is what restores the code screen).
+    assert baseline["screen"] == "failure" and memory_run["screen"] == "failure"
     log = memory_run["memory"].episode_log(memory_run["graph"], memory_run["config"])
     assert all(r["allocator"] == "causalcache" for r in log)
+    assert not any(r["second_pass"] for r in log)
+    assert all(r["fallback"] == "ood" for r in log if r["t"] > 5)  # every step with a distant event
     typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
-    assert typing_step["second_pass"] and 1 in typing_step["selected"]  # v_1 = the codes screen
     assert typing_step["proposal"]["text"] == "0000"  # pass 1 on Recent-4 could not read the code
     assert find_image_data(baseline["graph"].get_state(baseline["config"]).values)  # pixels in messages
     assert find_image_data(memory_run["graph"].get_state(memory_run["config"]).values) == []
     assert (tmp_path / "cc" / "checkpoints.sqlite").exists()
-    assert "second_pass=True" in capsys.readouterr().out
+    assert "second_pass=True" not in capsys.readouterr().out
 
 
 def test_create_agent_example(tmp_path):
     run = _load("create_agent_causalcache").main(str(tmp_path / "agent"))
-    assert run["screen"] == "success"
     log = run["memory"].episode_log(run["graph"], run["config"])
     typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
-    assert typing_step["second_pass"] and 1 in typing_step["selected"]
+    # out of the bundled scorer's distribution (see above): Recent-4 kept, reason "ood", one model call
+    assert typing_step["fallback"] == "ood" and not typing_step["second_pass"]
 
 
 def test_example_yaml_validates_and_builds_memory(tmp_path):

@@ -33,12 +33,15 @@ def _episode(archive, selector, e: int, steps: int = 8) -> list[tuple[tuple[int,
     return out
 
 
+def _firing_selector() -> LearnedSelectorAllocator:
+    """The bundled scorer negated under the paper's rule, guard off: it swaps on these benchmark traces
+    (which the deployed selector rightly leaves alone as out of distribution), so sharing is exercised."""
+    return LearnedSelectorAllocator(threads=1, min_gain=0, ood_guard=False, inverted=True)
+
+
 def test_shared_selector_and_archive_across_threads_change_no_decision(tmp_path):
-    alone = [
-        _episode(LocalArchive(tmp_path / f"alone-{e}"), LearnedSelectorAllocator(threads=1), e)
-        for e in range(6)
-    ]
-    archive, selector = LocalArchive(tmp_path / "shared"), LearnedSelectorAllocator(threads=1)
+    alone = [_episode(LocalArchive(tmp_path / f"alone-{e}"), _firing_selector(), e) for e in range(6)]
+    archive, selector = LocalArchive(tmp_path / "shared"), _firing_selector()
     with concurrent.futures.ThreadPoolExecutor(6) as ex:
         shared = list(ex.map(lambda e: _episode(archive, selector, e), range(6)))
     assert shared == alone

@@ -200,3 +200,25 @@ def test_labels_cover_every_recent_slot_by_default():
         MarkerPolicy(useful), DictArchive(), trajs[0], 10, 3, LabelConfig(path_length=0, all_slots=False)
     )
     assert [g["out"] for g in old["groups"]] == [7]
+
+
+def test_split_by_metadata_uses_the_data_own_splits(trained):
+    import dataclasses
+
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.lab.selector.train import TrainConfig, train_selector
+
+    _, _, examples = trained
+    ids = sorted({ex.trajectory_id for ex in examples})
+    dev_ids = set(ids[:6])  # e.g. the world's dev templates
+    tagged = [
+        dataclasses.replace(ex, data_split="dev" if ex.trajectory_id in dev_ids else "train")
+        for ex in examples
+    ]
+    result = train_selector(tagged, TrainConfig(epochs=1, split_by="metadata"), export_onnx=False)
+    assert set(result.metadata["splits"]["dev"]) == dev_ids and result.metadata["states"]["test"] == 0
+    assert result.metadata["calibration"]["split"] == "dev"
+    with pytest.raises(ConfigError, match="data_split"):
+        train_selector(examples, TrainConfig(epochs=1, split_by="metadata"), export_onnx=False)
+    with pytest.raises(ConfigError, match="split_by"):
+        TrainConfig(split_by="template")

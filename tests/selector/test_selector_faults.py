@@ -55,37 +55,38 @@ class _StallingArchive(DictArchive):
 
 
 def test_a_stalled_thumbnail_read_does_not_block_the_next_record(trained):
-    """Finding 7: after a timed-out step the next observe/record must not wait on the selector's lock."""
-    from causalcache_memory.controller import MemoryController
+    """Finding 7: while a (timed-out) decision is stalled reading a thumbnail, the hook that the next
+    ``observe``/``record`` calls (``prepare``) must not wait on the selector's lock."""
+    from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
     _, out, _ = trained
     archive = _StallingArchive()
     selector = LearnedSelectorAllocator(out)
-    ctl = MemoryController(
-        policy=_Fixed(), archive=archive, allocator=selector, budget=2, selector_timeout_s=0.2
-    )
     traj = make_trajectories(1, length=10, seed=3)[0][0]
     trace = traj.trace_at(10)
     archive.stall = {trace.events[0].screenshot}  # the first event's thumbnail read hangs
+    ctx = AllocationContext(trace, 2, archive, witness=traj.steps[9].action)
+    stalled = threading.Thread(target=selector.allocate, args=(ctx,), daemon=True)
     try:
-        with pytest.warns(CausalCacheWarning, match="exceeded"):
-            decision = ctl.decide(trace)
-        assert decision.fallback is not None and archive.entered.is_set()
+        stalled.start()
+        assert archive.entered.wait(10)  # the decision is now inside feature extraction, stalled
         done = threading.Event()
 
-        def record() -> None:
-            ctl.record(trace, decision, b"next screen")
+        def next_screenshot() -> None:  # what the controller runs when the next screen is archived
+            selector.prepare(archive, archive.put(b"next screen"))
             done.set()
 
-        worker = threading.Thread(target=record, daemon=True)
+        worker = threading.Thread(target=next_screenshot, daemon=True)
         worker.start()
         worker.join(10)
-        assert done.is_set(), "record() blocked behind the stalled selector step"
+        assert done.is_set(), "prepare() blocked behind the stalled selector step"
+        assert stalled.is_alive()  # the stalled decision is still stalled: nothing was skipped
     finally:
         archive.release.set()
-        ctl.close()
+        stalled.join(10)
         selector.close()
+    assert not stalled.is_alive()
 
 
 def _patched_scores(selector, transform) -> None:

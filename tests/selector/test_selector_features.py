@@ -129,3 +129,27 @@ def test_thousand_event_trace_is_featurized():
     traj = make_trajectories(1, length=1001, seed=5)[0][0]
     f = FeatureExtractor(FakeThumbs())(traj.trace_at(1001), 4, traj.steps[1000].action)
     assert f.shape == (1000, len(FEATURE_SCHEMA)) and f.dtype == np.float32 and np.isfinite(f).all()
+
+
+def test_app_features_are_masked_where_app_labels_are_missing():
+    traj = make_trajectories(1, length=12)[0][0]
+    ext = FeatureExtractor()
+    full = ext(traj.trace_at(12), 2, None)
+    cols = [feature_index(n) for n in ("app_in_goal", "app_differs_current", "app_switch_after")]
+    avail = feature_index("app_available")
+    assert full[:, avail].all() and full[:, cols].any()
+    # events 3 and 7 lose their app label (as in datasets without app metadata): masked, not guessed
+    steps = list(traj.steps)
+    for k in (2, 6):
+        steps[k] = dataclasses.replace(steps[k], app=None)
+    part = ext(dataclasses.replace(traj, steps=tuple(steps)).trace_at(12), 2, None)
+    assert list(np.flatnonzero(part[:, avail] == 0) + 1) == [3, 7]
+    assert not part[[2, 6]][:, cols].any()
+    assert part[1, feature_index("app_switch_after")] == 0  # its successor (event 3) has no label
+    np.testing.assert_array_equal(
+        np.delete(part, [1, 2, 5, 6], axis=0), np.delete(full, [1, 2, 5, 6], axis=0)
+    )
+    # no labels at all: every app feature and the indicator are 0
+    bare = [dataclasses.replace(s, app=None) for s in traj.steps]
+    none = ext(dataclasses.replace(traj, steps=tuple(bare)).trace_at(12), 2, None)
+    assert not none[:, [*cols, avail]].any()

@@ -38,7 +38,8 @@ class StateExample:
     ``from_recent[k]`` is True when group ``k`` swaps out of Recent-B itself: those groups are the first
     step of the beam (every swap the deployed search can take first, when labels cover every slot), which
     is what calibration reads. ``task_split`` is the trajectory's ``metadata["split"]`` (e.g.
-    ``memory_critical``/``control``), empty when the data has none.
+    ``memory_critical``/``control``), empty when the data has none; ``data_split`` its
+    ``metadata["data_split"]`` (``train``/``dev``/``test`` assigned by the data, e.g. by template).
     """
 
     trajectory_id: str
@@ -54,6 +55,7 @@ class StateExample:
     pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (P, 2): y[a] > y[b]
     from_recent: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (K,)
     task_split: str = ""
+    data_split: str = ""
 
 
 def build_examples(
@@ -91,6 +93,7 @@ def build_examples(
                 *flat,
                 from_recent=np.array([sorted(g["base"]) == recent for g in rec["groups"]], dtype=bool),
                 task_split=str(traj.metadata.get("split", "")),
+                data_split=str(traj.metadata.get("data_split", "")),
             )
         )
     return out

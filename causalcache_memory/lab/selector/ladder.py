@@ -187,6 +187,8 @@ def run_ladder(
 ) -> dict[str, Any]:
     """Evaluate every configured rule; returns the JSON-ready result (see module doc)."""
     cfg = config or LadderConfig()
+    if learned is not None and not learned.image_features:
+        thumbnails = None  # a model trained without thumbnail statistics sees them as 0, as deployed
     lad = _Ladder(policy, archive, cfg, FeatureExtractor(thumbnails))
     rules = _setup_rules(lad, [r for r in cfg.rules if r in RULES], learned, no_recency)
     label_cfg = LabelConfig(
@@ -349,7 +351,7 @@ def format_table(report: Mapping[str, Any]) -> str:
     """Plain-text ladder: margin [ci95], mean k and fire rate per rule and budget, then one line per split
     with states helped/harmed and the OOD fallback rate."""
     budgets = report["config"]["budgets"]
-    lines = ["rule          " + "".join(f"{'B=' + str(b):>44}" for b in budgets)]
+    lines = ["rule          " + "".join(f"{'B=' + str(b):>50}" for b in budgets)]
     for rule, per_b in report["results"].items():
         splits = sorted({s for b in budgets for s in per_b.get(str(b), {}).get("splits", {})})
         for split in ["", *splits]:
@@ -359,7 +361,7 @@ def format_table(report: Mapping[str, Any]) -> str:
                 r = r if not split or r is None else r.get("splits", {}).get(split)
                 cells.append(_format_cell(r, detail=bool(split)))
             label = f"{rule:<14}" if not split else f"  {split[:12]:<12}"
-            lines.append(label + "".join(f"{c:>44}" for c in cells))
+            lines.append(label + "".join(f" {c:>49}" for c in cells))
     for rule, why in report.get("skipped", {}).items():
         lines.append(f"(skipped {rule}: {why})")
     return "\n".join(lines)

@@ -182,20 +182,42 @@ def world_setup(
     tasks: int = 200,
     seed: int = 0,
     archive: str = "runs/selector/archive",
-    platform: str = "mixed",
+    platform: str = "desktop",
     memory_fraction: float = 0.5,
     policy_seed: int = 0,
+    templates: str = "train",
+    dev_tasks: int = 0,
 ) -> dict[str, Any]:
     """Recipe ``setup`` for the synthetic world: expert demonstrations and the simulated policy.
 
-    Generates ``tasks`` tasks from ``seed``, runs the expert (screenshots stored in a local archive at
-    ``archive``) and labels with :class:`~causalcache_memory.lab.world.SimulatedPolicy`.
+    Generates ``tasks`` tasks from ``seed`` on the world's ``templates`` (``train`` by default: disjoint
+    from the ``dev`` and ``eval`` templates), runs the expert (screenshots stored in a local archive at
+    ``archive``) and labels with :class:`~causalcache_memory.lab.world.SimulatedPolicy`. With
+    ``dev_tasks > 0`` it adds that many tasks of the ``dev`` templates (seed ``seed + 1``); every
+    trajectory's ``metadata["data_split"]`` then says ``train`` or ``dev``, for ``train.split_by: metadata``
+    (knobs such as the swap threshold are chosen on templates the scorer never trained on).
     """
+    import dataclasses
+
     from causalcache_memory.archive import open_archive
     from causalcache_memory.lab.world import SimulatedPolicy, generate_demonstrations, generate_tasks
 
     store = open_archive(archive)
-    demos = generate_demonstrations(
-        generate_tasks(tasks, seed, platform=platform, memory_fraction=memory_fraction), store
-    )
+    parts = [
+        (
+            "train",
+            generate_tasks(
+                tasks, seed, platform=platform, memory_fraction=memory_fraction, templates=templates
+            ),
+        )
+    ]
+    if dev_tasks:
+        dev = generate_tasks(
+            dev_tasks, seed + 1, platform=platform, memory_fraction=memory_fraction, templates="dev"
+        )
+        parts.append(("dev", dev))
+    demos = []
+    for name, group in parts:
+        for traj in generate_demonstrations(group, store):
+            demos.append(dataclasses.replace(traj, metadata={**traj.metadata, "data_split": name}))
     return {"trajectories": demos, "archive": store, "policy": SimulatedPolicy(seed=policy_seed)}

@@ -70,6 +70,9 @@ class TrainConfig(BaseModel):
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    #: ``hash``: trajectory-disjoint splits by ``splits`` fractions; ``metadata``: the data's own
+    #: ``metadata["data_split"]`` (e.g. template-disjoint train/dev from the world recipe)
+    split_by: str = "hash"
     witness: str = "gold"
     drop_features: tuple[str, ...] = ()
     patience: int = Field(10, ge=1)
@@ -87,6 +90,8 @@ class TrainConfig(BaseModel):
         errors = []
         if abs(sum(self.splits) - 1.0) > 1e-6 or min(self.splits) < 0:
             errors.append(f"train.splits={self.splits} must be three non-negative fractions summing to 1")
+        if self.split_by not in ("hash", "metadata"):
+            errors.append(f"train.split_by={self.split_by!r} must be 'hash' or 'metadata'")
         if self.witness not in ("gold", "none"):
             errors.append(f"train.witness={self.witness!r} must be 'gold' or 'none'")
         for name in self.drop_features:
@@ -223,7 +228,15 @@ def train_selector(
 def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list[StateExample]]:
     parts: dict[str, list[StateExample]] = {"train": [], "dev": [], "test": []}
     for ex in examples:
-        parts[split_of(ex.trajectory_id, cfg.seed, cfg.splits)].append(ex)
+        if cfg.split_by == "hash":
+            parts[split_of(ex.trajectory_id, cfg.seed, cfg.splits)].append(ex)
+        elif ex.data_split in parts:
+            parts[ex.data_split].append(ex)
+        else:
+            raise ConfigError(
+                f"train.split_by=metadata but trajectory {ex.trajectory_id!r} has data_split="
+                f"{ex.data_split!r}; set metadata['data_split'] to train/dev/test or use split_by: hash"
+            )
     if not parts["train"]:
         raise ConfigError(
             f"no training states after the trajectory split {cfg.splits}; label more trajectories"
