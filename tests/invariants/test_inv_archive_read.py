@@ -79,3 +79,23 @@ def test_a_changed_byte_is_refused_with_both_hashes(archive, make_png, kind) -> 
     if kind == "blobs":
         with pytest.raises(BlobCorruptError):
             archive.open_image(sha)
+
+
+def test_a_symlink_in_place_of_a_stored_file_is_never_followed(tmp_path, make_png) -> None:
+    """Even a link to the right bytes is refused: the archive only reads files it wrote itself."""
+    from causalcache_memory.errors import ArchiveError
+
+    archive = LocalArchive(tmp_path / "a")
+    data = make_png((3, 3, 3))
+    sha = archive.put(data)
+    record = archive.put_record(b'{"r": 1}')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for kind, key, read in (("blobs", sha, archive.get_bytes), ("records", record, archive.get_record)):
+        path = _path(archive, kind, key)
+        target = elsewhere / key
+        target.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(target)
+        with pytest.raises(ArchiveError, match=f"could not read {kind[:-1]} {key}"):
+            read(key)
