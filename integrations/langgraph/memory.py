@@ -26,36 +26,38 @@ from graph state, which holds only text and content hashes.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._optional import require
 from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
-from causalcache_memory.allocation.registry import available_allocators, build_allocator
+from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.errors import (
-    CausalCacheError,
     CausalCacheWarning,
     ConfigError,
-    PolicyError,
 )
 from causalcache_memory.factory import build_archive, build_controller, build_policy
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
+from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
+from causalcache_memory.integrations.langgraph.validation import (
+    COORD_MODES,
+    NoPolicy,
+    UnavailableAllocator,
+    check_allocator,
+    check_object,
+)
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
 
 if TYPE_CHECKING:
-    from causalcache_memory.actions.model import Action
-    from causalcache_memory.allocation.base import Allocation
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
@@ -65,62 +67,7 @@ __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 STEP_EVENT = "causalcache.step"
 
 
-def _has_record(archive: Any, sha: str) -> bool:
-    has = getattr(archive, "has_record", None)
-    return bool(has(sha)) if callable(has) else False
-
-
-class _UnavailablePolicy:
-    """Stands in for an allocator that could not be built: every step falls back to Recent-B."""
-
-    uses_witness = True
-
-    def __init__(self, name: str, error: Exception) -> None:
-        self.name = name
-        self.error = error
-
-    def allocate(self, ctx: AllocationContext) -> Allocation:
-        raise PolicyError(f"could not be built: {type(self.error).__name__}: {self.error}") from self.error
-
-
-_COORD_MODES: tuple[str, ...] = get_args(CoordMode)
-
-
-def _check_allocator(value: Any) -> Allocator:
-    """An allocator object, or a registered name built now; anything else is refused at once."""
-    if isinstance(value, str):
-        try:
-            return build_allocator(value)
-        except CausalCacheError as exc:
-            raise ConfigError(
-                f"CausalCacheMemory(allocation={value!r}): {exc}. Registered names: "
-                f"{', '.join(available_allocators())}"
-            ) from exc
-    missing = [a for a in ("name", "uses_witness", "allocate") if not hasattr(value, a)]
-    if missing:
-        raise ConfigError(
-            f"CausalCacheMemory(allocation={value!r}): not an Allocator (missing {', '.join(missing)}); "
-            f"pass an allocator object or a registered name ({', '.join(available_allocators())})"
-        )
-    return value  # type: ignore[no-any-return]
-
-
-def _check_object(name: str, value: Any, methods: tuple[str, ...], hint: str) -> None:
-    missing = [m for m in methods if not callable(getattr(value, m, None))]
-    if value is not None and missing:
-        raise ConfigError(f"CausalCacheMemory({name}={value!r}): has no {', '.join(missing)}(); {hint}")
-
-
-class _NoPolicy:
-    name = "none"
-
-    def generate(self, prompt: Any) -> Any:  # pragma: no cover - observe/record never generate
-        raise PolicyError("this controller only records steps")
-
-    score = generate
-
-
-class CausalCacheMemory:
+class CausalCacheMemory(ThreadReading):
     """Budgeted fidelity-restoration memory for LangGraph agents.
 
     Args:
@@ -171,19 +118,19 @@ class CausalCacheMemory:
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"CausalCacheMemory({key}={value!r}): must be a non-empty state key")
         coords = coords if coords is not None else getattr(config.policy, "coords", "auto")
-        if coords not in _COORD_MODES:
+        if coords not in COORD_MODES:
             raise ConfigError(
-                f"CausalCacheMemory(coords={coords!r}): use one of {', '.join(_COORD_MODES)} (auto reads "
+                f"CausalCacheMemory(coords={coords!r}): use one of {', '.join(COORD_MODES)} (auto reads "
                 "[0, 1] floats as relative, values on the screen as pixels, else the 0-1000 grid)"
             )
         if parse is not None and not callable(parse):
             raise ConfigError(f"CausalCacheMemory(parse={parse!r}): must be a function reply -> Action")
-        _check_object("policy", policy, ("generate",), "pass a Policy (or use decide_node(model_node))")
-        _check_object("archive", archive, ("put", "get_bytes"), "pass a ScreenshotArchive (open_archive)")
+        check_object("policy", policy, ("generate",), "pass a Policy (or use decide_node(model_node))")
+        check_object("archive", archive, ("put", "get_bytes"), "pass a ScreenshotArchive (open_archive)")
         self.config = config
         self._policy = policy
         self._archive = archive
-        self._allocation = _check_allocator(allocation) if allocation is not None else None
+        self._allocation = check_allocator(allocation) if allocation is not None else None
         self.goal_key = goal_key
         self.messages_key = messages_key
         self.action_key = action_key
@@ -225,7 +172,7 @@ class CausalCacheMemory:
         allocator = self.allocation
         self._warm = True
         hook = getattr(allocator, "warmup", None)
-        if isinstance(allocator, _UnavailablePolicy) or not (callable(hook) or allocator.uses_witness):
+        if isinstance(allocator, UnavailableAllocator) or not (callable(hook) or allocator.uses_witness):
             return self  # fixed-rule allocators (recent, random, rgb, summary-only) have nothing to load
         from causalcache_memory.actions.model import Action
 
@@ -307,7 +254,7 @@ class CausalCacheMemory:
                     CausalCacheWarning,
                     stacklevel=3,
                 )
-                self._allocation = _UnavailablePolicy(name, exc)
+                self._allocation = UnavailableAllocator(name, exc)
         return self._allocation
 
     def controller(self, runtime: Any = None, policy: Policy | None = None) -> MemoryController:
@@ -318,7 +265,7 @@ class CausalCacheMemory:
         """
         controller = build_controller(
             self.config,
-            policy=policy if policy is not None else _NoPolicy(),  # type: ignore[arg-type]
+            policy=policy if policy is not None else NoPolicy(),  # type: ignore[arg-type]
             archive=self.resolve_archive(runtime),
             allocator=self.allocation,
         )
@@ -344,7 +291,7 @@ class CausalCacheMemory:
         self._warm_threads.add(key)  # a thread started here warms as it goes (prepare() per screenshot)
         if not len(trace) or not getattr(allocator, "uses_witness", False):
             return
-        if isinstance(allocator, _UnavailablePolicy):
+        if isinstance(allocator, UnavailableAllocator):
             return
         ctx = AllocationContext(trace, self.budget, self.resolve_archive(runtime))
         try:
@@ -440,131 +387,3 @@ class CausalCacheMemory:
         sha = self.resolve_archive(runtime).put(screenshot)
         blocks = [{"type": "text", "text": text}] if text else []
         return HumanMessage(content=[*blocks, {"type": "text", "text": screenshot_ref(sha)}])
-
-    # ------------------------------------------------------------------ persistence
-    def checkpointer(self) -> Any:
-        """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default).
-
-        The SQLite and in-memory savers serve both ``invoke``/``stream`` and ``ainvoke``/``astream`` (the
-        SQLite one runs its async methods in a worker thread). For PostgreSQL under asyncio, or for
-        LangGraph's native ``AsyncSqliteSaver``, use :meth:`acheckpointer`.
-        """
-        from causalcache_memory.integrations.langgraph.savers import build_checkpointer
-
-        return build_checkpointer(self.config.checkpointer)
-
-    def acheckpointer(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """``async with memory.acheckpointer() as saver``: LangGraph's native async saver for the config.
-
-        ``AsyncSqliteSaver`` (needs ``aiosqlite``) for ``kind: sqlite``, ``AsyncPostgresSaver`` for
-        ``kind: postgres``, ``InMemorySaver`` for ``kind: memory``; the connection closes on exit.
-        """
-        from causalcache_memory.integrations.langgraph.savers import open_async_checkpointer
-
-        return open_async_checkpointer(self.config.checkpointer)
-
-    @staticmethod
-    def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
-        if isinstance(graph_or_state, Mapping):
-            return dict(graph_or_state)
-        if config is None:
-            raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
-        try:
-            return dict(graph_or_state.get_state(config).values)
-        except (asyncio.InvalidStateError, NotImplementedError) as exc:
-            raise ConfigError(
-                f"this graph's checkpointer cannot be read synchronously here ({type(exc).__name__}); "
-                "use 'await memory.atrace(graph, config)' / 'await memory.aepisode_log(graph, config)'"
-            ) from exc
-
-    @staticmethod
-    async def _avalues(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
-        if isinstance(graph_or_state, Mapping):
-            return dict(graph_or_state)
-        if config is None:
-            raise ConfigError("pass the run config (with configurable.thread_id) to read a graph's state")
-        return dict((await graph_or_state.aget_state(config)).values)
-
-    def episode_log(
-        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
-    ) -> list[dict[str, Any]]:
-        """Per-decision records (S*, k, second_pass, pass latencies) of a thread, oldest first.
-
-        Reads ``cc_head`` from a graph's checkpoint (``graph, config``) or from a state dict, then walks
-        the trace chain in the archive: ``archive=`` if given, else one this memory has written to
-        (including a run-context archive), else the constructor's/config's archive.
-        """
-        return self._log_of(self._values(graph_or_state, config), archive)
-
-    async def aepisode_log(
-        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
-    ) -> list[dict[str, Any]]:
-        """:meth:`episode_log` for graphs with an async checkpointer (``aget_state``)."""
-        state = await self._avalues(graph_or_state, config)
-        return await asyncio.to_thread(self._log_of, state, archive)
-
-    def trace(
-        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
-    ) -> Trace | None:
-        """The episode trace at a thread's checkpoint or a state dict (None before the first observation)."""
-        return self._trace_of(self._values(graph_or_state, config), archive)
-
-    async def atrace(
-        self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
-    ) -> Trace | None:
-        """:meth:`trace` for graphs with an async checkpointer (``aget_state``)."""
-        state = await self._avalues(graph_or_state, config)
-        return await asyncio.to_thread(self._trace_of, state, archive)
-
-    def _log_of(self, state: dict[str, Any], archive: Any) -> list[dict[str, Any]]:
-        head = head_of(state)
-        if head is None:
-            return []
-        return self._reader(head, archive).load_log(head, episode_id=state.get("cc_episode"))
-
-    def _trace_of(self, state: dict[str, Any], archive: Any) -> Trace | None:
-        head = head_of(state)
-        return None if head is None else load_trace(state, self._reader(head, archive))
-
-    def _reader(self, head: str, archive: ScreenshotArchive | None) -> TraceStore:
-        """The store holding ``head``: ``archive`` if given, else an archive this memory wrote to (a
-        run-context archive included), else the constructor's/config's archive."""
-        if archive is not None:
-            return self._store_for(archive)
-        for known, store in reversed(list(self._stores.values())):
-            if store.cached(head) or _has_record(known, head):
-                return store
-        return self.trace_store()
-
-    def action(self, state: Mapping[str, Any] | None = None) -> Action | None:
-        """The decided action awaiting execution, from any node of the user's graph.
-
-        Reads ``state['cc_pending']`` when the state holds that key (nodes whose schema includes the
-        memory's keys); otherwise, inside a running node, the pending decision of the current thread
-        (recorded by the decide node in this process, else read from the thread's latest checkpoint).
-        Returns None when no action is pending or the reply had no parsable action. Outside a running
-        graph, with a state lacking ``cc_pending``, it raises :class:`TraceError` naming the fix.
-        """
-        from causalcache_memory.actions.model import Action
-
-        if isinstance(state, Mapping) and "cc_pending" in state:
-            pending = state.get("cc_pending")
-        else:
-            pending = self._pending_in_run(state)
-        return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
-
-    async def aaction(self, state: Mapping[str, Any] | None = None) -> Action | None:
-        """:meth:`action` for async nodes: reads a checkpoint with the saver's async API when needed."""
-        from causalcache_memory.actions.model import Action
-        from causalcache_memory.integrations.langgraph.pending import apending_in_run
-
-        if isinstance(state, Mapping) and "cc_pending" in state:
-            pending = state.get("cc_pending")
-        else:
-            pending = await apending_in_run(self._pending, self._pending_lock)
-        return Action.from_dict(pending["action"]) if pending and pending.get("action") else None
-
-    def _pending_in_run(self, state: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        from causalcache_memory.integrations.langgraph.pending import pending_in_run
-
-        return pending_in_run(self._pending, self._pending_lock)

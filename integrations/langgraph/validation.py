@@ -1,0 +1,65 @@
+"""Argument checks and stand-ins of :class:`CausalCacheMemory` (validated at construction, never late)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, get_args
+
+from causalcache_memory.actions.coords import CoordMode
+from causalcache_memory.allocation.base import AllocationContext, Allocator
+from causalcache_memory.allocation.registry import available_allocators, build_allocator
+from causalcache_memory.errors import CausalCacheError, ConfigError, PolicyError
+
+if TYPE_CHECKING:
+    from causalcache_memory.allocation.base import Allocation
+
+__all__ = ["COORD_MODES", "NoPolicy", "UnavailableAllocator", "check_allocator", "check_object"]
+
+
+class UnavailableAllocator:
+    """Stands in for an allocator that could not be built: every step falls back to Recent-B."""
+
+    uses_witness = True
+
+    def __init__(self, name: str, error: Exception) -> None:
+        self.name = name
+        self.error = error
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        raise PolicyError(f"could not be built: {type(self.error).__name__}: {self.error}") from self.error
+
+
+COORD_MODES: tuple[str, ...] = get_args(CoordMode)
+
+
+def check_allocator(value: Any) -> Allocator:
+    """An allocator object, or a registered name built now; anything else is refused at once."""
+    if isinstance(value, str):
+        try:
+            return build_allocator(value)
+        except CausalCacheError as exc:
+            raise ConfigError(
+                f"CausalCacheMemory(allocation={value!r}): {exc}. Registered names: "
+                f"{', '.join(available_allocators())}"
+            ) from exc
+    missing = [a for a in ("name", "uses_witness", "allocate") if not hasattr(value, a)]
+    if missing:
+        raise ConfigError(
+            f"CausalCacheMemory(allocation={value!r}): not an Allocator (missing {', '.join(missing)}); "
+            f"pass an allocator object or a registered name ({', '.join(available_allocators())})"
+        )
+    return value  # type: ignore[no-any-return]
+
+
+def check_object(name: str, value: Any, methods: tuple[str, ...], hint: str) -> None:
+    missing = [m for m in methods if not callable(getattr(value, m, None))]
+    if value is not None and missing:
+        raise ConfigError(f"CausalCacheMemory({name}={value!r}): has no {', '.join(missing)}(); {hint}")
+
+
+class NoPolicy:
+    name = "none"
+
+    def generate(self, prompt: Any) -> Any:  # pragma: no cover - observe/record never generate
+        raise PolicyError("this controller only records steps")
+
+    score = generate
