@@ -95,3 +95,12 @@ def test_the_largest_budget_is_64() -> None:
     assert check_budget(64) == 64
     with pytest.raises(AllocationError):
         check_budget(65)
+
+
+def test_allocation_records_are_slotted() -> None:
+    """Allocations and contexts are made at every step: slotted records (no per-instance __dict__)."""
+    from causalcache_memory import Trace
+    from causalcache_memory.allocation import AllocationContext
+
+    assert not hasattr(make_allocation([1], t=2, budget=1, allocator="x"), "__dict__")
+    assert not hasattr(AllocationContext(Trace("g"), 4), "__dict__")
