@@ -65,4 +65,5 @@ def env_for(dest: Path) -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # one core per test run
         env.setdefault(var, "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")  # these runs are CPU runs, many at once: no GPU contexts
     return env
