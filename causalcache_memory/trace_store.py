@@ -47,33 +47,23 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.errors import ArchiveError, TraceConflictError, TraceError
+from causalcache_memory.errors import TraceConflictError, TraceError
 from causalcache_memory.trace import Event, Trace, check_sha256
+from causalcache_memory.trace_chain import (
+    CHAIN_FORMAT_VERSION,
+    Node,
+    decode_node,
+    encode_node,
+    read_node,
+    size_of,
+)
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
 
 __all__ = ["CHAIN_FORMAT_VERSION", "TraceStore"]
-
-CHAIN_FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    """A decoded chain node linked to its decoded parent (``None`` for the root)."""
-
-    head: str
-    parent: _Node | None
-    episode: Mapping[str, str]
-    event: Event | None
-    current: str | None
-    log: tuple[Mapping[str, Any], ...]
-    n_events: int  # events in the chain up to and including this node
-    current_size: tuple[int, int] | None = None
-
 
 #: (archive identity, episode id) -> head last committed in this process; shared by every TraceStore
 _HEADS: dict[tuple[str, str], str] = {}
@@ -92,20 +82,6 @@ def _head_lock(key: tuple[str, str]) -> threading.Lock:
         if lock is None:
             lock = _HEAD_LOCKS[key] = threading.Lock()
         return lock
-
-
-def _size_of(value: Any) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    try:
-        width, height = (int(v) for v in value)
-    except (TypeError, ValueError):
-        raise TraceError(f"current_size={value!r} must be [width, height]") from None
-    return width, height
-
-
-def _encode(node: Mapping[str, Any]) -> bytes:
-    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class TraceStore:
@@ -128,7 +104,7 @@ class TraceStore:
             raise ValueError(f"cache_size={cache_size!r} must be >= 1")
         self.archive = archive
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, _Node] = OrderedDict()
+        self._cache: OrderedDict[str, Node] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ writing
@@ -184,14 +160,14 @@ class TraceStore:
         if parent is None:
             record["episode"] = meta
         if current_size is not None:
-            record["current_size"] = list(_size_of(current_size))  # type: ignore[arg-type]
+            record["current_size"] = list(size_of(current_size))  # type: ignore[arg-type]
         try:
-            sha = self.archive.put_record(_encode(record))
+            sha = self.archive.put_record(encode_node(record))
             self.archive.retain(meta["episode_id"], [sha])
         except (TypeError, ValueError) as exc:
             raise TraceError(f"trace node of episode {meta['episode_id']!r} is not JSON data: {exc}") from exc
-        frozen_log = tuple(json.loads(_encode({"log": record["log"]}))["log"])  # detached from the caller
-        node = _Node(sha, parent, meta, event, current, frozen_log, n_events, _size_of(current_size))
+        frozen_log = tuple(json.loads(encode_node({"log": record["log"]}))["log"])  # detached from the caller
+        node = Node(sha, parent, meta, event, current, frozen_log, n_events, size_of(current_size))
         self._remember(node)
         return sha
 
@@ -278,7 +254,7 @@ class TraceStore:
         """The trace at ``head`` (a fresh, mutable :class:`Trace`)."""
         node = self._node(head, episode_id)
         events: list[Event] = []
-        walk: _Node | None = node
+        walk: Node | None = node
         while walk is not None:
             if walk.event is not None:
                 events.append(walk.event)
@@ -294,7 +270,7 @@ class TraceStore:
     def load_log(self, head: str, *, episode_id: str | None = None) -> list[dict[str, Any]]:
         """Every decision record in the chain up to ``head``, oldest first (fresh dict copies)."""
         chunks: list[tuple[Mapping[str, Any], ...]] = []
-        walk: _Node | None = self._node(head, episode_id)
+        walk: Node | None = self._node(head, episode_id)
         while walk is not None:
             if walk.log:
                 chunks.append(walk.log)
@@ -304,7 +280,7 @@ class TraceStore:
     def heads(self, head: str, *, episode_id: str | None = None) -> list[str]:
         """Hashes of every node from the root to ``head`` (the records an episode's chain retains)."""
         out: list[str] = []
-        walk: _Node | None = self._node(head, episode_id)
+        walk: Node | None = self._node(head, episode_id)
         while walk is not None:
             out.append(walk.head)
             walk = walk.parent
@@ -320,21 +296,21 @@ class TraceStore:
             self._cache.clear()
 
     # ------------------------------------------------------------------ chain walking
-    def _remember(self, node: _Node) -> None:
+    def _remember(self, node: Node) -> None:
         with self._lock:
             self._cache[node.head] = node
             self._cache.move_to_end(node.head)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
 
-    def _cached(self, head: str) -> _Node | None:
+    def _cached(self, head: str) -> Node | None:
         with self._lock:
             node = self._cache.get(head)
             if node is not None:
                 self._cache.move_to_end(head)
             return node
 
-    def _node(self, head: str | None, episode_id: str | None) -> _Node:
+    def _node(self, head: str | None, episode_id: str | None) -> Node:
         """The decoded node ``head``: from the cache, else by walking the archive down to a cached node."""
         check_sha256(head, what="trace chain head")
         hit = self._cached(head)  # type: ignore[arg-type]
@@ -342,72 +318,16 @@ class TraceStore:
             return hit
         pending: list[tuple[str, dict[str, Any]]] = []
         sha: str | None = head
-        base: _Node | None = None
+        base: Node | None = None
         while sha is not None:
             base = self._cached(sha)
             if base is not None:
                 break
-            data = self._read(sha, episode_id)
+            data = read_node(self.archive, sha, episode_id)
             pending.append((sha, data))
             sha = data["parent"]
         for sha, data in reversed(pending):
-            base = self._decode(sha, data, base, episode_id)
+            base = decode_node(sha, data, base, episode_id)
             self._remember(base)
         assert base is not None
         return base
-
-    def _read(self, sha: str, episode_id: str | None) -> dict[str, Any]:
-        where = f"episode {episode_id!r}" if episode_id else "this episode"
-        try:
-            raw = self.archive.get_record(sha)
-        except ArchiveError as exc:
-            raise TraceError(
-                f"trace record {sha} of {where} cannot be read from archive "
-                f"{getattr(self.archive, 'url', self.archive)!r} ({exc}); the episode's trace chain is "
-                "broken: restore the archive or start a new episode"
-            ) from exc
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise TraceError(f"trace record {sha} of {where} is not JSON: {exc}") from exc
-        if not isinstance(data, dict) or data.get("v") != CHAIN_FORMAT_VERSION:
-            raise TraceError(
-                f"trace record {sha} of {where} is not a version-{CHAIN_FORMAT_VERSION} chain node "
-                f"(v={data.get('v') if isinstance(data, dict) else type(data).__name__!r})"
-            )
-        parent = data.get("parent")
-        if parent is not None:
-            check_sha256(parent, what=f"parent of trace record {sha}")
-        return data
-
-    def _decode(self, sha: str, data: dict[str, Any], parent: _Node | None, episode_id: str | None) -> _Node:
-        if parent is None:
-            meta = data.get("episode")
-            if not isinstance(meta, dict) or not all(k in meta for k in ("goal", "episode_id", "platform")):
-                raise TraceError(f"trace record {sha} is a chain root without episode metadata")
-            meta = {k: str(meta[k]) for k in ("goal", "episode_id", "platform")}
-        else:
-            meta = dict(parent.episode)
-        if episode_id is not None and meta["episode_id"] != episode_id:
-            raise TraceError(
-                f"trace record {sha} belongs to episode {meta['episode_id']!r}, not {episode_id!r}"
-            )
-        n_events = parent.n_events if parent is not None else 0
-        event = None
-        if data.get("event") is not None:
-            event = Event.from_dict(data["event"])
-            if event.index != n_events + 1:
-                raise TraceError(
-                    f"trace record {sha} of episode {meta['episode_id']!r} holds event {event.index}, "
-                    f"expected {n_events + 1}"
-                )
-            n_events += 1
-        current = data.get("current")
-        if current is not None:
-            check_sha256(current, what=f"current screenshot in trace record {sha}")
-        log = data.get("log") or []
-        if not isinstance(log, list) or not all(isinstance(r, dict) for r in log):
-            raise TraceError(f"trace record {sha}: 'log' must be a list of objects")
-        return _Node(
-            sha, parent, meta, event, current, tuple(log), n_events, _size_of(data.get("current_size"))
-        )

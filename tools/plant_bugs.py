@@ -55,7 +55,7 @@ PLANTS = (
     Plant(
         "chain-index",
         "a trace chain loaded from the archive has contiguous indices",
-        "causalcache_memory/trace_store.py",
+        "causalcache_memory/trace_chain.py",
         r"if event\.index != n_events \+ 1:(?=\s+raise TraceError\(\s+f\"trace record \{sha\} of episode "
         r"\{meta\['episode_id'\]!r\} holds event)",
         "if False:",

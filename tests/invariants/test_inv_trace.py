@@ -1,7 +1,7 @@
 """Trace invariants: append-only with contiguous indices, in memory and in a chain loaded from an archive.
 
 Every case here fails when the matching planted bug of docs/TESTING.md is applied (``Trace.append``
-accepting a repeated or backward index; the index check in ``TraceStore._decode`` removed; record
+accepting a repeated or backward index; the index check in ``trace_chain.decode_node`` removed; record
 hashes not verified on read).
 """
 
