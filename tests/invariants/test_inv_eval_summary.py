@@ -9,19 +9,26 @@ import pytest
 
 from causalcache_memory.lab.eval.closed_loop import EpisodeOutcome
 from causalcache_memory.lab.eval.stats import cluster_bootstrap
-from causalcache_memory.lab.eval.summary import SPLITS, split_rows, summarize, summarize_arm
+from causalcache_memory.lab.eval.summary import (
+    SPLITS,
+    budget_curve,
+    split_rows,
+    summarize,
+    summarize_arm,
+    task_scores,
+)
 
 # (split, recent, causalcache, random, blind success) per task; chosen so every split, arm and
 # contrast has a different, non-zero value (a swapped sign or split cannot give the same numbers).
 # "blind" sorts before "causalcache" and "random"/"recent" after it, so an ``==`` turned into an ordering
 # comparison picks up another arm's episodes.
 TASKS = {
-    "m1": ("memory_critical", 0, 1, 0, 1),
+    "m1": ("memory_critical", 0, 1, 0, 0),
     "m2": ("memory_critical", 0, 1, 1, 0),
     "m3": ("memory_critical", 1, 1, 0, 0),
     "m4": ("memory_critical", 0, 0, 1, 1),
     "c1": ("control", 1, 1, 1, 0),
-    "c2": ("control", 1, 1, 0, 0),
+    "c2": ("control", 1, 1, 0, 1),
     "c3": ("control", 0, 0, 0, 1),
     "c4": ("control", 1, 0, 0, 0),
 }
@@ -84,6 +91,11 @@ def test_the_fixture_discriminates() -> None:
     assert delta("causalcache", "recent", "memory_critical") != -delta("causalcache", "recent", "control")
     for split in SPLITS:
         assert delta("random", "recent", split) != delta("causalcache", "recent", split)
+
+    def interaction(arm: str) -> float:
+        return delta(arm, "recent", "memory_critical") - delta(arm, "recent", "control")
+
+    assert interaction("blind") != interaction("causalcache")  # mixing arms would move the interaction
 
 
 def test_split_rows_keeps_exactly_the_split() -> None:
@@ -191,3 +203,90 @@ def test_an_empty_split_is_nan_not_zero() -> None:
     assert s["memory_critical"]["n"] == 0 and math.isnan(s["memory_critical"]["success"])
     assert math.isnan(s["memory_critical"]["steps_mean"]) and s["control"]["n"] == 4
     assert summarize_arm([])["k_profile"] == {} and summarize_arm([])["selector_ms_per_step"] is None
+
+
+def seeded(task: str, split: str, arm: str, successes: list[int], budget: int = 4) -> list[EpisodeOutcome]:
+    """One episode per policy seed 0, 1, 2, ... of ``task`` under ``arm``."""
+    return [
+        EpisodeOutcome(task, split, arm, budget, bool(ok), steps=3, wall_s=1.0, seed=seed)
+        for seed, ok in enumerate(successes)
+    ]
+
+
+def test_a_task_score_is_its_mean_over_seeds() -> None:
+    rows = seeded("m1", "memory_critical", "recent", [1, 0, 1]) + seeded(
+        "m2", "memory_critical", "recent", [0, 0, 1]
+    )
+    rows += seeded("c1", "control", "recent", [1, 1, 1])
+    assert task_scores(rows) == pytest.approx({"m1": 2 / 3, "m2": 1 / 3, "c1": 1.0})
+    cell = summarize_arm(rows)["memory_critical"]
+    assert cell["success"] == pytest.approx(0.5) and cell["n"] == 2 and cell["episodes"] == 6
+    assert cell["per_seed"] == pytest.approx({"0": 0.5, "1": 0.0, "2": 1.0})
+    assert summarize_arm(rows)["all"]["per_seed"] == pytest.approx({"0": 2 / 3, "1": 1 / 3, "2": 1.0})
+
+
+def test_helped_harmed_and_non_inferiority_count_tasks_with_ties() -> None:
+    base = {"c1": [1, 1], "c2": [1, 0], "c3": [0, 0], "c4": [1, 1], "c5": [0, 1]}
+    arm = {"c1": [1, 1], "c2": [1, 1], "c3": [0, 1], "c4": [0, 1], "c5": [0, 1]}  # tie, up, up, down, tie
+    rows = [o for t, v in base.items() for o in seeded(t, "control", "recent", v)]
+    rows += [o for t, v in arm.items() for o in seeded(t, "control", "causalcache", v)]
+    result = summarize(rows, ("recent", "causalcache"), ni_margin=0.5)
+    control = result["contrasts"]["control"]
+    assert (control["helped"], control["harmed"], control["n"]) == (2, 1, 5)
+    assert control["delta"] == pytest.approx((0 + 0.5 + 0.5 - 0.5 + 0) / 5)
+    assert control["ni_margin"] == 0.5 and control["non_inferior"] is True  # low > -0.5
+    strict = summarize(rows, ("recent", "causalcache"), ni_margin=1e-9)["contrasts"]["control"]
+    assert strict["non_inferior"] is (strict["ci95"][0] > -1e-9)
+    default = summarize(rows, ("recent", "causalcache"))["contrasts"]["control"]
+    assert default["ni_margin"] == 0.05
+    assert "non_inferior" not in result["contrasts"]["memory_critical"]
+    worse = [o for o in rows if o.arm == "recent"] + [
+        EpisodeOutcome(o.task_id, o.split, "causalcache", 4, False, 3, 1.0, seed=o.seed)
+        for o in rows
+        if o.arm == "recent"
+    ]
+    bad = summarize(worse, ("recent", "causalcache"), ni_margin=0.05)["contrasts"]["control"]
+    assert bad["helped"] == 0 and bad["harmed"] == 4 and bad["non_inferior"] is False
+
+
+def test_every_arm_but_the_baseline_gets_contrasts_whatever_its_name() -> None:
+    rows = outcomes()
+    renamed = [
+        EpisodeOutcome(o.task_id, o.split, "zeta", o.budget, o.success, o.steps, o.wall_s)
+        for o in rows
+        if o.arm == "random"
+    ]
+    result = summarize(rows + renamed, ("recent", "zeta", "causalcache"))
+    assert set(result["contrasts_by_arm"]) == {"zeta", "causalcache"}
+    assert result["contrasts_by_arm"]["zeta"]["all"]["delta"] == pytest.approx(
+        delta("random", "recent", "all")
+    )
+
+
+def test_two_pass_records_without_latencies_count_zero() -> None:
+    row = outcomes()[0]
+    row.log = [
+        {"proposal": {}, "second_pass": False},
+        {"proposal": {}, "second_pass": True, "pass_latency_ms": [2.0, 3.5]},
+    ]
+    s = summarize_arm([row])
+    assert s["added_model_ms_per_step"] == pytest.approx(3.5 / 2) and s["model_ms_per_step"] == pytest.approx(
+        5.5 / 2
+    )
+    assert s["fire_rate"] == 0.5 and s["all"]["fire_rate"] == 0.5
+    assert s["control"]["fire_rate"] is None  # no control episode
+
+
+def test_budget_curve_is_the_mean_task_score_per_arm_split_and_budget() -> None:
+    rows = seeded("m1", "memory_critical", "recent", [1, 0, 0], budget=1)
+    rows += seeded("m1", "memory_critical", "recent", [1, 1, 0], budget=2)
+    rows += seeded("c1", "control", "recent", [1, 1, 1], budget=2)
+    rows += seeded("m1", "memory_critical", "summary_only", [0, 1], budget=0)
+    curve = budget_curve(rows, [1, 2, 3], ["recent", "summary_only"])
+    assert curve["budgets"] == [1, 2, 3]
+    recent = curve["arms"]["recent"]
+    assert recent["memory_critical"] == pytest.approx([1 / 3, 2 / 3, None])
+    assert recent["control"][:1] == [None] and recent["control"][1] == pytest.approx(1.0)
+    assert recent["all"][0] == pytest.approx(1 / 3) and recent["all"][1] == pytest.approx((2 / 3 + 1) / 2)
+    flat = curve["arms"]["summary_only"]  # budget 0 whatever the sweep says
+    assert flat["memory_critical"] == pytest.approx([0.5, 0.5, 0.5]) and flat["control"] == [None] * 3
