@@ -19,13 +19,45 @@ def _png(seed: int) -> bytes:
 
 
 @pytest.fixture
-def policy():
-    # onnxruntime is a core dependency and the bundled model is committed (package data): a missing
-    # one is a regression this test must report, not skip
+def policy(trained):
+    # a scorer trained *with* thumbnail features (the bundled one uses none: see the test below)
+    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+
+    selector = LearnedSelectorAllocator(trained[1], threads=1)
+    assert selector.model.image_features
+    yield selector
+    selector.close()
+
+
+def test_the_bundled_selector_reads_no_pixels(tmp_path):
+    """The bundled scorer was trained without thumbnail features (chosen by the numbers in RESULTS.md):
+    it neither prefetches nor decodes screenshots. onnxruntime is a core dependency and the bundled
+    model is package data: a missing one is a regression this test reports, not a skip."""
+    from causalcache_memory import Action, Trace
+    from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.selector.allocator import LearnedSelectorAllocator
 
     selector = LearnedSelectorAllocator(threads=1)
-    yield selector
+    assert selector.model.image_features is False
+
+    class CountingArchive(LocalArchive):
+        opened = 0
+
+        def open_image(self, sha256):
+            CountingArchive.opened += 1
+            return super().open_image(sha256)
+
+    archive = CountingArchive(tmp_path / "a")
+    trace = Trace("goal", episode_id="ep")
+    trace.observe(archive.put(_png(0)))
+    for i in range(1, 8):
+        sha = archive.put(_png(i))
+        selector.prepare(archive, sha)
+        trace.record(Action("click", x=0.1 * i, y=0.2), "click", sha, app="Mail")
+    allocation = selector.allocate(
+        AllocationContext(trace, 2, archive, witness=Action("click", x=0.5, y=0.5))
+    )
+    assert len(allocation.selected) == 2 and CountingArchive.opened == 0
     selector.close()
 
 

@@ -69,7 +69,9 @@ class TrainSection(BaseModel):
     output_dir: str = "runs/selector/model"
     description: str = ""
     no_recency_output_dir: str | None = None
-    image_features: bool = True
+    #: thumbnail statistics as features (off by default: measured no better, and they cost a PNG decode
+    #: per screenshot at deployment; RESULTS.md)
+    image_features: bool = False
 
 
 class LadderSection(BaseModel):
