@@ -239,7 +239,8 @@ def test_helped_harmed_and_non_inferiority_count_tasks_with_ties() -> None:
     assert strict["non_inferior"] is (strict["ci95"][0] > -1e-9)
     default = summarize(rows, ("recent", "causalcache"))["contrasts"]["control"]
     assert default["ni_margin"] == 0.05
-    assert "non_inferior" not in result["contrasts"]["memory_critical"]
+    assert "non_inferior" not in result["contrasts"]["memory_critical"]  # controls only
+    assert "non_inferior" not in result["contrasts"]["all"] and "ni_margin" not in result["contrasts"]["all"]
     worse = [o for o in rows if o.arm == "recent"] + [
         EpisodeOutcome(o.task_id, o.split, "causalcache", 4, False, 3, 1.0, seed=o.seed)
         for o in rows
