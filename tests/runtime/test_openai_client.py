@@ -52,6 +52,8 @@ def test_no_auth_header_without_key(prompt, monkeypatch):
 def test_vllm_prompt_logprobs_score_matches_sglang(prompt, make_png):
     other = make_prompt(MemoryArchive(), history=[make_png((7, 7, 7))], current=make_png((9, 9, 9)))
     with OpenAILoopback(prompt_logprobs="vllm") as oa, SGLangLoopback() as sg:
+        # an OpenAI-compatible server gets no image roles: compare with a stock (role-unaware) SGLang
+        sg.role_aware = False
         with _policy(oa, target_suffix="<|im_end|>") as openai, SGLangPolicy(sg.url, timeout_s=5) as sglang:
             got = openai.score([prompt, other], [TARGET, "pyautogui.write('x')"])
             want = sglang.score([prompt, other], [TARGET, "pyautogui.write('x')"])
