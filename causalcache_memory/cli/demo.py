@@ -136,7 +136,11 @@ def add_closed_loop_arguments(
         "--selector", default=None, help="trained selector (.onnx or directory); default: bundled"
     )
     parser.add_argument(
-        "--min-gain", type=float, default=0.0, help="selector swap threshold (default 0, the paper's rule)"
+        "--min-gain",
+        type=_min_gain,
+        default="auto",
+        help="selector swap threshold: 'auto' (default: calibrated on dev data, stored with the model) "
+        "or a number (0 = the paper's rule)",
     )
     parser.add_argument(
         "--budget-curve",
@@ -171,3 +175,16 @@ def register_closed_loop(eval_subparsers: argparse._SubParsersAction) -> None:
     add_closed_loop_arguments(
         parser, tasks=120, out="runs/closed_loop", arms=ALL_ARMS, budget_curve=(0, 1, 2, 4, 8)
     )
+
+
+def _min_gain(text: str) -> float | str:
+    """``--min-gain``: ``auto`` or a non-negative number."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'auto' or a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0 (0 = the paper's rule)")
+    return value

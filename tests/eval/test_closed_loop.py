@@ -152,3 +152,19 @@ def test_eval_closed_loop_command_sweeps_budgets(tmp_path) -> None:
                     if e["arm"] == arm and e["budget"] == b and split in ("all", e["split"])
                 ]
                 assert value == pytest.approx(_mean(sel)) if sel else value is None
+
+
+def test_min_gain_defaults_to_the_calibrated_threshold() -> None:
+    import argparse
+
+    from causalcache_memory.cli.demo import _min_gain
+
+    assert ClosedLoopSettings().min_gain == "auto"
+    assert ClosedLoopSettings(min_gain=0.0).min_gain == 0.0  # the paper's rule, still available
+    for bad in ("smart", float("nan"), True):
+        with pytest.raises(ConfigError, match="min_gain"):
+            ClosedLoopSettings(min_gain=bad)
+    assert _min_gain("auto") == "auto" and _min_gain("0.25") == 0.25
+    for bad in ("smart", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _min_gain(bad)

@@ -29,6 +29,7 @@ parallel processes; results do not depend on it.
 
 from __future__ import annotations
 
+import math
 import platform as _platform
 import time
 from collections import Counter
@@ -79,7 +80,8 @@ class ClosedLoopSettings:
         templates: which templates tasks come from (``eval`` for evaluation; see the world's templates).
         extra_steps: step cap = expert plan length + this.
         selector_path: a trained selector (None = the bundled scorer).
-        min_gain: the selector's swap threshold (0 = the paper's rule).
+        min_gain: the selector's swap threshold: ``"auto"`` (default) = the threshold calibrated on dev data
+            and stored with the model; 0 = the paper's rule.
         budget_curve: budgets for the budget sweep (empty = no sweep).
         curve_arms: arms swept over ``budget_curve``.
         policy_seeds: seeds of the simulated policy; every figure is a mean over them.
@@ -95,7 +97,7 @@ class ClosedLoopSettings:
     templates: str = "eval"
     extra_steps: int = 6
     selector_path: str | None = None
-    min_gain: float = 0.0
+    min_gain: float | str = "auto"
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
     policy_seeds: tuple[int, ...] = (0, 1, 2)
@@ -108,8 +110,13 @@ class ClosedLoopSettings:
             raise ConfigError(f"unknown arm(s) {unknown}; choose from {', '.join(ARMS)}")
         if self.tasks < 1:
             raise ConfigError(f"tasks={self.tasks} must be >= 1")
-        if not self.min_gain >= 0.0:
-            raise ConfigError(f"min_gain={self.min_gain} must be >= 0 (0 = the paper's rule)")
+        if self.min_gain != "auto" and (
+            isinstance(self.min_gain, (bool, str)) or not math.isfinite(self.min_gain) or self.min_gain < 0
+        ):
+            raise ConfigError(
+                f"min_gain={self.min_gain!r} must be 'auto' (the model's calibrated threshold) or a number >= 0 "
+                "(0 = the paper's rule)"
+            )
         if self.budget < 0 or any(b < 0 for b in self.budget_curve):
             raise ConfigError(f"budgets must be >= 0, got {self.budget} and {self.budget_curve}")
         if not self.policy_seeds or len(set(self.policy_seeds)) != len(self.policy_seeds):

@@ -164,7 +164,7 @@ def memory_for(
     policy: Policy,
     archive: ScreenshotArchive,
     selector_path: str | None,
-    min_gain: float = 0.0,
+    min_gain: float | str = "auto",
     allocation: Any = None,
 ) -> Any:
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
