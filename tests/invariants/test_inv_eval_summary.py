@@ -283,6 +283,9 @@ def test_budget_curve_is_the_mean_task_score_per_arm_split_and_budget() -> None:
     rows += seeded("m1", "memory_critical", "recent", [1, 1, 0], budget=2)
     rows += seeded("c1", "control", "recent", [1, 1, 1], budget=2)
     rows += seeded("m1", "memory_critical", "summary_only", [0, 1], budget=0)
+    # arms sorting before and after "recent" at the same budget must not leak into its series
+    rows += seeded("m1", "memory_critical", "causalcache", [1, 1, 1], budget=1)
+    rows += seeded("m1", "memory_critical", "zeta", [0, 0, 0], budget=1)
     curve = budget_curve(rows, [1, 2, 3], ["recent", "summary_only"])
     assert curve["budgets"] == [1, 2, 3]
     recent = curve["arms"]["recent"]
@@ -291,3 +294,18 @@ def test_budget_curve_is_the_mean_task_score_per_arm_split_and_budget() -> None:
     assert recent["all"][0] == pytest.approx(1 / 3) and recent["all"][1] == pytest.approx((2 / 3 + 1) / 2)
     flat = curve["arms"]["summary_only"]  # budget 0 whatever the sweep says
     assert flat["memory_critical"] == pytest.approx([0.5, 0.5, 0.5]) and flat["control"] == [None] * 3
+
+
+def test_non_inferiority_needs_the_interval_strictly_above_minus_the_margin() -> None:
+    """Every control task loses exactly 0.5: the interval is [-0.5, -0.5], which is not above -0.5."""
+    rows = []
+    for t in ("c1", "c2", "c3"):
+        rows += seeded(t, "control", "recent", [1, 1]) + seeded(t, "control", "causalcache", [1, 0])
+    control = summarize(rows, ("recent", "causalcache"), ni_margin=0.5)["contrasts"]["control"]
+    assert control["ci95"] == [-0.5, -0.5] and control["non_inferior"] is False
+    assert summarize(rows, ("recent", "causalcache"), ni_margin=0.51)["contrasts"]["control"]["non_inferior"]
+
+
+def test_summary_options_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        summarize(outcomes(), ARMS, "causalcache")  # type: ignore[misc]
