@@ -257,8 +257,12 @@ def test_every_arm_but_the_baseline_gets_contrasts_whatever_its_name() -> None:
         for o in rows
         if o.arm == "random"
     ]
-    result = summarize(rows + renamed, ("recent", "zeta", "causalcache"))
-    assert set(result["contrasts_by_arm"]) == {"zeta", "causalcache"}
+    result = summarize(rows + renamed, (fresh("recent"), "zeta", "causalcache"))
+    assert set(result["contrasts_by_arm"]) == {"zeta", "causalcache"}  # never the baseline against itself
+    expected = delta("causalcache", "recent", "memory_critical") - delta("causalcache", "recent", "control")
+    assert result["contrasts"]["interaction"]["delta"] == pytest.approx(
+        expected
+    )  # "zeta" is not the baseline
     assert result["contrasts_by_arm"]["zeta"]["all"]["delta"] == pytest.approx(
         delta("random", "recent", "all")
     )
@@ -286,7 +290,8 @@ def test_budget_curve_is_the_mean_task_score_per_arm_split_and_budget() -> None:
     # arms sorting before and after "recent" at the same budget must not leak into its series
     rows += seeded("m1", "memory_critical", "causalcache", [1, 1, 1], budget=1)
     rows += seeded("m1", "memory_critical", "zeta", [0, 0, 0], budget=1)
-    curve = budget_curve(rows, [1, 2, 3], ["recent", "summary_only"])
+    curve = budget_curve(rows, [1, 2, 3], ["recent", "summary_only", "zeta"])
+    assert curve["arms"]["zeta"]["memory_critical"] == [0.0, None, None]  # only summary_only is pinned to B=0
     assert curve["budgets"] == [1, 2, 3]
     recent = curve["arms"]["recent"]
     assert recent["memory_critical"] == pytest.approx([1 / 3, 2 / 3, None])
