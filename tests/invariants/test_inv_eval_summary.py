@@ -208,7 +208,9 @@ def test_an_empty_split_is_nan_not_zero() -> None:
 def seeded(task: str, split: str, arm: str, successes: list[int], budget: int = 4) -> list[EpisodeOutcome]:
     """One episode per policy seed 0, 1, 2, ... of ``task`` under ``arm``."""
     return [
-        EpisodeOutcome(task, split, arm, budget, bool(ok), steps=3, wall_s=1.0, seed=seed)
+        EpisodeOutcome(
+            fresh(task), fresh(split), fresh(arm), budget, bool(ok), steps=3, wall_s=1.0, seed=seed
+        )
         for seed, ok in enumerate(successes)
     ]
 
