@@ -168,3 +168,29 @@ def test_min_gain_defaults_to_the_calibrated_threshold() -> None:
     for bad in ("smart", "-1"):
         with pytest.raises(argparse.ArgumentTypeError):
             _min_gain(bad)
+
+
+def test_out_of_distribution_declines_are_counted_per_split() -> None:
+    from causalcache_memory.lab.eval.summary import summarize_arm
+    from causalcache_memory.lab.eval.world_agent import EpisodeOutcome
+
+    def two_pass(fallback=None, second=False):
+        return {"proposal": {"type": "wait"}, "second_pass": second, "fallback": fallback, "k": int(second)}
+
+    memory = EpisodeOutcome(
+        "m1",
+        "memory_critical",
+        "causalcache",
+        4,
+        True,
+        4,
+        0.1,
+        log=[two_pass(), two_pass("ood"), two_pass(second=True), two_pass("timeout")],
+    )
+    control = EpisodeOutcome(
+        "c1", "control", "causalcache", 4, True, 2, 0.1, log=[two_pass("ood"), two_pass("ood")]
+    )
+    out = summarize_arm([memory, control])
+    assert out["memory_critical"]["ood_rate"] == 0.25 and out["memory_critical"]["fallback_rate"] == 0.25
+    assert out["control"]["ood_rate"] == 1.0 and out["control"]["fallback_rate"] == 0.0
+    assert out["ood_rate"] == 3 / 6 and out["fire_rate"] == 1 / 6

@@ -161,7 +161,7 @@ def split_tables(results: Mapping[str, Any]) -> str:
             "helped",
             "harmed",
         ]
-        header += ["pass-2 fire rate"] + (["non-inferior"] if split == "control" else [])
+        header += ["pass-2 fire rate", "ood"] + (["non-inferior"] if split == "control" else [])
         rows = [header]
         for arm in ordered_arms(results):
             cell = _get(results["arms"][arm], split)
@@ -175,7 +175,7 @@ def split_tables(results: Mapping[str, Any]) -> str:
                 row += [str(c.get("harmed", "n/a"))]
             else:
                 row += ["(baseline)", "-", "-"]
-            row.append(_fmt(_get(cell, "fire_rate")))
+            row += [_fmt(_get(cell, "fire_rate")), _fmt(_get(cell, "ood_rate"))]
             if split == "control":
                 row.append("-" if not isinstance(c, Mapping) else ("yes" if c.get("non_inferior") else "no"))
             rows.append(row)

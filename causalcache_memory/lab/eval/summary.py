@@ -9,7 +9,9 @@
 * On controls, a non-inferiority check replaces "no detectable difference": an arm is non-inferior to
   Recent-B at margin ``δ`` when the lower end of its control contrast's interval is above ``-δ``.
 * The split × method interaction (memory-critical gain − control gain), the realized ``k`` profile and
-  the pass-2 fire rate per split (share of two-pass steps whose second pass ran).
+  the pass-2 fire rate per split (share of two-pass steps whose second pass ran), and the shares of
+  two-pass steps the selector declined as out of distribution (``ood_rate``) or that fell back to Recent-B
+  on an error or time-out (``fallback_rate``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def _fire_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
     return (sum(bool(r.get("second_pass")) for r in two_pass) / len(two_pass)) if two_pass else None
 
 
+def _fallback_rates(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float | None]:
+    """Share of two-pass decisions the selector declined as out of distribution (``ood``), and the share
+    that fell back to Recent-B for any other reason (an error or a time-out)."""
+    two_pass = [r for o in outcomes for r in o.log if "proposal" in r]
+    if not two_pass:
+        return {"ood_rate": None, "fallback_rate": None}
+    ood = sum(r.get("fallback") == "ood" for r in two_pass)
+    other = sum(r.get("fallback") not in (None, "ood") for r in two_pass)
+    return {"ood_rate": ood / len(two_pass), "fallback_rate": other / len(two_pass)}
+
+
 def _cell(rows: Sequence[EpisodeOutcome], seed: int) -> dict[str, Any]:
     scores = task_scores(rows)
     est = cluster_bootstrap(list(scores.values()), seed=seed)
@@ -61,6 +74,7 @@ def _cell(rows: Sequence[EpisodeOutcome], seed: int) -> dict[str, Any]:
         "steps_mean": sum(o.steps for o in rows) / n if rows else float("nan"),
         "wall_s_mean": sum(o.wall_s for o in rows) / n if rows else float("nan"),
         "fire_rate": _fire_rate(rows),
+        **_fallback_rates(rows),
     }
 
 
@@ -73,6 +87,7 @@ def summarize_arm(outcomes: Sequence[EpisodeOutcome], seed: int = 0) -> dict[str
     total = sum(ks.values()) or 1
     out["k_profile"] = {str(k): ks[k] / total for k in sorted(ks)}
     out["fire_rate"] = _fire_rate(outcomes)
+    out.update(_fallback_rates(outcomes))
     two_pass = [r for r in records if "proposal" in r]
     if two_pass:
         added = [r["pass_latency_ms"][1] for r in two_pass if len(r.get("pass_latency_ms", [])) > 1]
