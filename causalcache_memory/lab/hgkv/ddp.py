@@ -175,10 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import json
     from pathlib import Path
 
-    from causalcache_memory.lab.hgkv.did import DiDHyper
     from causalcache_memory.lab.hgkv.recipe import load_recipe
-    from causalcache_memory.lab.hgkv.run import _scorer, prepare
-    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
+    from causalcache_memory.lab.hgkv.run import prepare, training_setup
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
@@ -191,24 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         recipe = load_recipe(args[0])
         prepared = prepare(recipe)
-        train = [g for g in prepared.groups if g.split == "train" and not g.held_out]
-        dev = [g for g in prepared.groups if g.split == "dev" and not g.held_out]
-        gated = recipe.arm == "hgkv"
-        adapter = HGKVAdapter(
-            HGKVConfig(r=recipe.rank, alpha=recipe.alpha, num_layers=recipe.num_layers, gated=gated)
-        )
-        scorer = _scorer(recipe, prepared, adapter)
-        adapter.inject(scorer.policy.model, freeze_base=True)
-        t = recipe.train
-        config = TrainConfig(
-            steps=t.steps,
-            lr=t.lr,
-            batch_size=t.batch_size,
-            eval_every=t.eval_every,
-            seed=t.seed,
-            bootstrap_reps=t.bootstrap_reps,
-            hyper=DiDHyper(t.margin, t.eps, t.lam_cap, t.lam),
-        )
+        train, dev, adapter, scorer, config = training_setup(recipe, prepared)
         out = Path(recipe.output_dir)
         result = train_did_ddp(
             scorer,

@@ -106,14 +106,13 @@ def _scorer(recipe: HGKVRecipe, prepared: PreparedData, adapter: Any) -> Any:
     )
 
 
-def train_from_recipe(recipe: HGKVRecipe, *, log: Any = print) -> Any:
-    """Train the recipe's arm; writes ``best/`` (gated selection), ``final/`` and ``train_log.json``."""
-    from causalcache_memory.lab.hgkv.train import TrainConfig, train_did
+def training_setup(recipe: HGKVRecipe, prepared: Any) -> tuple[list[Any], list[Any], Any, Any, Any]:
+    """``(train groups, dev groups, adapter, scorer, TrainConfig)`` of a recipe, shared by the single-process
+    and the torchrun entry points. Held-out budgets (B = 8 in the paper) never reach training or
+    checkpoint selection; the adapter is injected into the scorer's model with the base frozen."""
+    from causalcache_memory.lab.hgkv.train import TrainConfig
     from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
 
-    prepared = prepare(recipe)
-    log(f"groups: {prepared.mining}")
-    # held-out budgets (B = 8 in the paper) never reach training or checkpoint selection
     train = [g for g in prepared.groups if g.split == "train" and not g.held_out]
     dev = [g for g in prepared.groups if g.split == "dev" and not g.held_out]
     adapter = HGKVAdapter(
@@ -133,6 +132,16 @@ def train_from_recipe(recipe: HGKVRecipe, *, log: Any = print) -> Any:
         bootstrap_reps=t.bootstrap_reps,
         hyper=DiDHyper(t.margin, t.eps, t.lam_cap, t.lam),
     )
+    return train, dev, adapter, scorer, config
+
+
+def train_from_recipe(recipe: HGKVRecipe, *, log: Any = print) -> Any:
+    """Train the recipe's arm; writes ``best/`` (gated selection), ``final/`` and ``train_log.json``."""
+    from causalcache_memory.lab.hgkv.train import train_did
+
+    prepared = prepare(recipe)
+    log(f"groups: {prepared.mining}")
+    train, dev, adapter, scorer, config = training_setup(recipe, prepared)
     out = Path(recipe.output_dir)
 
     def keep(step: int, stats: Mapping[int, DiDStats]) -> None:
