@@ -234,6 +234,16 @@ def _errand(
     return sentence
 
 
+#: Episode shape of memory-critical tasks: how many errands (inclusive ranges, drawn uniformly) come before
+#: the first read, between the reads of a ``pair`` task, and after the (last) read. Chosen on the dev
+#: templates by the rule fixed in ``docs/results/world_shape_rule.md`` (``tools/world_shape_sweep.py``).
+ERRANDS_BEFORE_READ: tuple[int, int] = (0, 3)
+ERRANDS_BETWEEN_READS: tuple[int, int] = (1, 2)
+ERRANDS_AFTER_READ: tuple[int, int] = (0, 3)
+#: in-app errands before the action of a ``control:<family>:browse`` task (``plain`` controls have none)
+CONTROL_BROWSE_ERRANDS: tuple[int, int] = (1, 2)
+
+
 def _memory_task(template: str, data: WorldData, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
     grammar, rest = template.split(":", 1)
     kinds_part, use = rest.split(">")
@@ -242,15 +252,15 @@ def _memory_task(template: str, data: WorldData, rng: random.Random) -> tuple[li
     avoid = set(needed.values())
     # as many errands may come before the read as after it (0-3 each), so the evidence sits anywhere in the
     # episode: neither "the oldest steps" nor "the latest steps" hold it by construction
-    sentences = [_errand(rng, data, avoid) for _ in range(rng.randint(0, 3))]
+    sentences = [_errand(rng, data, avoid) for _ in range(rng.randint(*ERRANDS_BEFORE_READ))]
     for i, kind in enumerate(kinds):
         if i:  # two distant screens: errands between the reads
-            sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(1, 2))]
+            sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(*ERRANDS_BETWEEN_READS))]
         sentences.append(READS[kind][0].format(key=needed[kind]))
         if grammar == "inapp":
             same = list(_items(kind, data))  # another item of the same kind: a same-pattern distractor
             sentences.append(_errand(rng, data, avoid, _DISTRACTOR_ERRAND[kind], same))
-    sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(0, 3))]
+    sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(*ERRANDS_AFTER_READ))]
     contact = rng.choice(data.contacts)
     text = rng.choice(_LITERALS)
     sentences.append(USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text))
@@ -283,7 +293,7 @@ def _control_task(template: str, data: WorldData, rng: random.Random) -> tuple[l
     else:
         main["key"] = rng.choice([o["product"] for o in data.orders])
     avoid = {main.get("key", ""), main.get("contact", "")}
-    n_browse = rng.randint(1, 2) if variant == "browse" else 0
+    n_browse = rng.randint(*CONTROL_BROWSE_ERRANDS) if variant == "browse" else 0
     sentences = [_errand(rng, data, avoid, browse[family]) for _ in range(n_browse)]
     sentences.append(USES[family][0].format(**main))
     target: dict[str, Any] = {"output": _OUTPUT.get(family, "toggle")}
