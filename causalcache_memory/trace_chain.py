@@ -44,6 +44,8 @@ def size_of(value: Any) -> tuple[int, int] | None:
         width, height = (int(v) for v in value)
     except (TypeError, ValueError):
         raise TraceError(f"current_size={value!r} must be [width, height]") from None
+    if width < 1 or height < 1:
+        raise TraceError(f"current_size={value!r} must be [width, height] with both >= 1")
     return width, height
 
 
@@ -78,7 +80,19 @@ def read_node(archive: ScreenshotArchive, sha: str, episode_id: str | None) -> d
 
 
 def decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id: str | None) -> Node:
-    """Decode node ``sha`` onto its decoded ``parent``; event indices must continue the parent's."""
+    """Decode node ``sha`` onto its decoded ``parent``; event indices must continue the parent's.
+
+    Every refusal is a :class:`TraceError` naming the record ``sha`` (a corrupt field too)."""
+    try:
+        return _decode_node(sha, data, parent, episode_id)
+    except TraceError as exc:
+        if sha in str(exc):
+            raise
+        where = f"episode {episode_id!r}" if episode_id else "this episode"
+        raise TraceError(f"trace record {sha} of {where} is corrupt: {exc}") from exc
+
+
+def _decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id: str | None) -> Node:
     if parent is None:
         meta = data.get("episode")
         if not isinstance(meta, dict) or not all(k in meta for k in ("goal", "episode_id", "platform")):
