@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._worker import BoundedWorker, WorkerBusy, WorkerTimeout
@@ -317,7 +317,11 @@ class MemoryController:
             if allocation.t != trace.t:
                 raise ValueError(f"returned a set for decision t={allocation.t}, not {trace.t}")
             # exact-B: |S| = min(B, t-1), no repeated event, every event in 1..t-1 (AllocationError)
-            make_allocation(allocation.selected, t=trace.t, budget=self.budget, allocator=self.allocator.name)
+            checked = make_allocation(
+                allocation.selected, t=trace.t, budget=self.budget, allocator=self.allocator.name
+            )
+            if checked.selected != allocation.selected:  # ascending, as documented: the set, not its order
+                allocation = replace(allocation, selected=checked.selected)
         except WorkerTimeout:
             reason = f"allocator {self.allocator.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
             return self._fallback(trace, reason, start)
@@ -334,7 +338,7 @@ class MemoryController:
 
     def _fallback(self, trace: Trace, reason: str, start: float) -> tuple[Allocation, float, str]:
         warnings.warn(
-            f"{reason}; falling back to Recent-B for step {trace.t}", CausalCacheWarning, stacklevel=4
+            f"{reason}; falling back to Recent-B for step {trace.t}", CausalCacheWarning, stacklevel=5
         )
         return self._recent_allocation(trace), time.perf_counter() - start, reason
 

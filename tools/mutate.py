@@ -290,7 +290,8 @@ def results(session: Path) -> dict:
             survivors.append({"operator": operator, "line": line, "diff": diff or ""})
         else:
             out["killed"] += 1
-            out["timeouts"] += "timeout" in (output or "").lower()
+            # cosmic-ray marks a kill by its time limit with the output "timeout"
+            out["timeouts"] += (output or "").strip() == "timeout"
             out["incompetent"] += test == "incompetent"
     done = out["killed"] + out["survived"]
     out["score"] = round(100.0 * out["killed"] / done, 1) if done else None

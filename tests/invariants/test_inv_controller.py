@@ -57,6 +57,7 @@ BAD = {
     "outside-history": ((6, 7, 8, 9), 0),
     "zero-index": ((0, 6, 7, 8), 0),
     "other-decision": ((2, 6, 7, 8), 1),
+    "stale-decision": ((2, 6, 7, 8), -1),  # a cached set from the previous step
 }
 
 
