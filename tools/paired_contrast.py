@@ -43,7 +43,7 @@ def contrast(treatment: str, control: str) -> dict:
     cscore, _, cseeds = task_scores(Path(cpath), carm)
     if tseeds != cseeds or set(tscore) != set(cscore):
         raise SystemExit("the two arms did not run the same tasks under the same policy seeds")
-    out = {"treatment": treatment, "control": control, "policy_seeds": sorted(tseeds)}
+    out = {"treatment": treatment, "versus": control, "policy_seeds": sorted(tseeds)}
     for name in ("memory_critical", "control", "all"):
         ids = [t for t in tscore if name == "all" or split[t] == name]
         est = paired_difference([tscore[t] for t in ids], [cscore[t] for t in ids])

@@ -57,7 +57,21 @@ __all__ = [
 BLOBS, RECORDS, REFS, TMP, GC = "blobs", "records", "refs", "tmp", "gc"
 #: A ``gc/`` marker older than this belongs to a collector that died; writers stop waiting for it.
 GC_MARKER_STALE_SECONDS = 30.0
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
+
+
+def host_field(hostname: str) -> str:
+    """This host's field in temp-file names: at most 40 of ``[A-Za-z0-9-]`` (a dot would add a field).
+
+    A longer name keeps its first 31 characters plus ``-`` and 8 hex digits of its SHA-256, so two hosts
+    whose names share a long prefix (StatefulSet pods ``...-writer-0`` and ``...-writer-1``) never share a
+    field and never take each other's in-flight writes for their own dead writers'."""
+    safe = re.sub(r"[^A-Za-z0-9-]", "-", hostname) or "host"
+    if len(safe) <= 40:
+        return safe
+    return f"{safe[:31]}-{hashlib.sha256(hostname.encode()).hexdigest()[:8]}"
+
+
+_HOST = host_field(socket.gethostname())
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
