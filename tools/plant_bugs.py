@@ -40,7 +40,9 @@ PLANTS = (
         "controller-size",
         "the controller refuses an allocation of the wrong size",
         "causalcache_memory/controller.py",
-        r"make_allocation\(allocation\.selected, t=trace\.t, budget=self\.budget, allocator=self\.allocator\.name\)",
+        r"checked = make_allocation\(\n\s+allocation\.selected, t=trace\.t, budget=self\.budget, "
+        r"allocator=self\.allocator\.name\n\s+\)\n\s+if checked\.selected != allocation\.selected:[^\n]*\n"
+        r"\s+allocation = replace\(allocation, selected=checked\.selected\)",
         "pass",
         ("tests/invariants/test_inv_controller.py", "tests/core/test_controller.py"),
     ),

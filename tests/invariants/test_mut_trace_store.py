@@ -354,3 +354,25 @@ def test_a_node_with_a_non_positive_size_is_refused(archive) -> None:
     assert head in str(info.value)
     with pytest.raises(TraceError, match="both >= 1"):
         TraceStore(archive).append(head, current=sha("x1"), current_size=(0, -3))
+
+
+@pytest.mark.parametrize(
+    ("size", "ok"),
+    [([1, 1], True), ([2, 1], True), ([1, 2], True), ([0, 5], False), ([5, 0], False), ([-1, -1], False)],
+)
+def test_stored_screen_sizes_must_be_at_least_one_pixel_each_way(archive, size, ok) -> None:
+    """The boundary of the size rule, on each axis alone: 1x1 is a screen, 0 on either side is not."""
+    head = put(archive, root(current=sha("x0"), current_size=size))
+    if ok:
+        assert TraceStore(archive).load_trace(head).current_screen_size == tuple(size)
+    else:
+        with pytest.raises(TraceError, match=r"current_size=.* both >= 1"):
+            TraceStore(archive).load_trace(head)
+
+
+def test_a_corrupt_field_error_names_the_episode_when_known(archive) -> None:
+    head = put(archive, root(current=sha("x0"), current_size=7))
+    with pytest.raises(TraceError, match=rf"trace record {head} of episode 'ep-1' is corrupt"):
+        TraceStore(archive).load_trace(head, episode_id="ep-1")
+    with pytest.raises(TraceError, match=rf"trace record {head} of this episode is corrupt"):
+        TraceStore(archive).load_trace(head)
