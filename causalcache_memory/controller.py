@@ -320,8 +320,7 @@ class MemoryController:
             checked = make_allocation(
                 allocation.selected, t=trace.t, budget=self.budget, allocator=self.allocator.name
             )
-            if checked.selected != allocation.selected:  # ascending, as documented: the set, not its order
-                allocation = replace(allocation, selected=checked.selected)
+            allocation = replace(allocation, selected=checked.selected)  # ascending, as documented
         except WorkerTimeout:
             reason = f"allocator {self.allocator.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
             return self._fallback(trace, reason, start)

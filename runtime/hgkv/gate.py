@@ -62,10 +62,6 @@ def model_tokens(model: Any) -> QwenTokens:
         ) from exc
 
 
-def _has_history(prompt: EncodedPrompt) -> bool:
-    return any(s.role == "history" for s in prompt.image_spans)
-
-
 def _check_roles(row: int, prompt: EncodedPrompt) -> None:
     spans = prompt.image_spans
     roles = [s.role for s in spans]
