@@ -15,6 +15,7 @@ Four contracts live there, and every backend relies on them:
 from __future__ import annotations
 
 import errno
+import hashlib
 import importlib.util
 import os
 import re
@@ -376,3 +377,15 @@ def test_other_os_errors_stay_plain_archive_errors() -> None:
     err = keys.os_error(exc, "could not write record r")
     assert type(err) is ArchiveError
     assert str(err) == "could not write record r: OSError: [Errno 28] No space left on device"
+
+
+def test_a_long_host_name_keeps_a_prefix_and_a_hash_of_the_whole_name() -> None:
+    """Bounded to 40 characters, yet unique per host: 31 safe characters, ``-``, then 8 hex digits of the
+    SHA-256 of the full name (so pods ``...-writer-0`` and ``...-writer-1`` differ)."""
+    name = "causalcache-labelling-fleet-archive-writer-0.svc.cluster.local"
+    field = keys.host_field(name)
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    assert field == "causalcache-labelling-fleet-arc-" + digest[:8]
+    assert len(field) == 40
+    assert keys.host_field(name.replace("-0.", "-1.")) != field
+    assert keys.host_field("a" * 40) == "a" * 40  # at the limit: the name itself
