@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from encoded_batches import prompt_only_batch as _batch
 
 from causalcache_memory.errors import CausalCacheError, ImageSpanMismatchError
 from causalcache_memory.runtime.hgkv.gate import build_history_gate, model_tokens
@@ -38,27 +39,6 @@ def _prompt(images: list[tuple[str, int | None]]) -> EncodedPrompt:
         mm_token_type_ids=None,
         image_spans=tuple(spans),
         text="",
-    )
-
-
-def _batch(*prompts: EncodedPrompt) -> EncodedBatch:
-    """Right-padded, prompt-only batch (no target tokens: the attention mask covers the prompt exactly)."""
-    width = max(p.length for p in prompts)
-    ids = torch.zeros(len(prompts), width, dtype=torch.long)
-    mask = torch.zeros(len(prompts), width, dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, : p.length] = p.input_ids
-        mask[r, : p.length] = 1
-    grids = [p.image_grid_thw for p in prompts if p.image_grid_thw is not None]
-    pixels = [p.pixel_values for p in prompts if p.pixel_values is not None]
-    return EncodedBatch(
-        input_ids=ids,
-        attention_mask=mask,
-        pixel_values=torch.cat(pixels) if pixels else None,
-        image_grid_thw=torch.cat(grids) if grids else None,
-        mm_token_type_ids=None,
-        prompts=tuple(prompts),
-        target_ranges=tuple((p.length, p.length) for p in prompts),
     )
 
 

@@ -13,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from encoded_batches import prompt_only_batch as _batch  # noqa: E402
+
 from causalcache_memory import Action, Trace, make_allocation  # noqa: E402
 from causalcache_memory.errors import ConfigError, ImageSpanMismatchError  # noqa: E402
 from causalcache_memory.render.messages import ImagePart, ImageRef, Message, RenderedPrompt, TextPart  # noqa: E402
@@ -20,7 +22,6 @@ from causalcache_memory.render.prompt import render_prompt  # noqa: E402
 from causalcache_memory.runtime.hgkv.gate import build_history_gate, check_prompt_layout  # noqa: E402
 from causalcache_memory.runtime.hgkv.layer import GateState, HistoryGatedLinear  # noqa: E402
 from causalcache_memory.runtime.qwen_encoding import (  # noqa: E402
-    EncodedBatch,
     EncodedPrompt,
     ImageSpan,
     QwenTokens,
@@ -179,26 +180,6 @@ def _encoded(roles: list[str]) -> EncodedPrompt:
         mm_token_type_ids=None,
         image_spans=tuple(spans),
         text="",
-    )
-
-
-def _batch(*prompts: EncodedPrompt) -> EncodedBatch:
-    width = max(p.length for p in prompts)
-    ids = torch.zeros(len(prompts), width, dtype=torch.long)
-    mask = torch.zeros(len(prompts), width, dtype=torch.long)
-    for r, p in enumerate(prompts):
-        ids[r, : p.length] = p.input_ids
-        mask[r, : p.length] = 1
-    grids = [p.image_grid_thw for p in prompts if p.image_grid_thw is not None]
-    pixels = [p.pixel_values for p in prompts if p.pixel_values is not None]
-    return EncodedBatch(
-        input_ids=ids,
-        attention_mask=mask,
-        pixel_values=torch.cat(pixels) if pixels else None,
-        image_grid_thw=torch.cat(grids) if grids else None,
-        mm_token_type_ids=None,
-        prompts=tuple(prompts),
-        target_ranges=tuple((p.length, p.length) for p in prompts),
     )
 
 
