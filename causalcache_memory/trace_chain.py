@@ -79,20 +79,15 @@ def read_node(archive: ScreenshotArchive, sha: str, episode_id: str | None) -> d
     return data
 
 
+def _corrupt(sha: str, episode_id: str | None, exc: TraceError) -> TraceError:
+    where = f"episode {episode_id!r}" if episode_id else "this episode"
+    return TraceError(f"trace record {sha} of {where} is corrupt: {exc}")
+
+
 def decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id: str | None) -> Node:
     """Decode node ``sha`` onto its decoded ``parent``; event indices must continue the parent's.
 
     Every refusal is a :class:`TraceError` naming the record ``sha`` (a corrupt field too)."""
-    try:
-        return _decode_node(sha, data, parent, episode_id)
-    except TraceError as exc:
-        if sha in str(exc):
-            raise
-        where = f"episode {episode_id!r}" if episode_id else "this episode"
-        raise TraceError(f"trace record {sha} of {where} is corrupt: {exc}") from exc
-
-
-def _decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id: str | None) -> Node:
     if parent is None:
         meta = data.get("episode")
         if not isinstance(meta, dict) or not all(k in meta for k in ("goal", "episode_id", "platform")):
@@ -105,7 +100,10 @@ def _decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id
     n_events = parent.n_events if parent is not None else 0
     event = None
     if data.get("event") is not None:
-        event = Event.from_dict(data["event"])
+        try:
+            event = Event.from_dict(data["event"])
+        except TraceError as exc:
+            raise _corrupt(sha, episode_id, exc) from exc
         if event.index != n_events + 1:
             raise TraceError(
                 f"trace record {sha} of episode {meta['episode_id']!r} holds event {event.index}, "
@@ -118,4 +116,8 @@ def _decode_node(sha: str, data: dict[str, Any], parent: Node | None, episode_id
     log = data.get("log") or []
     if not isinstance(log, list) or not all(isinstance(r, dict) for r in log):
         raise TraceError(f"trace record {sha}: 'log' must be a list of objects")
-    return Node(sha, parent, meta, event, current, tuple(log), n_events, size_of(data.get("current_size")))
+    try:
+        size = size_of(data.get("current_size"))
+    except TraceError as exc:
+        raise _corrupt(sha, episode_id, exc) from exc
+    return Node(sha, parent, meta, event, current, tuple(log), n_events, size)
