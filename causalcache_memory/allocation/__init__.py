@@ -28,7 +28,3 @@ __all__ = [
     "make_allocation",
     "recent_b",
 ]
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr
-
-__getattr__ = _alias_getattr(__name__, globals())

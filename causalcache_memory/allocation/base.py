@@ -201,7 +201,3 @@ class Allocator(Protocol):
 
     def allocate(self, ctx: AllocationContext) -> Allocation: ...
 
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

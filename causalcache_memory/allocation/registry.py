@@ -95,7 +95,3 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
     return _REGISTRY[check_allocator_name(cfg.allocator)](cfg)  # type: ignore[arg-type]
 
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

@@ -77,7 +77,3 @@ class RGBSimilarityAllocator:
         ranked = sorted(scores, key=lambda j: (scores[j], j), reverse=True)
         return make_allocation(ranked[:size], t=t, budget=budget, allocator=self.name, scores=scores)
 
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

@@ -56,7 +56,3 @@ class RandomAllocator:
         chosen = rng.sample(range(1, ctx.t), size) if size else []
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

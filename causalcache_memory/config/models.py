@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import types
 import typing
-import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -131,18 +130,6 @@ class AllocationConfig(_Strict):
         description="Which events get the B high-fidelity slots: any registered allocator "
         "(causalcache, recent, summary_only, random, rgb, or one added with register_allocator).",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_policy_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "policy" in data:
-            if "allocator" in data:
-                raise ValueError("give allocation.allocator only (allocation.policy is its deprecated name)")
-            warnings.warn(
-                "allocation.policy is deprecated; use allocation.allocator", DeprecationWarning, stacklevel=2
-            )
-            data = {("allocator" if k == "policy" else k): v for k, v in data.items()}
-        return data
 
     @field_validator("allocator")
     @classmethod

@@ -29,7 +29,3 @@ __all__ = [
     "context_features",
     "schema_hash",
 ]
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr
-
-__getattr__ = _alias_getattr(__name__, globals())

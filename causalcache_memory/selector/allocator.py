@@ -174,7 +174,3 @@ class LearnedSelectorAllocator:
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )
 
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())
