@@ -200,4 +200,3 @@ class Allocator(Protocol):
     uses_witness: bool
 
     def allocate(self, ctx: AllocationContext) -> Allocation: ...
-

@@ -76,4 +76,3 @@ class RGBSimilarityAllocator:
             scores[event.index] = -float(np.mean(np.abs(thumb - target)))
         ranked = sorted(scores, key=lambda j: (scores[j], j), reverse=True)
         return make_allocation(ranked[:size], t=t, budget=budget, allocator=self.name, scores=scores)
-

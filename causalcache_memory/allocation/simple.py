@@ -55,4 +55,3 @@ class RandomAllocator:
         rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
         chosen = rng.sample(range(1, ctx.t), size) if size else []
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
-

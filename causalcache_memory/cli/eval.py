@@ -10,14 +10,14 @@ from pathlib import Path
 def _ladder(args: argparse.Namespace) -> int:
     from causalcache_memory.lab.selector.ladder import format_table, held_out, run_ladder
     from causalcache_memory.lab.selector.recipe import load_recipe, resolve
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe)
     model_dir = args.model or recipe.train.output_dir
-    learned = OnnxSelector(model_dir)
+    learned = OnnxScorer(model_dir)
     ablation_dir = args.no_recency_model or recipe.train.no_recency_output_dir
-    no_recency = OnnxSelector(ablation_dir) if ablation_dir and Path(ablation_dir).exists() else None
+    no_recency = OnnxScorer(ablation_dir) if ablation_dir and Path(ablation_dir).exists() else None
     trajectories = held_out(
         res.trajectories, model_dir if Path(model_dir).is_dir() else None, recipe.ladder.split
     )

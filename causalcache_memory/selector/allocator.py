@@ -1,6 +1,6 @@
 """The learned selector as an allocator: features -> OOD guard -> ONNX set scorer -> exact-B beam.
 
-``LearnedSelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
+``SelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
 action (the pass-1 proposal in the two-pass controller), checks that the state looks like the training
 states (out-of-distribution guard), scores conditioning sets with onnxruntime and returns the beam's
 exact-B set; ``Recent-B`` when every swap is declined or the state is out of distribution. The
@@ -19,13 +19,13 @@ from causalcache_memory.allocation.base import Allocation, AllocationContext, ma
 from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import state_summary
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BUNDLED_MODEL", "LearnedSelectorAllocator", "bundled_model_path", "resolve_min_gain"]
+__all__ = ["BUNDLED_MODEL", "SelectorAllocator", "bundled_model_path", "resolve_min_gain"]
 
 #: where the bundled scorer lives inside the package
 BUNDLED_MODEL = ("causalcache_memory", "assets/selector/selector.onnx")
@@ -37,13 +37,13 @@ def bundled_model_path() -> Path:
     if not ref.is_file():
         raise SelectorError(
             "no bundled selector model: causalcache_memory/assets/selector/selector.onnx is missing from this "
-            "installation; pass LearnedSelectorAllocator(model_path=...) with a model trained by "
+            "installation; pass SelectorAllocator(model_path=...) with a model trained by "
             "`causalcache train selector`, or install a release that bundles one"
         )
     return Path(str(ref))
 
 
-def resolve_min_gain(min_gain: float | str, model: OnnxSelector) -> tuple[float, str]:
+def resolve_min_gain(min_gain: float | str, model: OnnxScorer) -> tuple[float, str]:
     """``(threshold, source)`` for ``min_gain``: a number >= 0, or ``"auto"`` = the model's calibrated one.
 
     ``auto`` on a model exported without calibration metadata falls back to 0 (the paper's rule) and says
@@ -63,7 +63,7 @@ def resolve_min_gain(min_gain: float | str, model: OnnxSelector) -> tuple[float,
     return float(min_gain), "fixed"
 
 
-class LearnedSelectorAllocator:
+class SelectorAllocator:
     """Learned budget-aware restoration selector (:class:`Allocator`).
 
     Args:
@@ -80,7 +80,7 @@ class LearnedSelectorAllocator:
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
     """
 
-    name = "causalcache"
+    name = "selector"
     uses_witness = True
 
     def __init__(
@@ -99,7 +99,7 @@ class LearnedSelectorAllocator:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
         if not ood_scale > 0.0:
             raise SelectorError(f"ood_scale={ood_scale} must be > 0 (1 = the model's threshold)")
-        self.model = OnnxSelector(
+        self.model = OnnxScorer(
             model_path if model_path is not None else bundled_model_path(), threads=threads
         )
         self.min_gain, self.min_gain_source = resolve_min_gain(min_gain, self.model)
@@ -109,7 +109,7 @@ class LearnedSelectorAllocator:
         self.ood_guard = ood_guard and self.model.ood is not None
         self.ood_scale = float(ood_scale)
         if inverted:
-            self.name = "causalcache_inverted"
+            self.name = "selector_inverted"
         self._extractor = FeatureExtractor()
         self._archive: object | None = None
         # guards only the (archive -> extractor) binding; never held during feature extraction or I/O
@@ -173,4 +173,3 @@ class LearnedSelectorAllocator:
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )
-

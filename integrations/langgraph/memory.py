@@ -43,7 +43,7 @@ from causalcache_memory.errors import (
     CausalCacheWarning,
     ConfigError,
 )
-from causalcache_memory.factory import build_archive, build_controller, build_policy
+from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
@@ -54,6 +54,7 @@ from causalcache_memory.integrations.langgraph.validation import (
     check_allocator,
     check_object,
 )
+from causalcache_memory.runtime.registry import build_policy
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
 

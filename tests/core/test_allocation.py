@@ -99,7 +99,7 @@ def test_bad_budget_rejected(budget) -> None:
 
 
 def test_registry_builds_and_rejects() -> None:
-    assert {"recent", "random", "rgb", "summary_only", "causalcache"} <= set(available_allocators())
+    assert {"recent", "random", "rgb", "summary_only", "selector"} <= set(available_allocators())
     assert build_allocator("recent").name == "recent"
     with pytest.raises(AllocationError, match="not a registered allocator"):
         build_allocator("nope")

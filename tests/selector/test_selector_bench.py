@@ -10,13 +10,13 @@ import pytest
 from selector_synth import FakeThumbs, make_trajectories
 
 from causalcache_memory.allocation import AllocationContext
-from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+from causalcache_memory.selector.allocator import SelectorAllocator
 
 
 @pytest.mark.parametrize("n_events", [50, 200, 1000])
 def test_decision_latency(benchmark, trained, n_events):
     _, out, _ = trained
-    policy = LearnedSelectorAllocator(out, threads=1)
+    policy = SelectorAllocator(out, threads=1)
     policy._extractor.thumbnails = FakeThumbs()  # image statistics on, as with an archive
     traj = make_trajectories(1, length=n_events + 1, seed=n_events)[0][0]
     ctx = AllocationContext(traj.trace_at(n_events + 1), 4, witness=traj.steps[n_events].action)

@@ -7,7 +7,7 @@ import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
 from causalcache_memory.lab.selector.ladder import LadderConfig, bootstrap_ci, format_table, run_ladder
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 
 def test_bootstrap_is_clustered_and_covers_the_mean():
@@ -28,7 +28,7 @@ def test_ladder_brackets_the_learned_scorer(trained, tmp_path):
         max_states_per_trajectory=4,
         rules=("learned", "random", "rgb", "inverted", "no_recency", "oracle"),
     )
-    report = run_ladder(policy, DictArchive(), trajs, learned=OnnxSelector(out), config=cfg)
+    report = run_ladder(policy, DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     res = report["results"]
     assert set(res) == {"learned", "random", "inverted", "oracle"}
     assert "rgb" in report["skipped"] and "no_recency" in report["skipped"]  # no pixels / no ablation model
@@ -68,7 +68,7 @@ def test_ladder_with_proposals_and_pixels(trained, tmp_path):
         rules=("learned", "rgb", "no_recency"),
     )
     report = run_ladder(
-        Proposer(useful), archive, trajs, learned=OnnxSelector(out), no_recency=OnnxSelector(out), config=cfg
+        Proposer(useful), archive, trajs, learned=OnnxScorer(out), no_recency=OnnxScorer(out), config=cfg
     )
     assert set(report["results"]) == {"learned", "rgb", "no_recency"} and not report["skipped"]
 
@@ -89,7 +89,7 @@ def test_ladder_reports_each_split_with_helped_harmed_and_fire_rate(trained):
         max_states_per_trajectory=4,
         rules=("learned", "learned_paper", "first", "evenly_spaced", "random"),
     )
-    report = run_ladder(MarkerPolicy(useful), DictArchive(), trajs, learned=OnnxSelector(out), config=cfg)
+    report = run_ladder(MarkerPolicy(useful), DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     assert set(report["results"]) == set(cfg.rules) and not report["skipped"]
     assert report["learned_settings"]["learned_paper"] == {"min_gain": 0.0, "ood_guard": False}
     for per_b in report["results"].values():

@@ -21,9 +21,9 @@ def _png(seed: int) -> bytes:
 @pytest.fixture
 def policy(trained):
     # a scorer trained *with* thumbnail features (the bundled one uses none: see the test below)
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    selector = LearnedSelectorAllocator(trained[1], threads=1)
+    selector = SelectorAllocator(trained[1], threads=1)
     assert selector.model.image_features
     yield selector
     selector.close()
@@ -35,9 +35,9 @@ def test_the_bundled_selector_reads_no_pixels(tmp_path):
     model is package data: a missing one is a regression this test reports, not a skip."""
     from causalcache_memory import Action, Trace
     from causalcache_memory.allocation import AllocationContext
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    selector = LearnedSelectorAllocator(threads=1)
+    selector = SelectorAllocator(threads=1)
     assert selector.model.image_features is False
 
     class CountingArchive(LocalArchive):

@@ -368,6 +368,6 @@ def _allocation(name: str, selector_model: str | Path | None) -> Any:
         from causalcache_memory.allocation import RecentAllocator
 
         return RecentAllocator()
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    return LearnedSelectorAllocator(selector_model, threads=1)
+    return SelectorAllocator(selector_model, threads=1)

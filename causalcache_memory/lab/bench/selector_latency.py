@@ -2,7 +2,7 @@
 
 A trace of ``N`` events is built once (small distinct screenshots, so building it is cheap; thumbnails
 are then cached, as in a running episode where each screenshot is decoded once), and one decision at
-``t = N + 1`` is timed repeatedly with varying witness actions: :meth:`LearnedSelectorAllocator.allocate`
+``t = N + 1`` is timed repeatedly with varying witness actions: :meth:`SelectorAllocator.allocate`
 end to end. The split into feature extraction and scoring + beam uses the same public pieces.
 """
 
@@ -47,7 +47,7 @@ def run_selector_latency(
     """``{"selector_ms": {"n<N>": {"p50", "p99", "mean", "n"}}, "selector_breakdown_ms": {...}}``."""
     from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.archive import FsspecArchive
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
     from causalcache_memory.selector.beam import beam_search
     from causalcache_memory.selector.features import context_features
 
@@ -55,7 +55,7 @@ def run_selector_latency(
     archive = FsspecArchive(f"memory://causalcache-bench/selector-{uuid.uuid4().hex}")
     pool = screenshot_pool(6, SMALL)
     counter = itertools.count(1)
-    policy = LearnedSelectorAllocator(selector_model, beam_width=beam_width, threads=1)
+    policy = SelectorAllocator(selector_model, beam_width=beam_width, threads=1)
     witnesses = [step_action(10_000 + i) for i in range(16)]
     out: dict[str, Any] = {"selector_ms": {}, "selector_breakdown_ms": {}}
     for n in sizes:

@@ -42,7 +42,7 @@ ARMS: dict[str, str] = {
     "evenly_spaced": "evenly_spaced",
     "rgb": "rgb",
     "oracle": "recent",
-    "causalcache": "causalcache",
+    "causalcache": "selector",  # the method's arm runs the learned selector
 }
 
 

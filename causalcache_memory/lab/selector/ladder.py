@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.lab.data.trajectory import Trajectory
     from causalcache_memory.policy import Policy
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 __all__ = ["LadderConfig", "bootstrap_ci", "format_table", "run_ladder"]
 
@@ -137,7 +137,7 @@ def _witness(
 class _Models:
     """What a learned rule runs: the scorer, its threshold, its guard and its score sign."""
 
-    model: OnnxSelector
+    model: OnnxScorer
     min_gain: float
     guard: bool
     sign: float = 1.0
@@ -179,8 +179,8 @@ def run_ladder(
     archive: ScreenshotArchive,
     trajectories: Sequence[Trajectory],
     *,
-    learned: OnnxSelector | None = None,
-    no_recency: OnnxSelector | None = None,
+    learned: OnnxScorer | None = None,
+    no_recency: OnnxScorer | None = None,
     thumbnails: ThumbnailSource | None = None,
     config: LadderConfig | None = None,
     progress: bool = False,
@@ -205,7 +205,7 @@ def run_ladder(
 
 
 def _setup_rules(
-    lad: _Ladder, rules: list[str], learned: OnnxSelector | None, no_recency: OnnxSelector | None
+    lad: _Ladder, rules: list[str], learned: OnnxScorer | None, no_recency: OnnxScorer | None
 ) -> list[str]:
     """Build each rule's model or allocator; rules whose inputs are missing go to ``lad.skipped``."""
     cfg = lad.cfg
