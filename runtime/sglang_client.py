@@ -352,7 +352,7 @@ def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
 
 
 def policy_from_config(config: PolicyConfig) -> SGLangPolicy:
-    """The runtime registered as ``sglang`` (:mod:`causalcache_memory.runtimes`)."""
+    """The runtime registered as ``sglang`` (:mod:`causalcache_memory.runtime.registry`)."""
     cfg = config.sglang
     if cfg is None:  # pragma: no cover - PolicyConfig refuses this
         raise ConfigError("policy.kind is 'sglang' but the policy.sglang section is missing")

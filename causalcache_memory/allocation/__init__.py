@@ -1,4 +1,4 @@
-"""Exact-B fidelity allocation: the contract, the baseline policies and the policy registry."""
+"""Exact-B fidelity allocation: the contract, the baseline allocators and the allocator registry."""
 
 from causalcache_memory.allocation.base import (
     Allocation,

@@ -44,7 +44,7 @@ class RGBSimilarityAllocator:
     def _thumbs(self, ctx: AllocationContext) -> ThumbnailCache:
         if ctx.archive is None:
             raise AllocationError(
-                "rgb: AllocationContext.archive is None; the RGB similarity policy reads archived "
+                "rgb: AllocationContext.archive is None; the RGB similarity allocator reads archived "
                 "screenshots, pass the episode's ScreenshotArchive in the context"
             )
         with self._lock:

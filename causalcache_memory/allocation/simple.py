@@ -1,4 +1,4 @@
-"""Baseline allocation policies: Recent-B, summary-only (B = 0) and seeded Random exact-B."""
+"""Baseline allocators: Recent-B, summary-only (B = 0) and seeded Random exact-B."""
 
 from __future__ import annotations
 

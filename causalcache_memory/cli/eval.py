@@ -1,4 +1,4 @@
-"""``causalcache eval <what>``: evaluations. ``eval ladder``: the selector chooser ladder."""
+"""``causalcache eval <what>``: evaluations. ``eval ladder``: the allocation ladder."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def _ladder(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="evaluations (chooser ladder, ...)")
+    parser = subparsers.add_parser("eval", help="evaluations (allocation ladder, ...)")
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
-    ladder = sub.add_parser("ladder", help="selector chooser ladder: margin over Recent-B with clustered CIs")
+    ladder = sub.add_parser("ladder", help="allocation ladder: margin over Recent-B with clustered CIs")
     ladder.add_argument("--recipe", required=True, help="selector recipe YAML")
     ladder.add_argument("--json", help="write the JSON report here (default: recipe ladder.json)")
     ladder.add_argument("--model", help="learned model directory or .onnx (default: recipe train.output_dir)")

@@ -76,7 +76,7 @@ class CausalCacheMemory(ThreadReading):
         config: full configuration (default :class:`CausalCacheConfig`); see :meth:`from_yaml`.
         policy: the GUI policy (else the runtime context's, else built from ``config.policy``).
         archive: the screenshot archive (else the runtime context's, else opened from ``config.archive``).
-        allocation: the allocator (else built from ``config.allocation``; a policy that cannot be
+        allocation: the allocator (else built from ``config.allocation``; an allocator that cannot be
             built makes every step fall back to Recent-B with a warning).
         goal_key: state key holding the task instruction (else the first human message's text is used).
         messages_key: state key of the chat messages (prompts are passed to a wrapped model node there).

@@ -67,9 +67,9 @@ def test_schema_mismatch_is_refused(trained, tmp_path):
 
 def test_policy_allocates_exact_b_with_the_witness(trained):
     _, out, _ = trained
-    policy = SelectorAllocator(out)
+    selector = SelectorAllocator(out)
     inverted = SelectorAllocator(out, inverted=True)
-    assert policy.name == "selector" and policy.uses_witness
+    assert selector.name == "selector" and selector.uses_witness
     trajs, useful = make_trajectories(4, length=14, seed=11)
     scorer = MarkerPolicy(useful)
     found = needed = 0
@@ -78,7 +78,7 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
         for t in range(3, 15):
             target = traj.steps[t - 1]
             ctx = AllocationContext(traj.trace_at(t), 2, witness=target.action)
-            alloc, inv = policy.allocate(ctx), inverted.allocate(ctx)
+            alloc, inv = selector.allocate(ctx), inverted.allocate(ctx)
             assert len(alloc.selected) == min(2, t - 1) and alloc.allocator == "selector"
             assert inv.allocator == "selector_inverted"
             good = {
@@ -95,9 +95,9 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
             inv_margins.append(q[1] - q[2])
     assert needed >= 5 and found >= 0.8 * needed  # the useful distant event is restored when it exists
     assert np.mean(margins) > 0.1 and np.mean(margins) > np.mean(inv_margins) + 0.1
-    no_witness = policy.allocate(AllocationContext(trajs[0].trace_at(10), 4))
+    no_witness = selector.allocate(AllocationContext(trajs[0].trace_at(10), 4))
     assert len(no_witness.selected) == 4 and set(no_witness.selected) <= set(range(1, 10))
-    assert policy.allocate(AllocationContext(trajs[0].trace_at(4), 4)).selected == recent_b(4, 4)
+    assert selector.allocate(AllocationContext(trajs[0].trace_at(4), 4)).selected == recent_b(4, 4)
 
 
 def test_bundled_model_missing_is_a_clear_error(monkeypatch):

@@ -55,27 +55,27 @@ def run_selector_latency(
     archive = FsspecArchive(f"memory://causalcache-bench/selector-{uuid.uuid4().hex}")
     pool = screenshot_pool(6, SMALL)
     counter = itertools.count(1)
-    policy = SelectorAllocator(selector_model, beam_width=beam_width, threads=1)
+    selector = SelectorAllocator(selector_model, beam_width=beam_width, threads=1)
     witnesses = [step_action(10_000 + i) for i in range(16)]
     out: dict[str, Any] = {"selector_ms": {}, "selector_breakdown_ms": {}}
     for n in sizes:
         trace = _trace(n, archive, pool, counter)
         contexts = [AllocationContext(trace, budget, archive, witness=w) for w in witnesses]
-        policy.allocate(contexts[0])  # builds the per-trace feature cache and the thumbnails once
+        selector.allocate(contexts[0])  # builds the per-trace feature cache and the thumbnails once
         samples, feats, beams, calls, swaps = [], [], [], [], []
         for i in range(repeats):
             ctx = contexts[i % len(contexts)]
             start = time.perf_counter()
-            allocation = policy.allocate(ctx)
+            allocation = selector.allocate(ctx)
             samples.append((time.perf_counter() - start) * 1000.0)
             swaps.append(allocation.k)
-        extractor = policy._extractor  # the policy's warm extractor: times the same feature path
+        extractor = selector._extractor  # the selector's warm extractor: times the same feature path
         for i in range(max(repeats // 4, 5)):
             ctx = contexts[i % len(contexts)]
             start = time.perf_counter()
             events = extractor(trace, budget, ctx.witness)
             mid = time.perf_counter()
-            scorer = policy.model.scorer(events, context_features(trace.t, budget, ctx.witness))
+            scorer = selector.model.scorer(events, context_features(trace.t, budget, ctx.witness))
             result = beam_search(scorer, t=trace.t, budget=budget, beam_width=beam_width)
             end = time.perf_counter()
             feats.append((mid - start) * 1000.0)
