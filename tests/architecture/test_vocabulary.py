@@ -8,6 +8,7 @@ learned selector's former names, so neither can come back.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -32,7 +33,7 @@ ALLOCATOR_CALLED_POLICY = [
     r"\bpolic(y|ies) (with|without|that takes?) (a |no )?witness",
     # class and function names of allocators spelled as policies
     r"\b(Recent|Random|SummaryOnly|RGBSimilarity|LearnedSelector|Allocation|Witness|Selector|FirstB|"
-    r"EvenlySpaced|Broken|Slow|Preparing)Policy\b",
+    r"EvenlySpaced|Broken|Slow|Preparing|EvidenceOracle)Policy\b",
     r"\b(register|build|available|lookup)_allocation_polic(y|ies)\b",
     # an allocator object held in a variable or argument named policy
     r"\bpolicy\s*=\s*(\w+Allocator\(|build_allocator\()",
@@ -78,6 +79,31 @@ def _texts() -> dict[str, str]:
 
 def test_no_allocator_is_called_a_policy() -> None:
     assert _hits(ALLOCATOR_CALLED_POLICY, _texts()) == []
+
+
+def _allocator_classes_named_policy(path: Path) -> list[str]:
+    """Classes that implement the allocator protocol (``allocate`` or ``uses_witness``) but end in Policy."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or not node.name.endswith("Policy"):
+            continue
+        names = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        names |= {
+            t.id
+            for n in node.body
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        if {"allocate", "uses_witness"} & names:
+            out.append(f"{path.relative_to(REPO)}:{node.lineno}: class {node.name}")
+    return out
+
+
+def test_no_allocator_class_is_named_policy() -> None:
+    found = [hit for p in _files() if p.suffix == ".py" for hit in _allocator_classes_named_policy(p)]
+    assert found == []
 
 
 def test_the_learned_selector_has_one_name() -> None:
