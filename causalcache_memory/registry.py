@@ -37,6 +37,7 @@ class Registry(Generic[T]):
         error: the :class:`CausalCacheError` subclass raised (default :class:`ConfigError`).
         renamed: names that were replaced during development -> their current name. A renamed name is
             never accepted; the error names the current one (a clear message, not a compatibility alias).
+        hint: a sentence appended to the unknown-name error (e.g. where optional entries come from).
     """
 
     def __init__(
@@ -47,12 +48,14 @@ class Registry(Generic[T]):
         register_with: str,
         error: type[CausalCacheError] = ConfigError,
         renamed: Mapping[str, str] | None = None,
+        hint: str = "",
     ) -> None:
         self.kind = kind
         self.field = field
         self.register_with = register_with
         self.error = error
         self.renamed = dict(renamed or {})
+        self.hint = hint
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T, *, overwrite: bool = False) -> None:
@@ -77,6 +80,7 @@ class Registry(Generic[T]):
         raise self.error(
             f"{self.field}={name!r} is not a registered {self.kind}{hint}; registered: "
             f"{', '.join(self.available()) or 'none'} (register your own with {self.register_with})"
+            + (f"; {self.hint}" if self.hint else "")
         )
 
     def copy(self) -> Registry[T]:
@@ -87,6 +91,7 @@ class Registry(Generic[T]):
             register_with=self.register_with,
             error=self.error,
             renamed=self.renamed,
+            hint=self.hint,
         )
         out._entries = dict(self._entries)
         return out

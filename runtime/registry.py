@@ -51,6 +51,7 @@ RUNTIMES: Registry[Builder] = Registry(
     field="policy.kind",
     register_with="causalcache_memory.runtime.registry.register_runtime",
     error=ConfigError,
+    hint="the synthetic world's `simulated` runtime is registered by `import causalcache_memory.lab`",
 )
 RUNTIMES.register("transformers", _transformers)
 RUNTIMES.register("sglang", _sglang)

@@ -20,6 +20,7 @@ def test_builtin_runtimes_and_unknown_name(monkeypatch) -> None:
         registry.build_policy(cfg.policy)
     assert "policy.kind='nope' is not a registered runtime" in str(info.value)
     assert "openai, " in str(info.value) and "register_runtime" in str(info.value)
+    assert "`simulated` runtime is registered by `import causalcache_memory.lab`" in str(info.value)
 
     class Mine:
         def __init__(self, options):
