@@ -9,7 +9,6 @@ Importing this package loads no torch, transformers, langgraph or onnxruntime.
 
 from typing import Any
 
-from causalcache_memory._deprecated import alias_getattr, install_finder
 from causalcache_memory.actions import Action
 from causalcache_memory.allocation import (
     Allocation,
@@ -29,10 +28,7 @@ from causalcache_memory.trace import Event, Trace
 
 __version__ = "0.1.0"
 
-install_finder()
-
 _LAZY = {"CausalCacheMemory": "causalcache_memory.integrations.langgraph"}
-_renamed = alias_getattr(__name__, globals())
 
 __all__ = [
     "Action",
@@ -68,4 +64,4 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    return _renamed(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ Two-pass re-decision (paper, Method, "Reference actions"; Figure 2b):
    under ``S*`` and the *same* policy (same weights, greedy) produces ``a_2``, which replaces ``a_1`` —
    never a choice between samples.
 
-Policies that take no witness (Recent-B, Random, RGB, summary-only) run a single pass on their own set.
+Allocators that take no witness (Recent-B, Random, RGB, summary-only) run a single pass on their own set.
 If the allocator fails (exception, missing model, time limit) the step falls back to Recent-B
 with a :class:`~causalcache_memory.errors.CausalCacheWarning`: never worse than the baseline, never a
 crashed episode. A missing or corrupt screenshot raises :class:`PromptImageError` (never a silently
@@ -147,9 +147,9 @@ class MemoryController:
     Args:
         policy: the (frozen) GUI policy.
         archive: where screenshots live.
-        allocator: chooses ``S``; a policy with ``uses_witness`` triggers the two-pass protocol.
+        allocator: chooses ``S``; an allocator with ``uses_witness`` triggers the two-pass protocol.
         budget: ``B``.
-        two_pass: disable to run witness policies in a single pass with no witness (ablation).
+        two_pass: disable to run witness-taking allocators in a single pass with no witness (ablation).
         render_options: fixed prompt text.
         selector_timeout_s: time limit of each allocator call (``allocate`` and ``prepare``), which runs
             on a worker thread this controller owns (:mod:`causalcache_memory._worker`); ``None`` = on the
@@ -280,7 +280,7 @@ class MemoryController:
         except Exception as exc:  # a preparation is an optimization: never fail the step for it
             warnings.warn(
                 f"allocator {self.allocator.name!r} prepare() failed for screenshot {sha}: "
-                f"{type(exc).__name__}: {exc}; the policy will compute what it needs when it allocates",
+                f"{type(exc).__name__}: {exc}; the allocator will compute what it needs when it allocates",
                 CausalCacheWarning,
                 stacklevel=4,
             )

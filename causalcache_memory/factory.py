@@ -1,10 +1,10 @@
 """The one path from :class:`~causalcache_memory.config.CausalCacheConfig` to objects.
 
-The CLI, the LangGraph integration and the evaluation harness all build their archive, policy runtime,
-allocator and controller here; runtimes and allocators come from their registries
-(:mod:`causalcache_memory.runtimes`, :mod:`causalcache_memory.allocation.registry`).
-
-Heavy runtimes are imported only when chosen; a missing dependency raises an error naming the extra.
+The CLI, the LangGraph integration and the evaluation harness all build their archive, allocator and
+controller here; allocators come from their registry (:mod:`causalcache_memory.allocation.registry`).
+The policy (the VLM) is passed in already built: runtimes live in the runtime layer, which the core never
+imports, so callers build one from ``config.policy`` with
+``causalcache_memory.runtime.registry.build_policy`` (or bring their own :class:`Policy`).
 """
 
 from __future__ import annotations
@@ -12,17 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.allocation.registry import build_allocator
-from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig, PolicyConfig
+from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig
 from causalcache_memory.controller import MemoryController
 from causalcache_memory.render.prompt import RenderOptions
-from causalcache_memory.runtimes import build_runtime
 
 if TYPE_CHECKING:
     from causalcache_memory.allocation.base import Allocator
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
-__all__ = ["build_archive", "build_controller", "build_policy", "render_options"]
+__all__ = ["build_archive", "build_controller", "render_options"]
 
 
 def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
@@ -32,11 +31,6 @@ def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
     return open_archive(
         config.url, max_pixels=config.max_pixels, formats=tuple(config.formats), cache_dir=config.cache_dir
     )
-
-
-def build_policy(config: PolicyConfig) -> Policy:
-    """Instantiate the policy runtime named by ``config.kind`` (see :mod:`causalcache_memory.runtimes`)."""
-    return build_runtime(config)
 
 
 def render_options(config: CausalCacheConfig) -> RenderOptions:
@@ -54,14 +48,18 @@ def render_options(config: CausalCacheConfig) -> RenderOptions:
 def build_controller(
     config: CausalCacheConfig,
     *,
-    policy: Policy | None = None,
+    policy: Policy,
     archive: ScreenshotArchive | None = None,
     allocator: Allocator | None = None,
     **overrides: Any,
 ) -> MemoryController:
-    """A :class:`MemoryController` from config; ``policy``/``archive``/``allocator`` objects override it."""
+    """A :class:`MemoryController` around ``policy`` from config; ``archive``/``allocator`` objects override it.
+
+    ``policy`` is the built VLM (``causalcache_memory.runtime.registry.build_policy(config.policy)``
+    builds the configured runtime).
+    """
     return MemoryController(
-        policy=policy if policy is not None else build_policy(config.policy),
+        policy=policy,
         archive=archive if archive is not None else build_archive(config.archive),
         allocator=allocator if allocator is not None else build_allocator(config.allocation),
         budget=config.budget,

@@ -4,10 +4,10 @@ The graph, nodes, model and environment are unchanged; the differences are marke
 one line creates the memory and two ``add_node`` lines wrap the screenshot and model nodes. The wrapped
 screenshot node archives each screenshot and keeps only its sha256 in state; the wrapped model node is
 called with the memory's prompt (every past step as a one-line summary, ``B = 4`` past steps in full,
-the current screen) and, when the allocation policy displaces a recent step for an older one, a second
+the current screen) and, when the allocator displaces a recent step for an older one, a second
 time with the re-allocated prompt, whose answer replaces the first.
 
-The allocation policy is the default one, the learned selector with the scorer bundled in the package
+The allocator is the default one, the learned selector with the scorer bundled in the package
 (trained on the synthetic world, used here zero-shot on this toy desktop); configure everything from YAML
 with ``CausalCacheMemory.from_yaml("examples/causalcache.yaml")``.
 

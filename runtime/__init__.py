@@ -1,5 +1,7 @@
 """Policy runtimes (installed as ``causalcache_memory.runtime``): transformers, SGLang, OpenAI-compatible.
 
+The runtime registry (``policy.kind`` names) is :mod:`.registry`: ``build_policy(config.policy)``.
+
 Nothing heavy is imported here: names resolve lazily, so ``from causalcache_memory.runtime import
 SGLangPolicy`` needs only httpx, and ``TransformersPolicy`` imports torch/transformers on first use.
 """
@@ -16,7 +18,10 @@ _EXPORTS = {
     "PromptLogprobsUnsupportedError": "openai_client",
     "SGLangPolicy": "sglang_client",
     "TransformersPolicy": "transformers_policy",
+    "available_runtimes": "registry",
+    "build_policy": "registry",
     "build_tiny_qwen_vl": "tiny",
+    "register_runtime": "registry",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -14,7 +14,8 @@ For teacher-forced scoring the continuation is ``target + end_of_turn`` (``targe
 ChatML), so the score also rewards ending the turn after the action, as greedy decoding must.
 
 Another family plugs in with ``ChatFormat(name, render, end_of_turn)`` where ``render`` maps the prompt's
-messages to a :class:`ChatText`; :func:`register_chat_format` makes it selectable by name.
+messages to a :class:`ChatText`; :func:`register_chat_format` makes it selectable by name (the registry
+:data:`CHAT_FORMATS` is a :class:`~causalcache_memory.registry.Registry`).
 """
 
 from __future__ import annotations
@@ -24,17 +25,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ConfigError, RenderError
+from causalcache_memory.registry import Registry
 from causalcache_memory.render.messages import ImagePart, Message, TextPart
 
 if TYPE_CHECKING:
     from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = [
+    "CHAT_FORMATS",
     "QWEN_VL",
     "ChatFormat",
     "ChatText",
+    "available_chat_formats",
     "chatml_render",
-    "get_chat_format",
+    "lookup_chat_format",
     "openai_messages",
     "qwen_messages",
     "register_chat_format",
@@ -112,31 +116,32 @@ QWEN_VL = ChatFormat(
     image_placeholder=QWEN_IMAGE_PLACEHOLDER,
 )
 
-_REGISTRY: dict[str, ChatFormat] = {QWEN_VL.name: QWEN_VL}
+#: the chat-format registry (``chat_format=`` of the SGLang runtime)
+CHAT_FORMATS: Registry[ChatFormat] = Registry(
+    "chat format",
+    field="chat_format",
+    register_with="register_chat_format(ChatFormat(name, render, end_of_turn))",
+    error=ConfigError,
+)
+CHAT_FORMATS.register(QWEN_VL.name, QWEN_VL)
 
 
 def register_chat_format(chat_format: ChatFormat, *, overwrite: bool = False) -> None:
     """Make ``chat_format`` selectable by its name."""
     if not isinstance(chat_format, ChatFormat):
         raise ConfigError(f"register_chat_format expects a ChatFormat, got {type(chat_format).__name__}")
-    if chat_format.name in _REGISTRY and not overwrite:
-        raise ConfigError(
-            f"chat format {chat_format.name!r} is already registered; pass overwrite=True to replace it"
-        )
-    _REGISTRY[chat_format.name] = chat_format
+    CHAT_FORMATS.register(chat_format.name, chat_format, overwrite=overwrite)
 
 
-def get_chat_format(chat_format: str | ChatFormat) -> ChatFormat:
+def available_chat_formats() -> list[str]:
+    return CHAT_FORMATS.available()
+
+
+def lookup_chat_format(chat_format: str | ChatFormat) -> ChatFormat:
     """A :class:`ChatFormat` by name (or the instance itself)."""
     if isinstance(chat_format, ChatFormat):
         return chat_format
-    try:
-        return _REGISTRY[chat_format]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"chat_format={chat_format!r} is not a known chat format; use one of {sorted(_REGISTRY)} "
-            "or pass a ChatFormat(name, render, end_of_turn)"
-        ) from None
+    return CHAT_FORMATS.lookup(chat_format)
 
 
 # ---------------------------------------------------------------------- structured wire formats

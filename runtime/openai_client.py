@@ -279,7 +279,7 @@ def _entry_logprob(entry: Any, token_id: int | None, *, url: str, k: int) -> flo
 
 
 def policy_from_config(config: PolicyConfig) -> OpenAIPolicy:
-    """The runtime registered as ``openai`` (:mod:`causalcache_memory.runtimes`)."""
+    """The runtime registered as ``openai`` (:mod:`causalcache_memory.runtime.registry`)."""
     cfg = config.openai
     if cfg is None:  # pragma: no cover - PolicyConfig refuses this
         raise ConfigError("policy.kind is 'openai' but the policy.openai section is missing")

@@ -57,7 +57,7 @@ from causalcache_memory.runtime._http import (
     parse_response_action,
     snippet,
 )
-from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
+from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, lookup_chat_format
 from causalcache_memory.runtime.routing import (
     EpisodeRouter,
     rendezvous_route,
@@ -141,7 +141,7 @@ class SGLangPolicy:
         self.max_images_per_prompt = max_images_per_prompt
         self.platform = platform
         self.screen_size = screen_size
-        self.chat_format = get_chat_format(chat_format)
+        self.chat_format = lookup_chat_format(chat_format)
         self.score_batch_size = score_batch_size
         self.sampling_params = dict(sampling_params or {})
         self._http = HttpClient(timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s)
@@ -352,7 +352,7 @@ def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
 
 
 def policy_from_config(config: PolicyConfig) -> SGLangPolicy:
-    """The runtime registered as ``sglang`` (:mod:`causalcache_memory.runtimes`)."""
+    """The runtime registered as ``sglang`` (:mod:`causalcache_memory.runtime.registry`)."""
     cfg = config.sglang
     if cfg is None:  # pragma: no cover - PolicyConfig refuses this
         raise ConfigError("policy.kind is 'sglang' but the policy.sglang section is missing")

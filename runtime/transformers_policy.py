@@ -295,7 +295,7 @@ class TransformersPolicy:
 
 
 def policy_from_config(config: PolicyConfig) -> TransformersPolicy:
-    """The runtime registered as ``transformers`` (:mod:`causalcache_memory.runtimes`)."""
+    """The runtime registered as ``transformers`` (:mod:`causalcache_memory.runtime.registry`)."""
     cfg = config.transformers
     if cfg is None:  # pragma: no cover - PolicyConfig refuses this
         raise ConfigError("policy.kind is 'transformers' but the policy.transformers section is missing")

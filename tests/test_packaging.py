@@ -118,8 +118,8 @@ def test_wheel_ships_namespaced_packages_and_the_bundled_selector(tmp_path) -> N
     assert install.returncode == 0, install.stderr[-2000:]
     code = (
         "import causalcache_memory, pathlib;"
-        "from causalcache_memory.selector.allocator import LearnedSelectorAllocator, bundled_model_path;"
-        "p = LearnedSelectorAllocator(); print(causalcache_memory.__file__); print(bundled_model_path())"
+        "from causalcache_memory.selector.allocator import SelectorAllocator, bundled_model_path;"
+        "p = SelectorAllocator(); print(causalcache_memory.__file__); print(bundled_model_path())"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -55,7 +55,7 @@ def _run(job: tuple[str, int, int, int, str, int]) -> dict:
     name, n_tasks, task_seed, policy_seed, templates, budget = job
     from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.archive import LocalArchive
-    from causalcache_memory.lab.world.calibration import EvidenceOraclePolicy, run_episode
+    from causalcache_memory.lab.world.calibration import EvidenceOracleAllocator, run_episode
     from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
     from causalcache_memory.lab.world.tasks import generate_tasks
 
@@ -66,7 +66,7 @@ def _run(job: tuple[str, int, int, int, str, int]) -> dict:
     with tempfile.TemporaryDirectory() as root:
         archive = LocalArchive(root)
         for arm in ARMS:
-            make = EvidenceOraclePolicy if arm == "oracle" else (lambda a=arm: build_allocator(a))
+            make = EvidenceOracleAllocator if arm == "oracle" else (lambda a=arm: build_allocator(a))
             out[arm] = {
                 t.task_id: run_episode(t, make(), policy, archive, budget=budget).success for t in tasks
             }

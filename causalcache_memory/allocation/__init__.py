@@ -1,4 +1,4 @@
-"""Exact-B fidelity allocation: the contract, the baseline policies and the policy registry."""
+"""Exact-B fidelity allocation: the contract, the baseline allocators and the allocator registry."""
 
 from causalcache_memory.allocation.base import (
     Allocation,
@@ -28,7 +28,3 @@ __all__ = [
     "make_allocation",
     "recent_b",
 ]
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr
-
-__getattr__ = _alias_getattr(__name__, globals())

@@ -70,7 +70,7 @@ class Allocation:
         t: the decision index the allocation was made for.
         budget: ``B``.
         allocator: name of the allocator that produced it.
-        scores: optional per-event scores the policy computed (event index -> score), for logs.
+        scores: optional per-event scores the allocator computed (event index -> score), for logs.
         info: optional JSON-ready facts about the decision, for the decision log (the learned selector
             puts ``predicted_gain`` and ``min_gain`` here, and ``fallback`` (e.g. ``"ood"``) when it
             returned Recent-B instead of searching).
@@ -158,15 +158,15 @@ def make_allocation(
 
 @dataclass(frozen=True, slots=True)
 class AllocationContext:
-    """Everything an allocation policy may look at for decision ``t``.
+    """Everything an allocator may look at for decision ``t``.
 
     Attributes:
         trace: the complete summarized history (events ``1..t-1``) and the current screen.
         budget: ``B``.
-        archive: screenshot store, for policies that read pixels (RGB similarity, selector image stats).
+        archive: screenshot store, for allocators that read pixels (RGB similarity, selector image stats).
         witness: reference action, e.g. the pass-1 proposal ``a_1`` (paper, "Reference actions");
-            None for policies that take none.
-        episode_seed: a seed stable within the episode, for reproducible randomized policies.
+            None for allocators that take none.
+        episode_seed: a seed stable within the episode, for reproducible randomized allocators.
     """
 
     trace: Trace
@@ -184,12 +184,12 @@ class AllocationContext:
 class Allocator(Protocol):
     """Chooses the exact-B set of events promoted to high fidelity.
 
-    ``uses_witness`` tells the two-pass controller whether the policy wants the pass-1 proposal: policies
-    without a witness run a single pass. A learned selector scores the complete trace, takes the witness,
+    ``uses_witness`` tells the two-pass controller whether the allocator wants the pass-1 proposal:
+    allocators without a witness run a single pass. A learned selector scores the complete trace, takes the witness,
     and returns an exact-B set (Recent-B when it declines every swap).
 
-    Optional hook (not part of the structural check): ``prepare(archive, sha256) -> None``. When a policy
-    defines it, :class:`~causalcache_memory.controller.MemoryController` calls it each time a screenshot
+    Optional hook (not part of the structural check): ``prepare(archive, sha256) -> None``. When an
+    allocator defines it, :class:`~causalcache_memory.controller.MemoryController` calls it each time a screenshot
     is archived (``observe`` and ``record``), before the next decision's model call. It must return
     quickly and may start background work whose result :meth:`allocate` later uses; the learned selector
     prefetches the screenshot's thumbnail there, so the PNG decode overlaps the pass-1 model call. An
@@ -200,8 +200,3 @@ class Allocator(Protocol):
     uses_witness: bool
 
     def allocate(self, ctx: AllocationContext) -> Allocation: ...
-
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

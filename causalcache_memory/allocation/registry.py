@@ -1,9 +1,10 @@
 """Allocators registered by name and built from :class:`~causalcache_memory.config.AllocationConfig`.
 
 Every registered name is valid for ``allocation.allocator`` in YAML (the config validates against this
-registry). Third-party allocators register with :func:`register_allocator`; an unknown name raises an
-error listing the registered ones. The learned selector and RGB similarity load lazily (they pull in
-onnxruntime / archive thumbnails only when chosen).
+registry, :data:`ALLOCATORS`, a :class:`~causalcache_memory.registry.Registry`). Third-party allocators
+register with :func:`register_allocator`; an unknown name raises an error listing the registered ones.
+The learned selector (``selector``) and RGB similarity (``rgb``) load lazily (they pull in onnxruntime /
+archive thumbnails only when chosen).
 """
 
 from __future__ import annotations
@@ -17,21 +18,22 @@ from causalcache_memory.allocation.base import Allocator
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.errors import AllocationError
+from causalcache_memory.registry import Registry
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import AllocationConfig
 
-__all__ = ["available_allocators", "build_allocator", "check_allocator_name", "register_allocator"]
+__all__ = ["ALLOCATORS", "available_allocators", "build_allocator", "lookup_allocator", "register_allocator"]
 
 Factory = Callable[["AllocationConfig"], Allocator]
 
 
-def _learned(cfg: AllocationConfig) -> Allocator:
+def _selector(cfg: AllocationConfig) -> Allocator:
     module = importlib.import_module("causalcache_memory.selector.allocator")
     sel = cfg.selector
     if sel is None:
-        return module.LearnedSelectorAllocator()
-    return module.LearnedSelectorAllocator(
+        return module.SelectorAllocator()
+    return module.SelectorAllocator(
         model_path=sel.model_path,
         beam_width=sel.beam_width,
         inverted=sel.inverted,
@@ -46,38 +48,35 @@ def _rgb(cfg: AllocationConfig) -> Allocator:
     return module.RGBSimilarityAllocator(size=cfg.rgb_size)
 
 
-_REGISTRY: dict[str, Factory] = {
-    "recent": lambda cfg: RecentAllocator(),
-    "summary_only": lambda cfg: SummaryOnlyAllocator(),
-    "random": lambda cfg: RandomAllocator(seed=cfg.seed),
-    "first": lambda cfg: FirstBAllocator(),
-    "evenly_spaced": lambda cfg: EvenlySpacedAllocator(),
-    "rgb": _rgb,
-    "causalcache": _learned,
-}
+#: the allocator registry (``allocation.allocator``)
+ALLOCATORS: Registry[Factory] = Registry(
+    "allocator",
+    field="allocation.allocator",
+    register_with="causalcache_memory.allocation.registry.register_allocator",
+    error=AllocationError,
+    renamed={"causalcache": "selector"},
+)
+ALLOCATORS.register("recent", lambda cfg: RecentAllocator())
+ALLOCATORS.register("summary_only", lambda cfg: SummaryOnlyAllocator())
+ALLOCATORS.register("random", lambda cfg: RandomAllocator(seed=cfg.seed))
+ALLOCATORS.register("first", lambda cfg: FirstBAllocator())
+ALLOCATORS.register("evenly_spaced", lambda cfg: EvenlySpacedAllocator())
+ALLOCATORS.register("rgb", _rgb)
+ALLOCATORS.register("selector", _selector)
 
 
 def register_allocator(name: str, factory: Factory, *, overwrite: bool = False) -> None:
     """Register ``factory(config) -> Allocator`` under ``name`` (then valid in YAML)."""
-    if not name or not name.replace("_", "").isalnum():
-        raise AllocationError(f"allocator name {name!r} must be a non-empty identifier")
-    if name in _REGISTRY and not overwrite:
-        raise AllocationError(f"allocator {name!r} is already registered; pass overwrite=True to replace it")
-    _REGISTRY[name] = factory
+    ALLOCATORS.register(name, factory, overwrite=overwrite)
 
 
 def available_allocators() -> list[str]:
-    return sorted(_REGISTRY)
+    return ALLOCATORS.available()
 
 
-def check_allocator_name(name: object) -> str:
-    """``name`` if it is registered, else an :class:`AllocationError` listing the registered names."""
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise AllocationError(
-            f"allocation.allocator={name!r} is not a registered allocator; registered: "
-            f"{', '.join(available_allocators())} (register your own with register_allocator)"
-        )
-    return name
+def lookup_allocator(name: object) -> Factory:
+    """The factory registered as ``name``, else an :class:`AllocationError` listing the registered names."""
+    return ALLOCATORS.lookup(name)
 
 
 @dataclass(frozen=True)
@@ -93,9 +92,4 @@ class _DefaultOptions:
 def build_allocator(config: AllocationConfig | str) -> Allocator:
     """Build the allocator named by ``config.allocator`` (or a bare name with default options)."""
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
-    return _REGISTRY[check_allocator_name(cfg.allocator)](cfg)  # type: ignore[arg-type]
-
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())
+    return lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ class RGBSimilarityAllocator:
     def _thumbs(self, ctx: AllocationContext) -> ThumbnailCache:
         if ctx.archive is None:
             raise AllocationError(
-                "rgb: AllocationContext.archive is None; the RGB similarity policy reads archived "
+                "rgb: AllocationContext.archive is None; the RGB similarity allocator reads archived "
                 "screenshots, pass the episode's ScreenshotArchive in the context"
             )
         with self._lock:
@@ -76,8 +76,3 @@ class RGBSimilarityAllocator:
             scores[event.index] = -float(np.mean(np.abs(thumb - target)))
         ranked = sorted(scores, key=lambda j: (scores[j], j), reverse=True)
         return make_allocation(ranked[:size], t=t, budget=budget, allocator=self.name, scores=scores)
-
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

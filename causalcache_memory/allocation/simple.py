@@ -1,4 +1,4 @@
-"""Baseline allocation policies: Recent-B, summary-only (B = 0) and seeded Random exact-B."""
+"""Baseline allocators: Recent-B, summary-only (B = 0) and seeded Random exact-B."""
 
 from __future__ import annotations
 
@@ -55,8 +55,3 @@ class RandomAllocator:
         rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
         chosen = rng.sample(range(1, ctx.t), size) if size else []
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
-
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

@@ -3,7 +3,7 @@
 A thumbnail is the screenshot converted to RGB and area-averaged (box filter) down to
 ``size x size``: a float32 array of shape ``(size, size, 3)`` with values in ``[0, 1]``. Blobs are
 immutable (content-addressed), so a cached thumbnail never goes stale. Used by the RGB-similarity
-allocation policy and by the learned selector's cheap image statistics.
+allocator and by the learned selector's cheap image statistics.
 
 Cost: for a 1920x1080 PNG almost all of the time is the PNG decode itself (zlib inflate plus row
 unfiltering, about 20-30 ms on one core); the reduction to ``size x size`` costs about 1-2 ms. PNG has no

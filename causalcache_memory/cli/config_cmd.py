@@ -11,6 +11,11 @@ def _validate(args: argparse.Namespace) -> int:
     from causalcache_memory.config import load_config
 
     config = load_config(args.file)
+    if config.policy.kind is not None:  # runtimes live in the runtime layer: checked here, not in the core
+        import causalcache_memory.lab  # noqa: F401 - registers the lab's `simulated` runtime
+        from causalcache_memory.runtime.registry import lookup_runtime
+
+        lookup_runtime(config.policy.kind)
     print(
         f"{args.file}: valid (budget={config.budget}, allocator={config.allocation.allocator}, "
         f"policy={config.policy.kind}, archive={config.archive.url})"

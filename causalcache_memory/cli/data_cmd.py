@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-FORMATS = ("agentnet", "osworld", "mobileworld", "androidcontrol", "causalcache", "jsonl")
-
 
 def _budgets(text: str) -> tuple[int, ...]:
     try:
@@ -94,6 +92,8 @@ def _mine(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from causalcache_memory.lab.data.loaders import available_loaders  # the formats: the loader registry
+
     parser = subparsers.add_parser(
         "data", help="import real trajectories, inspect them, mine replacement groups"
     )
@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp = sub.add_parser(
         "import", help="load a dataset into DIR (trajectories.jsonl + archive/ + dataset.json)"
     )
-    imp.add_argument("format", choices=FORMATS, help="upstream format")
+    imp.add_argument("format", choices=available_loaders(), help="upstream format")
     imp.add_argument("src", help="dataset file or folder")
     imp.add_argument("--out", required=True, help="output dataset directory")
     imp.add_argument("--images", help="agentnet: folder of the step images (default SRC/images, SRC)")

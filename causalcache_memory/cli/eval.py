@@ -1,4 +1,4 @@
-"""``causalcache eval <what>``: evaluations. ``eval ladder``: the selector chooser ladder."""
+"""``causalcache eval <what>``: evaluations. ``eval ladder``: the allocation ladder."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 def _ladder(args: argparse.Namespace) -> int:
     from causalcache_memory.lab.selector.ladder import format_table, held_out, run_ladder
     from causalcache_memory.lab.selector.recipe import load_recipe, resolve
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe)
     model_dir = args.model or recipe.train.output_dir
-    learned = OnnxSelector(model_dir)
+    learned = OnnxScorer(model_dir)
     ablation_dir = args.no_recency_model or recipe.train.no_recency_output_dir
-    no_recency = OnnxSelector(ablation_dir) if ablation_dir and Path(ablation_dir).exists() else None
+    no_recency = OnnxScorer(ablation_dir) if ablation_dir and Path(ablation_dir).exists() else None
     trajectories = held_out(
         res.trajectories, model_dir if Path(model_dir).is_dir() else None, recipe.ladder.split
     )
@@ -47,9 +47,9 @@ def _ladder(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="evaluations (chooser ladder, ...)")
+    parser = subparsers.add_parser("eval", help="evaluations (allocation ladder, ...)")
     sub = parser.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
-    ladder = sub.add_parser("ladder", help="selector chooser ladder: margin over Recent-B with clustered CIs")
+    ladder = sub.add_parser("ladder", help="allocation ladder: margin over Recent-B with clustered CIs")
     ladder.add_argument("--recipe", required=True, help="selector recipe YAML")
     ladder.add_argument("--json", help="write the JSON report here (default: recipe ladder.json)")
     ladder.add_argument("--model", help="learned model directory or .onnx (default: recipe train.output_dir)")

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import types
 import typing
-import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from causalcache_memory.allocation.base import check_budget
-from causalcache_memory.allocation.registry import check_allocator_name
+from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
-from causalcache_memory.runtimes import check_runtime_name
 
 __all__ = [
     "AllocationConfig",
@@ -120,37 +118,27 @@ class SelectorConfig(_Strict):
 
 def _registered(check: Any, value: Any) -> Any:
     try:
-        return check(value)
+        check(value)
     except CausalCacheError as exc:
         raise ValueError(str(exc)) from None
+    return value
 
 
 class AllocationConfig(_Strict):
     allocator: str = Field(
-        "causalcache",
+        "selector",
         description="Which events get the B high-fidelity slots: any registered allocator "
-        "(causalcache, recent, summary_only, random, rgb, or one added with register_allocator).",
+        "(selector = the learned selector, recent, summary_only, random, first, evenly_spaced, rgb, or one "
+        "added with register_allocator).",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_policy_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "policy" in data:
-            if "allocator" in data:
-                raise ValueError("give allocation.allocator only (allocation.policy is its deprecated name)")
-            warnings.warn(
-                "allocation.policy is deprecated; use allocation.allocator", DeprecationWarning, stacklevel=2
-            )
-            data = {("allocator" if k == "policy" else k): v for k, v in data.items()}
-        return data
 
     @field_validator("allocator")
     @classmethod
     def _known_allocator(cls, name: str) -> str:
-        return _registered(check_allocator_name, name)
+        return _registered(lookup_allocator, name)
 
-    seed: int = Field(0, description="Seed of the random policy.")
-    rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity policy.")
+    seed: int = Field(0, description="Seed of the random allocator.")
+    rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity allocator.")
     selector: SelectorConfig = SelectorConfig()
 
 
@@ -242,9 +230,11 @@ class OpenAIPolicyConfig(_Strict):
 class PolicyConfig(_Strict):
     kind: str | None = Field(
         None,
-        description="Policy runtime (the VLM): any registered runtime (transformers, sglang, openai, "
-        "simulated = the synthetic world's CPU stand-in, or one added with register_runtime); null = none "
-        "configured (the LangGraph integration calls your own model node).",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Policy runtime (the VLM): a name in the runtime registry (transformers, sglang, "
+        "openai; simulated = the synthetic world's CPU stand-in, registered by the lab; or one added with "
+        "causalcache_memory.runtime.registry.register_runtime), checked when the policy is built; null = "
+        "none configured (the LangGraph integration calls your own model node).",
     )
     platform: Literal["auto", "desktop", "mobile"] = "auto"
     coords: Literal["auto", "absolute", "relative", "thousand"] = Field(
@@ -259,11 +249,6 @@ class PolicyConfig(_Strict):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Options of a runtime registered with register_runtime."
     )
-
-    @field_validator("kind")
-    @classmethod
-    def _known_runtime(cls, name: str | None) -> str | None:
-        return None if name is None else _registered(check_runtime_name, name)
 
     @model_validator(mode="after")
     def _section_present(self) -> PolicyConfig:

@@ -1,12 +1,12 @@
 """The learned budget-aware restoration selector at run time: features, ONNX scorer, exact-B beam.
 
 Inference only: per-event features, onnxruntime scoring of conditioning sets, the exact-B beam from
-Recent-B and :class:`LearnedSelectorAllocator`. Labels, the PyTorch scorer, training, ONNX export and the
-chooser ladder live in :mod:`causalcache_memory.lab.selector`. Importing this package loads neither torch
+Recent-B and :class:`SelectorAllocator`. Labels, the PyTorch scorer, training, ONNX export and the
+allocation ladder live in :mod:`causalcache_memory.lab.selector`. Importing this package loads neither torch
 nor onnxruntime.
 """
 
-from causalcache_memory.selector.allocator import LearnedSelectorAllocator, bundled_model_path
+from causalcache_memory.selector.allocator import SelectorAllocator, bundled_model_path
 from causalcache_memory.selector.beam import BeamResult, beam_search
 from causalcache_memory.selector.features import (
     CONTEXT_SCHEMA,
@@ -15,21 +15,17 @@ from causalcache_memory.selector.features import (
     context_features,
     schema_hash,
 )
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 __all__ = [
     "CONTEXT_SCHEMA",
     "FEATURE_SCHEMA",
     "BeamResult",
     "FeatureExtractor",
-    "LearnedSelectorAllocator",
-    "OnnxSelector",
+    "OnnxScorer",
+    "SelectorAllocator",
     "beam_search",
     "bundled_model_path",
     "context_features",
     "schema_hash",
 ]
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr
-
-__getattr__ = _alias_getattr(__name__, globals())

@@ -1,11 +1,18 @@
 """The learned selector as an allocator: features -> OOD guard -> ONNX set scorer -> exact-B beam.
 
-``LearnedSelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
+Naming: the *learned selector* is this allocator (:class:`SelectorAllocator`, registered as
+``selector``, configured under ``allocation.selector``); its *scorer* is the exported ONNX network it runs
+(:class:`~causalcache_memory.selector.onnx_scorer.OnnxScorer`), an internal component.
+
+``SelectorAllocator().allocate(ctx)`` featurizes the complete trace with ``ctx.witness`` as reference
 action (the pass-1 proposal in the two-pass controller), checks that the state looks like the training
 states (out-of-distribution guard), scores conditioning sets with onnxruntime and returns the beam's
 exact-B set; ``Recent-B`` when every swap is declined or the state is out of distribution. The
 allocation's ``info`` carries the predicted gain, the threshold used and, for a guarded state,
 ``fallback: "ood"`` (the controller puts it in the decision log). No torch is imported.
+
+:meth:`SelectorAllocator.decide` is the decision rule on already featurized events (OOD guard, scorer,
+beam, threshold); :meth:`~SelectorAllocator.allocate` and the lab's allocation ladder both call it.
 """
 
 from __future__ import annotations
@@ -15,17 +22,26 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from causalcache_memory.allocation.base import Allocation, AllocationContext, make_allocation, recent_b
+from causalcache_memory.allocation.base import (
+    Allocation,
+    AllocationContext,
+    exact_b_size,
+    make_allocation,
+    recent_b,
+)
 from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import state_summary
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BUNDLED_MODEL", "LearnedSelectorAllocator", "bundled_model_path", "resolve_min_gain"]
+__all__ = ["BUNDLED_MODEL", "SelectorAllocator", "bundled_model_path", "resolve_min_gain"]
 
 #: where the bundled scorer lives inside the package
 BUNDLED_MODEL = ("causalcache_memory", "assets/selector/selector.onnx")
@@ -37,13 +53,13 @@ def bundled_model_path() -> Path:
     if not ref.is_file():
         raise SelectorError(
             "no bundled selector model: causalcache_memory/assets/selector/selector.onnx is missing from this "
-            "installation; pass LearnedSelectorAllocator(model_path=...) with a model trained by "
+            "installation; pass SelectorAllocator(model_path=...) with a model trained by "
             "`causalcache train selector`, or install a release that bundles one"
         )
     return Path(str(ref))
 
 
-def resolve_min_gain(min_gain: float | str, model: OnnxSelector) -> tuple[float, str]:
+def resolve_min_gain(min_gain: float | str, model: OnnxScorer) -> tuple[float, str]:
     """``(threshold, source)`` for ``min_gain``: a number >= 0, or ``"auto"`` = the model's calibrated one.
 
     ``auto`` on a model exported without calibration metadata falls back to 0 (the paper's rule) and says
@@ -63,14 +79,15 @@ def resolve_min_gain(min_gain: float | str, model: OnnxSelector) -> tuple[float,
     return float(min_gain), "fixed"
 
 
-class LearnedSelectorAllocator:
+class SelectorAllocator:
     """Learned budget-aware restoration selector (:class:`Allocator`).
 
     Args:
-        model_path: ``.onnx`` file or model directory; None loads the bundled model.
+        model_path: ``.onnx`` file or model directory, or an already loaded :class:`OnnxScorer`; None
+            loads the bundled model.
         beam_width: beam size of the exact-B search.
         threads: onnxruntime intra-op threads.
-        inverted: negate every predicted marginal (specificity control of the chooser ladder).
+        inverted: negate every predicted marginal (specificity control of the allocation ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
         min_gain: smallest predicted gain for which a swap is taken: ``"auto"`` (default) = the threshold
             calibrated on development data and stored in the model; ``0`` = the paper's rule (every
@@ -80,12 +97,12 @@ class LearnedSelectorAllocator:
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
     """
 
-    name = "causalcache"
+    name = "selector"
     uses_witness = True
 
     def __init__(
         self,
-        model_path: str | Path | None = None,
+        model_path: str | Path | OnnxScorer | None = None,
         *,
         beam_width: int = 4,
         threads: int = 1,
@@ -99,9 +116,12 @@ class LearnedSelectorAllocator:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
         if not ood_scale > 0.0:
             raise SelectorError(f"ood_scale={ood_scale} must be > 0 (1 = the model's threshold)")
-        self.model = OnnxSelector(
-            model_path if model_path is not None else bundled_model_path(), threads=threads
-        )
+        if isinstance(model_path, OnnxScorer):
+            self.model = model_path
+        else:
+            self.model = OnnxScorer(
+                model_path if model_path is not None else bundled_model_path(), threads=threads
+            )
         self.min_gain, self.min_gain_source = resolve_min_gain(min_gain, self.model)
         self.beam_width = beam_width
         self.inverted = inverted
@@ -109,7 +129,7 @@ class LearnedSelectorAllocator:
         self.ood_guard = ood_guard and self.model.ood is not None
         self.ood_scale = float(ood_scale)
         if inverted:
-            self.name = "causalcache_inverted"
+            self.name = "selector_inverted"
         self._extractor = FeatureExtractor()
         self._archive: object | None = None
         # guards only the (archive -> extractor) binding; never held during feature extraction or I/O
@@ -152,11 +172,29 @@ class LearnedSelectorAllocator:
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget
+        nothing_to_swap = exact_b_size(t, budget) == t - 1  # every past event is in Recent-B
+        events = None if nothing_to_swap else self._extractor_for(ctx.archive)(ctx.trace, budget, ctx.witness)
+        return self.decide(events, t=t, budget=budget, witness=ctx.witness)
+
+    def decide(self, events: np.ndarray | None, *, t: int, budget: int, witness: Action | None) -> Allocation:
+        """The decision rule on featurized events: OOD guard -> scorer -> exact-B beam from Recent-B.
+
+        Args:
+            events: ``(t-1, NUM_FEATURES)`` per-event features of the trace at ``t`` with ``witness`` as
+                reference action (:class:`FeatureExtractor`); None only when nothing lies outside
+                Recent-B (``min(B, t-1) = t-1``), where the answer is Recent-B without features.
+            t, budget: the decision index and ``B``.
+            witness: the reference action (the pass-1 proposal), for the context features.
+
+        Returns the exact-B allocation; ``info`` holds ``min_gain``, ``predicted_gain`` (the beam's predicted
+        gain over Recent-B), and ``ood_distance`` / ``fallback: "ood"`` when the guard ran.
+        """
         recent = recent_b(t, budget)
         info: dict[str, Any] = {"min_gain": self.min_gain, "predicted_gain": 0.0}
-        if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider, no features needed
+        if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
-        events = self._extractor_for(ctx.archive)(ctx.trace, budget, ctx.witness)
+        if events is None:
+            raise SelectorError(f"decide(t={t}, budget={budget}) needs the events' features")
         if self.ood_guard:
             guard = self.model.ood
             assert guard is not None
@@ -166,15 +204,10 @@ class LearnedSelectorAllocator:
                 info["fallback"] = "ood"
                 return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         scorer = self.model.scorer(
-            events, context_features(t, budget, ctx.witness), sign=-1.0 if self.inverted else 1.0
+            events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
         info["predicted_gain"] = round(result.gain, 6)
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )
-
-
-from causalcache_memory._deprecated import alias_getattr as _alias_getattr  # noqa: E402
-
-__getattr__ = _alias_getattr(__name__, globals())

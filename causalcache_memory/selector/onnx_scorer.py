@@ -1,6 +1,6 @@
 """onnxruntime inference of an exported set scorer (no torch import).
 
-:class:`OnnxSelector` loads one ``.onnx`` file (or a model directory holding ``selector.onnx``), checks
+:class:`OnnxScorer` loads one ``.onnx`` file (or a model directory holding ``selector.onnx``), checks
 its feature-schema hash against this library's extractor *and* the graph's actual inputs and output
 (names, ranks, element types, fixed widths) and refuses a mismatch with
 :class:`~causalcache_memory.errors.SchemaMismatchError`, then scores conditioning sets for the beam.
@@ -22,7 +22,7 @@ from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feature_index, schema_hash
 from causalcache_memory.selector.ood import OodGuard
 
-__all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxSelector", "pack_sets_np"]
+__all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxScorer", "pack_sets_np"]
 
 #: ``name -> (element type, rank, {axis: fixed width})`` the scorer graph must declare
 GRAPH_INPUTS: dict[str, tuple[str, int, dict[int, int]]] = {
@@ -76,7 +76,7 @@ def pack_sets_np(sets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]
     return rows, mask
 
 
-class OnnxSelector:
+class OnnxScorer:
     """An exported scorer run with onnxruntime.
 
     Args:

@@ -43,7 +43,7 @@ from causalcache_memory.errors import (
     CausalCacheWarning,
     ConfigError,
 )
-from causalcache_memory.factory import build_archive, build_controller, build_policy
+from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
@@ -54,6 +54,7 @@ from causalcache_memory.integrations.langgraph.validation import (
     check_allocator,
     check_object,
 )
+from causalcache_memory.runtime.registry import build_policy
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
 
@@ -75,7 +76,7 @@ class CausalCacheMemory(ThreadReading):
         config: full configuration (default :class:`CausalCacheConfig`); see :meth:`from_yaml`.
         policy: the GUI policy (else the runtime context's, else built from ``config.policy``).
         archive: the screenshot archive (else the runtime context's, else opened from ``config.archive``).
-        allocation: the allocator (else built from ``config.allocation``; a policy that cannot be
+        allocation: the allocator (else built from ``config.allocation``; an allocator that cannot be
             built makes every step fall back to Recent-B with a warning).
         goal_key: state key holding the task instruction (else the first human message's text is used).
         messages_key: state key of the chat messages (prompts are passed to a wrapped model node there).

@@ -60,12 +60,12 @@ def test_ties_go_to_recent_events(archive, make_png):
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 3, 5, 8])
 def test_exact_b_for_every_t(archive, make_png, budget):
-    policy = RGBSimilarityAllocator(size=4)
+    allocator = RGBSimilarityAllocator(size=4)
     trace = Trace("goal", episode_id="exact-b")
     trace.observe(archive.put(make_png((0, 0, 0))))
     for t in range(1, 11):
         assert trace.t == t
-        alloc = policy.allocate(AllocationContext(trace=trace, budget=budget, archive=archive))
+        alloc = allocator.allocate(AllocationContext(trace=trace, budget=budget, archive=archive))
         assert len(alloc.selected) == exact_b_size(t, budget) == min(budget, t - 1)
         assert all(1 <= j < t for j in alloc.selected)
         assert alloc.k == len(set(alloc.selected) - set(recent_b(t, budget)))

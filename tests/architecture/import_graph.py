@@ -9,6 +9,7 @@ Module names follow ``pyproject.toml``'s ``package-dir``: ``integrations/`` is
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,41 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 found.add(sub if sub in modules else target)
+    return found
+
+
+#: a string that is a module path, optionally with ``:attribute`` (importlib / entry-point style)
+IMPORT_PATH = re.compile(r"^causalcache_memory(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """``id`` of every module/class/function docstring node (prose, not import paths)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def import_strings_of(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Package modules named by string constants that are import paths (``"pkg.mod"``, ``"pkg.mod:attr"``),
+    outside docstrings and TYPE_CHECKING blocks: what ``importlib.import_module`` or a registry of
+    ``"module:function"`` entries would import at run time, invisible to ``imports_of``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    docs = _docstrings(tree)
+    found: set[str] = set()
+    for node in _walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docs:
+            continue
+        if not IMPORT_PATH.match(node.value):
+            continue
+        dotted = node.value.partition(":")[0]
+        while dotted and dotted not in modules:  # "pkg.mod.attr" -> the module that defines it
+            dotted = dotted.rpartition(".")[0]
+        if dotted:
+            found.add(dotted)
     return found
 
 

@@ -6,13 +6,16 @@ Rule (docs/ARCHITECTURE.md, "Which layer may import which"):
   ``runtime``) imports only the core;
 * ``runtime`` imports the core and itself; ``integrations`` the core, ``runtime`` and itself;
 * ``lab`` (training, evaluation, benchmarks, the synthetic world) anything but ``cli``; ``cli`` anything.
+
+Import-path strings (``importlib.import_module("causalcache_memory.x")``, registry entries such as
+``"causalcache_memory.lab.world.sim_policy:policy_from_config"``) follow the same rule.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from import_graph import cycles, graph, imports_of, module_files
+from import_graph import cycles, graph, import_strings_of, imports_of, module_files
 
 LAYERS = ("lab", "cli", "integrations", "runtime")
 ALLOWED = {
@@ -22,6 +25,11 @@ ALLOWED = {
     "lab": {"core", "runtime", "integrations", "lab"},
     "cli": {"core", "runtime", "integrations", "lab", "cli"},
 }
+
+
+#: the one string that crosses the layers on purpose: ``from causalcache_memory import CausalCacheMemory``
+#: resolves the LangGraph drop-in lazily from the package root (docs/ARCHITECTURE.md, "The core is light")
+FACADE = {("causalcache_memory", "causalcache_memory.integrations.langgraph")}
 
 
 def layer_of(module: str) -> str:
@@ -44,8 +52,40 @@ def violations(modules: dict[str, Path]) -> list[str]:
     return out
 
 
+def string_violations(modules: dict[str, Path]) -> list[str]:
+    """``"a -> 'b'"`` for every import-path string that crosses the layering rule (outside :data:`FACADE`)."""
+    out = []
+    for name, path in sorted(modules.items()):
+        for target in sorted(import_strings_of(path, modules)):
+            if (name, target) in FACADE:
+                continue
+            if layer_of(target) not in ALLOWED[layer_of(name)]:
+                out.append(f"{name} ({layer_of(name)}) -> '{target}' ({layer_of(target)})")
+    return out
+
+
 def test_every_import_respects_the_layers() -> None:
     assert violations(module_files()) == []
+
+
+def test_every_import_path_string_respects_the_layers() -> None:
+    assert string_violations(module_files()) == []
+
+
+def test_the_guard_catches_an_import_path_string_into_the_lab(tmp_path) -> None:
+    probe = tmp_path / "probe.py"
+    # a registry entry by import path, as the core's runtime registry once held for the simulated policy
+    probe.write_text(
+        '"""Docstrings may name causalcache_memory.lab.world freely."""\n'
+        '_REGISTRY = {"simulated": "causalcache_memory.lab.world.sim_policy:policy_from_config"}\n'
+        'MODULE = "causalcache_memory.runtime.sglang_client"\n',
+        encoding="utf-8",
+    )
+    modules = {**module_files(), "causalcache_memory.probe": probe}
+    assert string_violations(modules) == [
+        "causalcache_memory.probe (core) -> 'causalcache_memory.lab.world.sim_policy' (lab)",
+        "causalcache_memory.probe (core) -> 'causalcache_memory.runtime.sglang_client' (runtime)",
+    ]
 
 
 def test_the_guard_catches_a_core_module_importing_the_lab(tmp_path) -> None:

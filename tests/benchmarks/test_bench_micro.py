@@ -50,13 +50,13 @@ def test_render_bind_recent4_t200(benchmark, trace_200) -> None:
 
 
 def test_selector_allocate_t200(benchmark, trace_200, selector_model) -> None:
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     trace, archive = trace_200
-    policy = LearnedSelectorAllocator(selector_model, threads=1)
+    selector = SelectorAllocator(selector_model, threads=1)
     ctx = AllocationContext(trace, 4, archive, witness=step_action(999))
-    policy.allocate(ctx)  # warm the per-trace feature cache and thumbnails
-    allocation = benchmark(policy.allocate, ctx)
+    selector.allocate(ctx)  # warm the per-trace feature cache and thumbnails
+    allocation = benchmark(selector.allocate, ctx)
     assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
 
 

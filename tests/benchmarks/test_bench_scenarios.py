@@ -72,9 +72,9 @@ def test_step_overhead_keys_and_parts(benchmark, tmp_path, selector_model) -> No
     _finite_stats(result["request_build_ms"]["causalcache"]["t8"])
 
 
-def test_step_overhead_rejects_unknown_policy() -> None:
+def test_step_overhead_rejects_unknown_variant() -> None:
     with pytest.raises(ValueError, match="not benchmarked"):
-        run_step_overhead(policies=("gpt",))
+        run_step_overhead(variants=("gpt",))
 
 
 def test_selector_latency_keys(benchmark, selector_model) -> None:

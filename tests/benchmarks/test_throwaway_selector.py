@@ -11,10 +11,10 @@ pytest.importorskip("torch")
 def test_throwaway_selector_exports_loads_and_scores(tmp_path) -> None:
     from causalcache_memory.lab.bench.selector_model import write_throwaway_selector
     from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
-    a = OnnxSelector(write_throwaway_selector(tmp_path / "a.onnx", seed=0))
-    b = OnnxSelector(write_throwaway_selector(tmp_path / "b.onnx", seed=1))
+    a = OnnxScorer(write_throwaway_selector(tmp_path / "a.onnx", seed=0))
+    b = OnnxScorer(write_throwaway_selector(tmp_path / "b.onnx", seed=1))
     rng = np.random.default_rng(0)
     events = rng.standard_normal((6, NUM_FEATURES)).astype(np.float32)
     context = rng.standard_normal((1, NUM_CONTEXT)).astype(np.float32)

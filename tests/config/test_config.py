@@ -14,10 +14,10 @@ from causalcache_memory.errors import ConfigError
 def test_defaults_are_the_embedded_setup() -> None:
     cfg = CausalCacheConfig()
     assert cfg.budget == 4 and cfg.two_pass
-    assert cfg.allocation.allocator == "causalcache"
+    assert cfg.allocation.allocator == "selector"
     # no runtime is configured by default: nothing silently falls back to the simulated world policy
     assert cfg.policy.kind is None
-    from causalcache_memory.factory import build_policy
+    from causalcache_memory.runtime.registry import build_policy
 
     with pytest.raises(ConfigError, match=r"policy\.kind is not set"):
         build_policy(cfg.policy)

@@ -1,4 +1,4 @@
-"""Exact-B contract and k for every allocation policy at every t, including t <= B."""
+"""Exact-B contract and k for every allocator at every t, including t <= B."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def trace_with(n: int, episode: str = "ep") -> Trace:
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 4, 8])
 @pytest.mark.parametrize("n_events", [0, 1, 2, 3, 4, 5, 9, 20])
-@pytest.mark.parametrize("policy", [RecentAllocator(), RandomAllocator(seed=3)])
-def test_exact_b_for_every_t(policy, budget: int, n_events: int) -> None:
+@pytest.mark.parametrize("allocator", [RecentAllocator(), RandomAllocator(seed=3)])
+def test_exact_b_for_every_t(allocator, budget: int, n_events: int) -> None:
     trace = trace_with(n_events)
-    alloc = policy.allocate(AllocationContext(trace, budget))
+    alloc = allocator.allocate(AllocationContext(trace, budget))
     assert len(alloc.selected) == min(budget, trace.t - 1)
     assert len(set(alloc.selected)) == len(alloc.selected)
     assert all(1 <= j <= trace.t - 1 for j in alloc.selected)
@@ -62,13 +62,13 @@ def test_summary_only_is_empty_whatever_the_budget() -> None:
 
 
 def test_random_is_reproducible_and_varies_with_t_and_episode() -> None:
-    policy = RandomAllocator(seed=7)
-    a = policy.allocate(AllocationContext(trace_with(30), 4))
-    b = policy.allocate(AllocationContext(trace_with(30), 4))
+    allocator = RandomAllocator(seed=7)
+    a = allocator.allocate(AllocationContext(trace_with(30), 4))
+    b = allocator.allocate(AllocationContext(trace_with(30), 4))
     assert a.selected == b.selected
-    draws = {policy.allocate(AllocationContext(trace_with(30, f"e{i}"), 4)).selected for i in range(10)}
+    draws = {allocator.allocate(AllocationContext(trace_with(30, f"e{i}"), 4)).selected for i in range(10)}
     assert len(draws) > 1
-    ks = {policy.allocate(AllocationContext(trace_with(30, f"e{i}"), 4)).k for i in range(20)}
+    ks = {allocator.allocate(AllocationContext(trace_with(30, f"e{i}"), 4)).k for i in range(20)}
     assert max(ks) > 0
 
 
@@ -99,7 +99,7 @@ def test_bad_budget_rejected(budget) -> None:
 
 
 def test_registry_builds_and_rejects() -> None:
-    assert {"recent", "random", "rgb", "summary_only", "causalcache"} <= set(available_allocators())
+    assert {"recent", "random", "rgb", "summary_only", "selector"} <= set(available_allocators())
     assert build_allocator("recent").name == "recent"
     with pytest.raises(AllocationError, match="not a registered allocator"):
         build_allocator("nope")

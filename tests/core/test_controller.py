@@ -32,7 +32,7 @@ class ImageSensitivePolicy:
         return [0.0 for _ in prompts]
 
 
-class WitnessPolicy:
+class WitnessAllocator:
     """Swaps event 2 in whenever the witness is a type action (a stand-in for the learned selector)."""
 
     name = "witness"
@@ -49,7 +49,7 @@ class WitnessPolicy:
         return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
 
-class BrokenPolicy:
+class BrokenAllocator:
     name = "broken"
     uses_witness = True
 
@@ -57,7 +57,7 @@ class BrokenPolicy:
         raise RuntimeError("model file missing")
 
 
-class SlowPolicy:
+class SlowAllocator:
     name = "slow"
     uses_witness = True
 
@@ -81,7 +81,7 @@ def setup(tmp_path, make_png):
 def test_pass_two_fires_only_when_a_recent_step_is_displaced(setup) -> None:
     archive, trace, evidence = setup
     policy = ImageSensitivePolicy(evidence)
-    allocator = WitnessPolicy()
+    allocator = WitnessAllocator()
     ctl = MemoryController(policy=policy, archive=archive, allocator=allocator, budget=4)
     decision = ctl.decide(trace)
     assert decision.second_pass
@@ -97,7 +97,7 @@ def test_pass_two_fires_only_when_a_recent_step_is_displaced(setup) -> None:
 def test_no_second_call_when_selector_keeps_recent(setup) -> None:
     archive, trace, _ = setup
     policy = ImageSensitivePolicy(trace.event(8).screenshot)
-    allocator = WitnessPolicy()
+    allocator = WitnessAllocator()
 
     class Click(ImageSensitivePolicy):
         def generate(self, prompt):
@@ -120,7 +120,7 @@ def test_policies_without_witness_run_one_pass(setup, allocator) -> None:
 
 
 @pytest.mark.parametrize(
-    ("allocator", "reason"), [(BrokenPolicy(), "model file missing"), (SlowPolicy(), "exceeded")]
+    ("allocator", "reason"), [(BrokenAllocator(), "model file missing"), (SlowAllocator(), "exceeded")]
 )
 def test_selector_failure_falls_back_to_recent(setup, allocator, reason) -> None:
     archive, trace, evidence = setup
@@ -161,7 +161,7 @@ def test_observe_and_record_archive_and_retain(tmp_path, make_png) -> None:
     assert report.deleted == 0 and event.screenshot in archive
 
 
-class PreparingPolicy(RecentAllocator):
+class PreparingAllocator(RecentAllocator):
     """Recent-B with the optional ``prepare`` hook, recording its calls."""
 
     def __init__(self, fail: bool = False) -> None:
@@ -177,7 +177,7 @@ class PreparingPolicy(RecentAllocator):
 
 def test_controller_calls_prepare_on_observe_and_record(tmp_path, make_png) -> None:
     archive = LocalArchive(tmp_path / "a")
-    allocator = PreparingPolicy()
+    allocator = PreparingAllocator()
     ctl = MemoryController(
         policy=ImageSensitivePolicy("0" * 64), archive=archive, allocator=allocator, budget=1
     )
@@ -192,7 +192,7 @@ def test_failing_prepare_warns_and_the_step_goes_on(tmp_path, make_png) -> None:
     ctl = MemoryController(
         policy=ImageSensitivePolicy("0" * 64),
         archive=LocalArchive(tmp_path / "a"),
-        allocator=PreparingPolicy(fail=True),
+        allocator=PreparingAllocator(fail=True),
         budget=1,
     )
     trace = Trace("goal", episode_id="ep-9")

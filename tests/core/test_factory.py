@@ -1,11 +1,13 @@
-"""Everything the config names can be built: archive, every policy runtime, every allocation policy."""
+"""Everything the config names can be built: archive, every policy runtime, every allocator."""
 
 from __future__ import annotations
 
 import pytest
 
+import causalcache_memory.lab  # noqa: F401 - registers the lab's `simulated` runtime
 from causalcache_memory.config import parse_config
-from causalcache_memory.factory import build_archive, build_controller, build_policy
+from causalcache_memory.factory import build_archive, build_controller
+from causalcache_memory.runtime.registry import build_policy
 
 
 def test_archive_from_config(tmp_path, make_png) -> None:
@@ -40,7 +42,7 @@ def test_transformers_runtime_from_config(tmp_path) -> None:
     assert type(build_policy(cfg.policy)).__name__ == "TransformersPolicy"
 
 
-@pytest.mark.parametrize("name", ["recent", "summary_only", "random", "rgb", "causalcache"])
+@pytest.mark.parametrize("name", ["recent", "summary_only", "random", "rgb", "selector"])
 def test_controller_for_every_allocator(tmp_path, name) -> None:
     cfg = parse_config(
         {
@@ -49,7 +51,7 @@ def test_controller_for_every_allocator(tmp_path, name) -> None:
             "policy": {"kind": "simulated"},
         }
     )
-    controller = build_controller(cfg)
+    controller = build_controller(cfg, policy=build_policy(cfg.policy))
     assert controller.allocator.name == name
-    assert controller.allocator.uses_witness == (name == "causalcache")
+    assert controller.allocator.uses_witness == (name == "selector")
     controller.close()

@@ -174,7 +174,7 @@ def test_real_data_pipeline(tmp_path, one_thread, capsys) -> None:
             {
                 "budget": 1,
                 "allocation": {
-                    "allocator": "causalcache",
+                    "allocator": "selector",
                     "selector": {"model_path": str(tmp_path / "selector")},
                 },
                 "archive": {"url": str(tmp_path / "deploy-archive")},

@@ -1,5 +1,5 @@
 """Fakes for the LangGraph integration tests: a screen sequence, a screen-reading policy and chat model,
-a witness-taking allocation policy, and checkpointer factories (InMemorySaver, SqliteSaver, Postgres)."""
+a witness-taking allocator, and checkpointer factories (InMemorySaver, SqliteSaver, Postgres)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class KeyPolicy:
 
 
 class PromoteKeyOnWitness:
-    """Witness policy: when the proposal wants the key, promote the key event over the oldest recent one."""
+    """Witness-taking allocator: when the proposal wants the key, promote the key event over the oldest recent one."""
 
     name = "promote_key"
     uses_witness = True

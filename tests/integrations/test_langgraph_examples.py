@@ -37,7 +37,7 @@ def test_baseline_and_causalcache_examples(tmp_path, capsys):
     # Recent-B; a scorer trained on this agent's own screens is what restores the code screen).
     assert baseline["screen"] == "failure" and memory_run["screen"] == "failure"
     log = memory_run["memory"].episode_log(memory_run["graph"], memory_run["config"])
-    assert all(r["allocator"] == "causalcache" for r in log)
+    assert all(r["allocator"] == "selector" for r in log)
     assert not any(r["second_pass"] for r in log)
     assert all(r["fallback"] == "ood" for r in log if r["t"] > 5)  # every step with a distant event
     typing_step = next(r for r in log if r["action"] and r["action"]["type"] == "type")
@@ -62,7 +62,7 @@ def test_example_yaml_validates_and_builds_memory(tmp_path):
     config = load_config(EXAMPLES / "causalcache.yaml")
     assert config.budget == 4 and config.checkpointer.kind == "sqlite"
     memory = CausalCacheMemory.from_yaml(EXAMPLES / "causalcache.yaml", budget=2)
-    assert memory.budget == 2 and memory.config.allocation.allocator == "causalcache"
+    assert memory.budget == 2 and memory.config.allocation.allocator == "selector"
 
 
 def test_checkpointer_from_config(tmp_path):

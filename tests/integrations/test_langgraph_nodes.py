@@ -105,7 +105,7 @@ def test_selector_failure_falls_back_to_recent_with_warning(archive, saver_facto
     assert all(r["selected"] == r["recent"] and "selector weights missing" in r["fallback"] for r in log)
 
 
-def test_unbuildable_allocation_policy_falls_back_every_step(archive, monkeypatch):
+def test_unbuildable_allocator_falls_back_every_step(archive, monkeypatch):
     import causalcache_memory.integrations.langgraph.memory as memory_module
 
     def missing(cfg):

@@ -1,6 +1,6 @@
 """Bootstrap statistics (``lab/eval/stats.py``): the contract points the mutation run found unchecked.
 
-Every gate of the evaluation (closed loop, chooser ladder, DiD) reads an :class:`Estimate`, so the record
+Every gate of the evaluation (closed loop, allocation ladder, DiD) reads an :class:`Estimate`, so the record
 must not change after it is made, the options must not be misread from a stray positional argument, and
 the split interaction's interval must be the percentile interval of the *stratified* bootstrap of
 ``Δ(split) - Δ(rest)`` at the requested level.

@@ -22,7 +22,7 @@ from causalcache_memory import Trace  # noqa: E402
 from causalcache_memory.archive import LocalArchive  # noqa: E402
 from causalcache_memory.controller import MemoryController  # noqa: E402
 from causalcache_memory.errors import CausalCacheWarning, SchemaMismatchError  # noqa: E402
-from causalcache_memory.selector.allocator import LearnedSelectorAllocator, bundled_model_path  # noqa: E402
+from causalcache_memory.selector.allocator import SelectorAllocator, bundled_model_path  # noqa: E402
 
 
 class _Poisoned:
@@ -43,7 +43,7 @@ class _Poisoned:
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_non_finite_scores_fall_back_with_the_reason(tmp_path, value):
-    allocator = LearnedSelectorAllocator(min_gain=0.0, ood_guard=False)
+    allocator = SelectorAllocator(min_gain=0.0, ood_guard=False)
     allocator.model.session = _Poisoned(allocator.model.session, value)
     with MemoryController(
         policy=TypingPolicy(),
@@ -76,6 +76,6 @@ def test_graph_with_right_metadata_but_other_inputs_is_refused(tmp_path):
     path = tmp_path / "selector.onnx"
     onnx.save(model, str(path))
     with pytest.raises(SchemaMismatchError, match="graph does not match"):
-        LearnedSelectorAllocator(model_path=path)
+        SelectorAllocator(model_path=path)
     shutil.copy(bundled_model_path(), tmp_path / "ok.onnx")
-    LearnedSelectorAllocator(model_path=tmp_path / "ok.onnx").close()
+    SelectorAllocator(model_path=tmp_path / "ok.onnx").close()

@@ -23,7 +23,7 @@ from causalcache_memory.runtime.chat_format import (
     ChatFormat,
     ChatText,
     chatml_render,
-    get_chat_format,
+    lookup_chat_format,
     register_chat_format,
 )
 from causalcache_memory.runtime.sglang_client import SGLangPolicy, rendezvous_route
@@ -79,15 +79,15 @@ def test_chat_format_registry(monkeypatch):
     import causalcache_memory.runtime.chat_format as chat_format_module
 
     # the registry is process-global: the test's registration must not leak into later tests
-    monkeypatch.setattr(chat_format_module, "_REGISTRY", dict(chat_format_module._REGISTRY))
-    assert get_chat_format("qwen-vl") is QWEN_VL
-    with pytest.raises(ConfigError, match="not a known chat format"):
-        get_chat_format("llama")
-    with pytest.raises(ConfigError, match="not a known chat format"):
-        get_chat_format("test-upper")
+    monkeypatch.setattr(chat_format_module, "CHAT_FORMATS", chat_format_module.CHAT_FORMATS.copy())
+    assert lookup_chat_format("qwen-vl") is QWEN_VL
+    with pytest.raises(ConfigError, match="not a registered chat format"):
+        lookup_chat_format("llama")
+    with pytest.raises(ConfigError, match="not a registered chat format"):
+        lookup_chat_format("test-upper")
     custom = ChatFormat("test-upper", lambda msgs: chatml_render(msgs), "<|im_end|>")
     register_chat_format(custom)
-    assert get_chat_format("test-upper") is custom
+    assert lookup_chat_format("test-upper") is custom
     with pytest.raises(ConfigError, match="already registered"):
         register_chat_format(custom)
 

@@ -10,7 +10,7 @@ from causalcache_memory.controller import MemoryController
 from causalcache_memory.lab.bench.concurrency import run_concurrency
 from causalcache_memory.lab.bench.episode import GOAL, InstantPolicy
 from causalcache_memory.lab.bench.screens import screenshot_pool, unique_variant
-from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.trace import Trace
 
 POOL = screenshot_pool(4, (320, 200))
@@ -33,10 +33,10 @@ def _episode(archive, selector, e: int, steps: int = 8) -> list[tuple[tuple[int,
     return out
 
 
-def _firing_selector() -> LearnedSelectorAllocator:
+def _firing_selector() -> SelectorAllocator:
     """The bundled scorer negated under the paper's rule, guard off: it swaps on these benchmark traces
     (which the deployed selector rightly leaves alone as out of distribution), so sharing is exercised."""
-    return LearnedSelectorAllocator(threads=1, min_gain=0, ood_guard=False, inverted=True)
+    return SelectorAllocator(threads=1, min_gain=0, ood_guard=False, inverted=True)
 
 
 def test_shared_selector_and_archive_across_threads_change_no_decision(tmp_path):

@@ -110,5 +110,5 @@ def test_min_gain_reaches_the_policy_from_config() -> None:
     from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.config import parse_config
 
-    cfg = parse_config({"allocation": {"allocator": "causalcache", "selector": {"min_gain": 0.1}}})
+    cfg = parse_config({"allocation": {"allocator": "selector", "selector": {"min_gain": 0.1}}})
     assert build_allocator(cfg.allocation).min_gain == 0.1

@@ -14,14 +14,14 @@ from causalcache_memory.archive import ThumbnailCache
 from causalcache_memory.lab.selector.ladder import LadderConfig, run_ladder
 from causalcache_memory.lab.selector.recipe import world_setup
 from causalcache_memory.selector.allocator import bundled_model_path
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 
 def test_bundled_scorer_ladder_on_unseen_world_tasks(tmp_path) -> None:
     setup = world_setup(
         tasks=40, seed=4242, archive=str(tmp_path / "archive"), platform="mobile", templates="eval"
     )
-    learned = OnnxSelector(bundled_model_path())
+    learned = OnnxScorer(bundled_model_path())
     assert learned.calibrated_min_gain is not None and learned.ood is not None
     rules = ("learned", "learned_paper", "random", "rgb", "inverted", "oracle")
     config = LadderConfig(rules=rules, budgets=(4,), bootstrap=500, max_states_per_trajectory=12)

@@ -65,12 +65,12 @@ def test_threshold_rule_admits_at_most_one_percent_of_non_improving_top_swaps():
 
 def test_calibration_and_ood_metadata_round_trip(trained):
     from causalcache_memory.lab.selector.calibrate import THRESHOLD_RULE
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
     result, out, _ = trained
     meta = result.metadata
     on_disk = json.loads((out / "metadata.json").read_text())
-    model = OnnxSelector(out)
+    model = OnnxScorer(out)
     assert (
         model.calibration["min_gain"] == meta["calibration"]["min_gain"] == on_disk["calibration"]["min_gain"]
     )
@@ -85,14 +85,14 @@ def test_auto_threshold_is_read_from_the_model(trained, tmp_path):
     onnx = pytest.importorskip("onnx")
     from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.config.models import AllocationConfig, SelectorConfig
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
-    calibrated = LearnedSelectorAllocator(out).model.calibrated_min_gain
+    calibrated = SelectorAllocator(out).model.calibrated_min_gain
     assert SelectorConfig().min_gain == "auto"
-    assert LearnedSelectorAllocator(out).min_gain == calibrated
-    assert LearnedSelectorAllocator(out, min_gain=0).min_gain == 0.0  # the paper's rule
-    cfg = AllocationConfig(allocator="causalcache", selector={"model_path": str(out)})
+    assert SelectorAllocator(out).min_gain == calibrated
+    assert SelectorAllocator(out, min_gain=0).min_gain == 0.0  # the paper's rule
+    cfg = AllocationConfig(allocator="selector", selector={"model_path": str(out)})
     assert build_allocator(cfg).min_gain == calibrated
     # a model exported before calibration: auto falls back to the paper's rule and says so
     proto = onnx.load(str(out / "selector.onnx"))
@@ -101,18 +101,18 @@ def test_auto_threshold_is_read_from_the_model(trained, tmp_path):
     proto.metadata_props.extend(keep)
     old = tmp_path / "old.onnx"
     onnx.save(proto, str(old))
-    sel = LearnedSelectorAllocator(old)
+    sel = SelectorAllocator(old)
     assert sel.min_gain == 0.0 and "no calibration" in sel.min_gain_source
 
 
 def test_a_higher_threshold_fires_less(trained):
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
     trajs, _ = make_trajectories(4, length=14, seed=11)
     fired = {}
     for gain in (0.0, 1e6):
-        sel = LearnedSelectorAllocator(out, min_gain=gain, ood_guard=False)
+        sel = SelectorAllocator(out, min_gain=gain, ood_guard=False)
         fired[gain] = sum(
             not sel.allocate(AllocationContext(tr.trace_at(t), 2, witness=tr.steps[t - 1].action)).is_recent
             for tr in trajs
@@ -150,7 +150,7 @@ def test_ood_fallback_has_reason_ood_in_the_decision_log(trained):
     from causalcache_memory import Action
     from causalcache_memory.controller import MemoryController
     from causalcache_memory.policy import Generation
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
 
@@ -170,7 +170,7 @@ def test_ood_fallback_has_reason_ood_in_the_decision_log(trained):
     records = {}
     for name, scale in (("guarded", 1e-9), ("open", 1e9)):  # every state outside / inside the envelope
         policy = Fixed()
-        sel = LearnedSelectorAllocator(out, ood_scale=scale, min_gain=0)
+        sel = SelectorAllocator(out, ood_scale=scale, min_gain=0)
         ctl = MemoryController(
             policy=policy, archive=DictArchive(), allocator=sel, budget=2, selector_timeout_s=None
         )

@@ -58,11 +58,11 @@ def test_a_stalled_thumbnail_read_does_not_block_the_next_record(trained):
     """Finding 7: while a (timed-out) decision is stalled reading a thumbnail, the hook that the next
     ``observe``/``record`` calls (``prepare``) must not wait on the selector's lock."""
     from causalcache_memory.allocation import AllocationContext
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
     archive = _StallingArchive()
-    selector = LearnedSelectorAllocator(out)
+    selector = SelectorAllocator(out)
     traj = make_trajectories(1, length=10, seed=3)[0][0]
     trace = traj.trace_at(10)
     archive.stall = {trace.events[0].screenshot}  # the first event's thumbnail read hangs
@@ -104,10 +104,10 @@ def _patched_scores(selector, transform) -> None:
 def test_non_finite_scores_are_refused_with_a_named_reason(trained, kind):
     """Finding 9: NaN / +inf scores fall back to Recent-B and the decision log says why."""
     from causalcache_memory.controller import MemoryController
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
-    selector = LearnedSelectorAllocator(out, min_gain=0, ood_guard=False)
+    selector = SelectorAllocator(out, min_gain=0, ood_guard=False)
 
     def transform(scores: np.ndarray) -> np.ndarray:
         if kind == "nan":
@@ -148,7 +148,7 @@ def test_graph_inputs_are_checked_not_only_metadata(trained, tmp_path, variant):
     from onnx import TensorProto, helper
 
     from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
     _, out, _ = trained
     meta = {p.key: p.value for p in onnx.load(str(out / "selector.onnx")).metadata_props}
@@ -161,7 +161,7 @@ def test_graph_inputs_are_checked_not_only_metadata(trained, tmp_path, variant):
     good = [helper.make_tensor_value_info(n, t, s) for n, (t, s) in spec.items()]
     path = tmp_path / "good.onnx"
     path.write_bytes(_graph(onnx, helper, good, meta))
-    OnnxSelector(path)  # the well-formed graph loads
+    OnnxScorer(path)  # the well-formed graph loads
     if variant == "renamed_input":
         spec["ctx"] = spec.pop("context")
     elif variant == "wrong_dtype":
@@ -174,4 +174,4 @@ def test_graph_inputs_are_checked_not_only_metadata(trained, tmp_path, variant):
     path = tmp_path / f"{variant}.onnx"
     path.write_bytes(_graph(onnx, helper, bad, meta))
     with pytest.raises(SchemaMismatchError, match="graph does not match"):
-        OnnxSelector(path)
+        OnnxScorer(path)

@@ -7,7 +7,7 @@ import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
 from causalcache_memory.lab.selector.ladder import LadderConfig, bootstrap_ci, format_table, run_ladder
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 
 def test_bootstrap_is_clustered_and_covers_the_mean():
@@ -28,7 +28,7 @@ def test_ladder_brackets_the_learned_scorer(trained, tmp_path):
         max_states_per_trajectory=4,
         rules=("learned", "random", "rgb", "inverted", "no_recency", "oracle"),
     )
-    report = run_ladder(policy, DictArchive(), trajs, learned=OnnxSelector(out), config=cfg)
+    report = run_ladder(policy, DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     res = report["results"]
     assert set(res) == {"learned", "random", "inverted", "oracle"}
     assert "rgb" in report["skipped"] and "no_recency" in report["skipped"]  # no pixels / no ablation model
@@ -68,7 +68,7 @@ def test_ladder_with_proposals_and_pixels(trained, tmp_path):
         rules=("learned", "rgb", "no_recency"),
     )
     report = run_ladder(
-        Proposer(useful), archive, trajs, learned=OnnxSelector(out), no_recency=OnnxSelector(out), config=cfg
+        Proposer(useful), archive, trajs, learned=OnnxScorer(out), no_recency=OnnxScorer(out), config=cfg
     )
     assert set(report["results"]) == {"learned", "rgb", "no_recency"} and not report["skipped"]
 
@@ -89,7 +89,7 @@ def test_ladder_reports_each_split_with_helped_harmed_and_fire_rate(trained):
         max_states_per_trajectory=4,
         rules=("learned", "learned_paper", "first", "evenly_spaced", "random"),
     )
-    report = run_ladder(MarkerPolicy(useful), DictArchive(), trajs, learned=OnnxSelector(out), config=cfg)
+    report = run_ladder(MarkerPolicy(useful), DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     assert set(report["results"]) == set(cfg.rules) and not report["skipped"]
     assert report["learned_settings"]["learned_paper"] == {"min_gain": 0.0, "ood_guard": False}
     for per_b in report["results"].values():
@@ -113,3 +113,39 @@ def test_ladder_reports_each_split_with_helped_harmed_and_fire_rate(trained):
     )
     text = format_table(report)
     assert "memory_criti" in text and "control" in text and "fire=" in text
+
+
+def test_ladder_and_deployed_allocator_choose_the_same_sets(trained):
+    """Every learned rule of the ladder is the deployed SelectorAllocator's decision, state by state."""
+    from causalcache_memory.allocation.base import AllocationContext
+    from causalcache_memory.lab.selector import ladder as ladder_module
+    from causalcache_memory.lab.selector.labels import LabelConfig, decision_states
+    from causalcache_memory.selector.allocator import SelectorAllocator
+    from causalcache_memory.selector.features import FeatureExtractor
+
+    _, out, _ = trained
+    trajs, useful = make_trajectories(6, length=14, seed=44)
+    model = OnnxScorer(out)
+    swaps = 0
+    for min_gain, guard in (("auto", True), (0.0, False)):
+        cfg = LadderConfig(budgets=(2, 4), witness="gold", min_gain=min_gain, ood_guard=guard)
+        lad = ladder_module._Ladder(MarkerPolicy(useful), DictArchive(), cfg, FeatureExtractor(None))
+        ladder_module._setup_rules(lad, ["learned", "learned_paper", "inverted"], model, None)
+        deployed = {
+            "learned": SelectorAllocator(out, min_gain=min_gain, ood_guard=guard),
+            "learned_paper": SelectorAllocator(out, min_gain=0.0, ood_guard=False),
+            "inverted": SelectorAllocator(out, min_gain=0.0, ood_guard=False, inverted=True),
+        }
+        for traj in trajs:
+            for budget in cfg.budgets:
+                for t in decision_states(traj, budget, LabelConfig(max_states_per_trajectory=None)):
+                    trace, witness = traj.trace_at(t), traj.steps[t - 1].action
+                    events = lad.extractor(trace, budget, witness)
+                    state = ladder_module._State(traj, t, budget, trace, None, witness, events)  # type: ignore[arg-type]
+                    for rule, allocator in deployed.items():
+                        chosen, ood = ladder_module._choose(rule, lad, state)
+                        allocation = allocator.allocate(AllocationContext(trace, budget, witness=witness))
+                        assert chosen == allocation.selected, (rule, traj.trajectory_id, t, budget)
+                        assert ood == (allocation.info.get("fallback") == "ood")
+                        swaps += allocation.k > 0
+    assert swaps > 0  # the comparison covers states where the selector displaces a recent step

@@ -11,9 +11,9 @@ from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 from causalcache_memory.allocation import AllocationContext, RecentAllocator, recent_b
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.render import render_prompt
-from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES
-from causalcache_memory.selector.onnx_scorer import OnnxSelector
+from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 ATOL = 1e-5
 
@@ -31,7 +31,7 @@ def test_onnx_reproduces_torch_scores(trained, n_events):
         tuple(sorted(rng.choice(np.arange(1, n_events + 1), size=min(k, n_events), replace=False)))
         for k in (0, 1, 2, 3)
     ]
-    onnx_scores = OnnxSelector(out).score_sets(events, sets, context)
+    onnx_scores = OnnxScorer(out).score_sets(events, sets, context)
     rows, mask = pack_sets(sets)
     with torch.no_grad():
         ref = result.model(
@@ -43,10 +43,10 @@ def test_onnx_reproduces_torch_scores(trained, n_events):
 
 def test_metadata_describes_the_model(trained):
     _, out, _ = trained
-    meta = OnnxSelector(out).metadata
+    meta = OnnxScorer(out).metadata
     assert meta["causalcache.model_format_version"] == "2"  # 2: calibration, OOD statistics, image flag
     assert "stand-in marker world" in meta["causalcache.training_data"]
-    assert len(OnnxSelector(out).feature_names) == NUM_FEATURES
+    assert len(OnnxScorer(out).feature_names) == NUM_FEATURES
 
 
 def test_schema_mismatch_is_refused(trained, tmp_path):
@@ -59,17 +59,17 @@ def test_schema_mismatch_is_refused(trained, tmp_path):
     bad = tmp_path / "bad.onnx"
     onnx.save(proto, str(bad))
     with pytest.raises(SchemaMismatchError, match="0123456789abcdef") as info:
-        OnnxSelector(bad)
+        OnnxScorer(bad)
     assert "retrain" in str(info.value)
     with pytest.raises(SelectorError, match="does not exist"):
-        OnnxSelector(tmp_path / "missing.onnx")
+        OnnxScorer(tmp_path / "missing.onnx")
 
 
 def test_policy_allocates_exact_b_with_the_witness(trained):
     _, out, _ = trained
-    policy = LearnedSelectorAllocator(out)
-    inverted = LearnedSelectorAllocator(out, inverted=True)
-    assert policy.name == "causalcache" and policy.uses_witness
+    selector = SelectorAllocator(out)
+    inverted = SelectorAllocator(out, inverted=True)
+    assert selector.name == "selector" and selector.uses_witness
     trajs, useful = make_trajectories(4, length=14, seed=11)
     scorer = MarkerPolicy(useful)
     found = needed = 0
@@ -78,9 +78,9 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
         for t in range(3, 15):
             target = traj.steps[t - 1]
             ctx = AllocationContext(traj.trace_at(t), 2, witness=target.action)
-            alloc, inv = policy.allocate(ctx), inverted.allocate(ctx)
-            assert len(alloc.selected) == min(2, t - 1) and alloc.allocator == "causalcache"
-            assert inv.allocator == "causalcache_inverted"
+            alloc, inv = selector.allocate(ctx), inverted.allocate(ctx)
+            assert len(alloc.selected) == min(2, t - 1) and alloc.allocator == "selector"
+            assert inv.allocator == "selector_inverted"
             good = {
                 j for j in range(1, t - 2) if traj.steps[j - 1].screenshot_after in useful[target.response]
             }
@@ -95,9 +95,9 @@ def test_policy_allocates_exact_b_with_the_witness(trained):
             inv_margins.append(q[1] - q[2])
     assert needed >= 5 and found >= 0.8 * needed  # the useful distant event is restored when it exists
     assert np.mean(margins) > 0.1 and np.mean(margins) > np.mean(inv_margins) + 0.1
-    no_witness = policy.allocate(AllocationContext(trajs[0].trace_at(10), 4))
+    no_witness = selector.allocate(AllocationContext(trajs[0].trace_at(10), 4))
     assert len(no_witness.selected) == 4 and set(no_witness.selected) <= set(range(1, 10))
-    assert policy.allocate(AllocationContext(trajs[0].trace_at(4), 4)).selected == recent_b(4, 4)
+    assert selector.allocate(AllocationContext(trajs[0].trace_at(4), 4)).selected == recent_b(4, 4)
 
 
 def test_bundled_model_missing_is_a_clear_error(monkeypatch):
@@ -105,7 +105,7 @@ def test_bundled_model_missing_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(mod, "BUNDLED_MODEL", ("causalcache_memory", "assets/selector/absent.onnx"))
     with pytest.raises(SelectorError, match="no bundled selector model"):
-        LearnedSelectorAllocator()
+        SelectorAllocator()
 
 
 def test_onnx_path_does_not_import_torch(trained):
@@ -114,8 +114,8 @@ def test_onnx_path_does_not_import_torch(trained):
         f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r});"
         "from selector_synth import DictArchive, MarkerPolicy, make_trajectories;"
         "from causalcache_memory.allocation import AllocationContext;"
-        "from causalcache_memory.selector.allocator import LearnedSelectorAllocator;"
-        f"p = LearnedSelectorAllocator({str(out)!r});"
+        "from causalcache_memory.selector.allocator import SelectorAllocator;"
+        f"p = SelectorAllocator({str(out)!r});"
         "tr = make_trajectories(1, length=12)[0][0];"
         "p.allocate(AllocationContext(tr.trace_at(12), 4, witness=tr.steps[11].action));"
         "assert 'torch' not in sys.modules, 'torch was imported'"

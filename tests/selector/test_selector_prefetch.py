@@ -19,11 +19,11 @@ def _png(seed: int) -> bytes:
 
 
 @pytest.fixture
-def policy(trained):
+def learned(trained):
     # a scorer trained *with* thumbnail features (the bundled one uses none: see the test below)
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    selector = LearnedSelectorAllocator(trained[1], threads=1)
+    selector = SelectorAllocator(trained[1], threads=1)
     assert selector.model.image_features
     yield selector
     selector.close()
@@ -35,9 +35,9 @@ def test_the_bundled_selector_reads_no_pixels(tmp_path):
     model is package data: a missing one is a regression this test reports, not a skip."""
     from causalcache_memory import Action, Trace
     from causalcache_memory.allocation import AllocationContext
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    selector = LearnedSelectorAllocator(threads=1)
+    selector = SelectorAllocator(threads=1)
     assert selector.model.image_features is False
 
     class CountingArchive(LocalArchive):
@@ -61,18 +61,18 @@ def test_the_bundled_selector_reads_no_pixels(tmp_path):
     selector.close()
 
 
-def test_prepare_prefetches_the_thumbnail(policy, tmp_path):
+def test_prepare_prefetches_the_thumbnail(learned, tmp_path):
     archive = LocalArchive(tmp_path / "a")
     sha = archive.put(_png(1))
-    policy.prepare(archive, sha)
-    thumbs = policy._extractor.thumbnails
+    learned.prepare(archive, sha)
+    thumbs = learned._extractor.thumbnails
     assert isinstance(thumbs, ThumbnailCache) and thumbs.archive is archive
     got = thumbs.get(sha)  # waits for the prefetch if it is still running
     assert thumbs.computed == 1
-    np.testing.assert_array_equal(got, ThumbnailCache(archive, size=policy.thumbnail_size).get(sha))
+    np.testing.assert_array_equal(got, ThumbnailCache(archive, size=learned.thumbnail_size).get(sha))
 
 
-def test_prepare_then_allocate_reuses_the_cache(policy, tmp_path):
+def test_prepare_then_allocate_reuses_the_cache(learned, tmp_path):
     from causalcache_memory import Action, Trace
     from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.controller import MemoryController
@@ -90,14 +90,14 @@ def test_prepare_then_allocate_reuses_the_cache(policy, tmp_path):
         def score(self, prompts, targets):  # pragma: no cover - not used
             return [0.0] * len(prompts)
 
-    ctl = MemoryController(policy=Instant(), archive=archive, allocator=policy, budget=2)
+    ctl = MemoryController(policy=Instant(), archive=archive, allocator=learned, budget=2)
     trace = Trace("goal", episode_id="ep")
     ctl.observe(trace, _png(0))
     for i in range(1, 6):
         ctl.record(trace, Action("click", x=0.1 * i, y=0.2), _png(i))
     ctl.close()
-    thumbs = policy._extractor.thumbnails
+    thumbs = learned._extractor.thumbnails
     assert thumbs.computed == 6  # every archived screenshot was prefetched once
-    allocation = policy.allocate(AllocationContext(trace, 2, archive, witness=Action("click", x=0.5, y=0.5)))
+    allocation = learned.allocate(AllocationContext(trace, 2, archive, witness=Action("click", x=0.5, y=0.5)))
     assert len(allocation.selected) == 2
     assert thumbs.computed == 6  # allocation decoded nothing new

@@ -3,7 +3,7 @@ from __future__ import annotations
 from causalcache_memory.allocation import RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.lab.world import (
     EVIDENCE_KEY,
-    EvidenceOraclePolicy,
+    EvidenceOracleAllocator,
     SimulatedPolicy,
     calibrate,
     generate_tasks,
@@ -13,7 +13,7 @@ from causalcache_memory.lab.world import (
 
 def test_run_episode_records_a_trace_with_evidence_ground_truth(archive):
     task = next(t for t in generate_tasks(10, seed=2) if t.split == "memory_critical")
-    result = run_episode(task, EvidenceOraclePolicy(), SimulatedPolicy(), archive, budget=4)
+    result = run_episode(task, EvidenceOracleAllocator(), SimulatedPolicy(), archive, budget=4)
     assert result.steps == len(result.trace) and result.steps <= len(task.steps) + 6
     assert any(e.metadata[EVIDENCE_KEY] for e in result.trace)
     assert all(a.budget == 4 for a in result.allocations)
@@ -30,7 +30,7 @@ def test_calibration_orders_the_arms_on_memory_critical_tasks(archive):
         arms={
             "summary_only": SummaryOnlyAllocator,
             "recent": RecentAllocator,
-            "oracle": EvidenceOraclePolicy,
+            "oracle": EvidenceOracleAllocator,
         },
     )
     # without any history image only a lucky pick of a person can succeed (about 1 in 6 names on screen)
@@ -48,5 +48,5 @@ def test_works_with_the_local_archive(tmp_path):
     task = next(t for t in generate_tasks(6, seed=4, platform="desktop") if t.split == "memory_critical")
     (traj,) = generate_demonstrations([task], archive)
     assert all(s.screenshot_after in archive for s in traj.steps)
-    result = run_episode(task, EvidenceOraclePolicy(), SimulatedPolicy(), archive, budget=2)
+    result = run_episode(task, EvidenceOracleAllocator(), SimulatedPolicy(), archive, budget=2)
     assert result.trace.events[0].platform == "desktop"

@@ -6,7 +6,7 @@ then ``record`` = archive write + retain + thumbnail prefetch) with an instant p
 the memory's own cost. ``M`` episodes run at once:
 
 * ``threads``: one process; every episode shares **one** archive object and **one**
-  :class:`~causalcache_memory.selector.allocator.LearnedSelectorAllocator` (one onnxruntime session, whose
+  :class:`~causalcache_memory.selector.allocator.SelectorAllocator` (one onnxruntime session, whose
   ``run`` is thread-safe, and one thumbnail cache, which decodes each screenshot once even when several
   threads ask for it); each episode has its own controller and policy;
 * ``processes``: ``M`` processes (spawned) on the same archive directory; each loads the selector model
@@ -87,9 +87,9 @@ def _controller_args(archive: Any, selector: Any, budget: int) -> dict[str, Any]
 def _process_episode(args: tuple[str, str | None, int, int, int, int, tuple[bytes, ...]]) -> dict[str, float]:
     root, model, budget, episode, steps, base, pool = args
     from causalcache_memory.archive import LocalArchive
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    selector = LearnedSelectorAllocator(model, threads=1)  # loading the model is not part of a step
+    selector = SelectorAllocator(model, threads=1)  # loading the model is not part of a step
     archive = LocalArchive(root)
     cpu0, t0 = time.process_time(), time.time()
     out = _episode(_controller_args(archive, selector, budget), pool, episode, steps, base)
@@ -114,10 +114,10 @@ def _run_threads(
     root: Path, m: int, steps: int, budget: int, model: str | None, pool: Sequence[bytes]
 ) -> dict:
     from causalcache_memory.archive import LocalArchive
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     archive = LocalArchive(root)  # one archive object and one selector for every episode
-    selector = LearnedSelectorAllocator(model, threads=1)
+    selector = SelectorAllocator(model, threads=1)
     args = _controller_args(archive, selector, budget)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(m) as ex:

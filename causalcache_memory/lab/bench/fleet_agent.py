@@ -57,11 +57,12 @@ def run_episode(config_path: str, episode: str, *, steps: int = 8) -> dict[str, 
     from causalcache_memory.factory import build_controller
     from causalcache_memory.lab.world.env import GuiWorld
     from causalcache_memory.lab.world.tasks import generate_tasks
+    from causalcache_memory.runtime.registry import build_policy
     from causalcache_memory.trace import Trace
     from causalcache_memory.trace_store import TraceStore
 
     config = load_config(config_path)
-    controller = build_controller(config)
+    controller = build_controller(config, policy=build_policy(config.policy))
     seed = int.from_bytes(hashlib.sha256(episode.encode()).digest()[:4], "big")
     task = generate_tasks(1, seed=seed, platform="mobile")[0]
     world = GuiWorld(task)

@@ -11,7 +11,7 @@ One step at decision ``t`` (trace of ``t - 1`` events) is, for the CausalCache m
   the new screenshot into the selector's thumbnail cache, timed on its own right after the write (so
   ``allocate`` is features + onnxruntime + beam);
 * ``prepare`` (``causalcache_prefetch``, the same selector as deployed through the controller): the
-  policy's ``prepare`` hook right after the write, which only submits the decode to the prefetch thread.
+  allocator's ``prepare`` hook right after the write, which only submits the decode to the prefetch thread.
   Each timed step's pass-1 model call is then simulated by a ``model_delay_ms`` sleep (subtracted like
   any model time), which the decode overlaps; whatever is left of it when features need the thumbnail
   shows up in ``allocate``.
@@ -48,10 +48,10 @@ from causalcache_memory.lab.bench.screens import screenshot_pool, unique_variant
 from causalcache_memory.lab.bench.stats import owns_workdir, percentiles
 from causalcache_memory.runtime.chat_format import openai_messages
 
-__all__ = ["POLICIES", "run_step_overhead"]
+__all__ = ["VARIANTS", "run_step_overhead"]
 
-#: policy key in the results -> how the step is run
-POLICIES = ("recent4", "causalcache", "causalcache_prefetch", "naive")
+#: memory variant (allocator setup) key in the results -> how the step is run
+VARIANTS = ("recent4", "causalcache", "causalcache_prefetch", "naive")
 #: simulated pass-1 model call of the prefetch variant (a real VLM call takes seconds)
 MODEL_DELAY_MS = 50.0
 SCREEN = (1920, 1080)
@@ -240,7 +240,7 @@ def _summarize(runs: list[dict[str, Any]], ts: Sequence[int], window: int) -> di
 @owns_workdir
 def run_step_overhead(
     *,
-    policies: Sequence[str] = POLICIES,
+    variants: Sequence[str] = VARIANTS,
     ts: Sequence[int] = (10, 50, 200),
     episodes: int = 3,
     window: int = 3,
@@ -251,16 +251,16 @@ def run_step_overhead(
     screen: tuple[int, int] = SCREEN,
     model_delay_ms: float = MODEL_DELAY_MS,
 ) -> dict[str, Any]:
-    """Per-step memory overhead (ms) at each ``t`` for each policy.
+    """Per-step memory overhead (ms) at each ``t`` for each memory variant.
 
-    Returns ``{"step_overhead_ms": {policy: {"t<t>": {"p50", "p99", "mean", "n"}}},
-    "step_overhead_noarchive_ms": {...}, "step_breakdown_ms": {policy: {"t<t>": {part: mean}}},
-    "step_overhead_info": {...}, "step_cpu_ms": {policy: {"t<t>": stats}}}``; ``causalcache_prefetch`` runs
+    Returns ``{"step_overhead_ms": {variant: {"t<t>": {"p50", "p99", "mean", "n"}}},
+    "step_overhead_noarchive_ms": {...}, "step_breakdown_ms": {variant: {"t<t>": {part: mean}}},
+    "step_overhead_info": {...}, "step_cpu_ms": {variant: {"t<t>": stats}}}``; ``causalcache_prefetch`` runs
     the selector with its thumbnail prefetched during a ``model_delay_ms`` simulated model call.
     """
-    unknown = [p for p in policies if p not in POLICIES]
+    unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
-        raise ValueError(f"policies={unknown!r} are not benchmarked; choose from {list(POLICIES)}")
+        raise ValueError(f"variants={unknown!r} are not benchmarked; choose from {list(VARIANTS)}")
     pool = screenshot_pool(pool_size, tuple(screen))
     timed, fresh = _windows(ts, window)
     scenario = _Scenario(
@@ -283,7 +283,7 @@ def run_step_overhead(
         "png_bytes_mean": round(sum(map(len, pool)) / len(pool)),
         "model_delay_ms_prefetch": model_delay_ms,
     }
-    for name in policies:
+    for name in variants:
         runs = [scenario.episode(name, ep) for ep in range(episodes)]
         _record(out, name, _summarize(runs, ts, window))
         n_timed = sum(len(r["samples"]) for r in runs)
@@ -343,7 +343,7 @@ class _Scenario:
 
 
 def _record(out: dict[str, Any], name: str, summary: dict[str, Any]) -> None:
-    """Copy one policy's summary into the result tables."""
+    """Copy one variant's summary into the result tables."""
     out["step_overhead_ms"][name] = summary["total"]
     out["step_overhead_noarchive_ms"][name] = summary["noarchive"]
     out["step_breakdown_ms"][name] = summary["breakdown"]
@@ -368,6 +368,6 @@ def _allocation(name: str, selector_model: str | Path | None) -> Any:
         from causalcache_memory.allocation import RecentAllocator
 
         return RecentAllocator()
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
-    return LearnedSelectorAllocator(selector_model, threads=1)
+    return SelectorAllocator(selector_model, threads=1)

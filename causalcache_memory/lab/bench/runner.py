@@ -129,11 +129,11 @@ def _run_one(
     name: str, sizes: BenchSizes, root: Path, model: Path | None, policy: str, model_path: str | Path | None
 ) -> dict[str, Any]:
     if name == "overhead":
-        from causalcache_memory.lab.bench.overhead import POLICIES, run_step_overhead
+        from causalcache_memory.lab.bench.overhead import VARIANTS, run_step_overhead
 
-        policies = [p for p in POLICIES if not p.startswith("causalcache") or model is not None]
+        variants = [v for v in VARIANTS if not v.startswith("causalcache") or model is not None]
         return run_step_overhead(
-            policies=policies,
+            variants=variants,
             ts=sizes.overhead_ts,
             episodes=sizes.overhead_episodes,
             window=sizes.overhead_window,
@@ -188,9 +188,9 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         return {"value": value, "limit": limit, "met": ok}
 
     out: dict[str, Any] = {}
-    for policy in ("recent4", "causalcache", "causalcache_prefetch"):
-        value = _get(results, "step_overhead_noarchive_ms", policy, "t200", "p50")
-        out[f"step_overhead_noarchive_t200_p50_ms.{policy}"] = target(value, 5.0)
+    for variant in ("recent4", "causalcache", "causalcache_prefetch"):
+        value = _get(results, "step_overhead_noarchive_ms", variant, "t200", "p50")
+        out[f"step_overhead_noarchive_t200_p50_ms.{variant}"] = target(value, 5.0)
     value = _get(results, "step_overhead_noarchive_nothumbnail_ms", "causalcache", "t200", "p50")
     if value is not None:
         out["step_overhead_noarchive_nothumbnail_t200_p50_ms.causalcache"] = target(value, 5.0)
@@ -222,11 +222,11 @@ def format_table(results: dict[str, Any]) -> str:
         "request_build_ms",
         "step_cpu_ms",
     ):
-        for policy, by_t in (results.get(key) or {}).items():
+        for variant, by_t in (results.get(key) or {}).items():
             for t, stats in by_t.items():
                 rows.append(
                     (
-                        f"{key}.{policy}.{t}",
+                        f"{key}.{variant}.{t}",
                         f"p50 {stats['p50']:.3f}  p99 {stats['p99']:.3f}  (n={stats['n']})",
                     )
                 )

@@ -2,7 +2,7 @@
 
 A trace of ``N`` events is built once (small distinct screenshots, so building it is cheap; thumbnails
 are then cached, as in a running episode where each screenshot is decoded once), and one decision at
-``t = N + 1`` is timed repeatedly with varying witness actions: :meth:`LearnedSelectorAllocator.allocate`
+``t = N + 1`` is timed repeatedly with varying witness actions: :meth:`SelectorAllocator.allocate`
 end to end. The split into feature extraction and scoring + beam uses the same public pieces.
 """
 
@@ -47,7 +47,7 @@ def run_selector_latency(
     """``{"selector_ms": {"n<N>": {"p50", "p99", "mean", "n"}}, "selector_breakdown_ms": {...}}``."""
     from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.archive import FsspecArchive
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
     from causalcache_memory.selector.beam import beam_search
     from causalcache_memory.selector.features import context_features
 
@@ -55,27 +55,27 @@ def run_selector_latency(
     archive = FsspecArchive(f"memory://causalcache-bench/selector-{uuid.uuid4().hex}")
     pool = screenshot_pool(6, SMALL)
     counter = itertools.count(1)
-    policy = LearnedSelectorAllocator(selector_model, beam_width=beam_width, threads=1)
+    selector = SelectorAllocator(selector_model, beam_width=beam_width, threads=1)
     witnesses = [step_action(10_000 + i) for i in range(16)]
     out: dict[str, Any] = {"selector_ms": {}, "selector_breakdown_ms": {}}
     for n in sizes:
         trace = _trace(n, archive, pool, counter)
         contexts = [AllocationContext(trace, budget, archive, witness=w) for w in witnesses]
-        policy.allocate(contexts[0])  # builds the per-trace feature cache and the thumbnails once
+        selector.allocate(contexts[0])  # builds the per-trace feature cache and the thumbnails once
         samples, feats, beams, calls, swaps = [], [], [], [], []
         for i in range(repeats):
             ctx = contexts[i % len(contexts)]
             start = time.perf_counter()
-            allocation = policy.allocate(ctx)
+            allocation = selector.allocate(ctx)
             samples.append((time.perf_counter() - start) * 1000.0)
             swaps.append(allocation.k)
-        extractor = policy._extractor  # the policy's warm extractor: times the same feature path
+        extractor = selector._extractor  # the selector's warm extractor: times the same feature path
         for i in range(max(repeats // 4, 5)):
             ctx = contexts[i % len(contexts)]
             start = time.perf_counter()
             events = extractor(trace, budget, ctx.witness)
             mid = time.perf_counter()
-            scorer = policy.model.scorer(events, context_features(trace.t, budget, ctx.witness))
+            scorer = selector.model.scorer(events, context_features(trace.t, budget, ctx.witness))
             result = beam_search(scorer, t=trace.t, budget=budget, beam_width=beam_width)
             end = time.perf_counter()
             feats.append((mid - start) * 1000.0)

@@ -35,7 +35,7 @@ POLICY_RUNTIMES = ("simulated", "transformers")
 def _policy(kind: str, model_path: str | Path | None) -> Any:
     if kind.endswith((".yaml", ".yml")):  # any runtime: the `policy` section of a CausalCache config
         from causalcache_memory.config import load_config
-        from causalcache_memory.factory import build_policy
+        from causalcache_memory.runtime.registry import build_policy
 
         return build_policy(load_config(kind).policy)
     if kind == "simulated":
@@ -112,7 +112,7 @@ def run_two_pass(
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.controller import MemoryController
     from causalcache_memory.lab.world.tasks import generate_tasks
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     root = Path(workdir)  # type: ignore[arg-type]  # set by owns_workdir
     runtime = _policy(policy, model_path)
@@ -120,7 +120,7 @@ def run_two_pass(
     out: dict[str, Any] = {}
     for budget in budgets:
         archive = LocalArchive(root / f"two-pass-B{budget}")
-        selector = LearnedSelectorAllocator(selector_model, threads=1)
+        selector = SelectorAllocator(selector_model, threads=1)
         controller = MemoryController(policy=runtime, archive=archive, allocator=selector, budget=budget)
         rows: list[dict[str, float]] = []
         try:

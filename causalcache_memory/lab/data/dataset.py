@@ -24,7 +24,6 @@ from causalcache_memory.lab.data.trajectory import Trajectory, load_trajectories
 
 __all__ = [
     "DATASET_FORMAT_VERSION",
-    "DEFAULT_RADIUS",
     "Dataset",
     "dataset_stats",
     "import_dataset",
@@ -35,17 +34,6 @@ __all__ = [
 
 DATASET_FORMAT_VERSION = 1
 MANIFEST, TRAJECTORIES, ARCHIVE = "dataset.json", "trajectories.jsonl", "archive"
-
-#: default pointer tolerance of full-action equivalence when mining, per format (relative units; the
-#: library's evaluator defaults: 0.014 of the screen diagonal axis on desktop, 0.04 on mobile)
-DEFAULT_RADIUS: dict[str, float | None] = {
-    "agentnet": 0.014,
-    "osworld": 0.014,
-    "mobileworld": 0.04,
-    "androidcontrol": 0.04,
-    "causalcache": None,  # per trajectory platform
-    "jsonl": None,
-}
 
 
 @dataclass
@@ -85,7 +73,7 @@ def import_dataset(
     """Load ``src`` in format ``fmt`` into the dataset directory ``out``; returns the manifest."""
     from causalcache_memory import __version__
     from causalcache_memory.archive.factory import open_archive
-    from causalcache_memory.lab.data.loaders import load
+    from causalcache_memory.lab.data.loaders import load, lookup_loader
 
     src, out = Path(src), Path(out)
     if not src.exists():
@@ -104,7 +92,7 @@ def import_dataset(
         "library_version": __version__,
         "platforms": dict(Counter(t.platform for t in result.trajectories)),
         "report": result.report.to_dict(),
-        "mining": {"radius": radius if radius is not None else DEFAULT_RADIUS.get(fmt)},
+        "mining": {"radius": radius if radius is not None else lookup_loader(fmt).radius},
     }
     _write_manifest(out, manifest)
     return manifest

@@ -2,7 +2,7 @@
 
 Every arm runs the *same* agent graph — observe the screen, decide (through the memory's two-pass
 controller), act in the world, observe the post-action screen — over the same tasks with a step cap; only
-the allocation policy and the budget differ:
+the allocator and the budget differ:
 
 =================  ===============================================================================
 arm                allocation

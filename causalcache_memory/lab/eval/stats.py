@@ -1,4 +1,4 @@
-"""Bootstrap statistics used by every evaluation (closed loop, chooser ladder, DiD gates).
+"""Bootstrap statistics used by every evaluation (closed loop, allocation ladder, DiD gates).
 
 All intervals are percentile bootstrap intervals over *clusters* (tasks, episodes or trajectories):
 resampling whole clusters keeps within-cluster correlation (several states of one episode, several runs

@@ -42,7 +42,7 @@ ARMS: dict[str, str] = {
     "evenly_spaced": "evenly_spaced",
     "rgb": "rgb",
     "oracle": "recent",
-    "causalcache": "causalcache",
+    "causalcache": "selector",  # the method's arm runs the learned selector
 }
 
 
@@ -148,10 +148,10 @@ class WorldOracle:
     uses_witness = False
 
     def __init__(self) -> None:
-        from causalcache_memory.lab.world.calibration import EvidenceOraclePolicy
+        from causalcache_memory.lab.world.calibration import EvidenceOracleAllocator
 
         self.truth: dict[int, tuple[int, ...]] = {}
-        self._oracle = EvidenceOraclePolicy()
+        self._oracle = EvidenceOracleAllocator()
         self._oracle.evidence = lambda ctx: self.truth  # type: ignore[method-assign]
 
     def allocate(self, ctx: Any) -> Any:

@@ -5,7 +5,7 @@ machine does not inflate it):
 
 * the median CPU milliseconds of ``ThumbnailCache.get`` on 40 distinct 1920x1080 benchmark PNGs (the
   decode a model with thumbnail features pays once per archived screenshot);
-* for each model, the median CPU milliseconds of one ``LearnedSelectorAllocator.allocate`` at B = 4 on the
+* for each model, the median CPU milliseconds of one ``SelectorAllocator.allocate`` at B = 4 on the
   world's eval-template traces (a growing history, thumbnails decoded once and cached).
 """
 
@@ -40,11 +40,11 @@ def decision_cpu_ms(model: str | None, *, tasks: int = 12, seed: int = 77, budge
     from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.lab.world import generate_demonstrations, generate_tasks
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     archive = LocalArchive(tempfile.mkdtemp(prefix="causalcache-cost-"))
     trajs = generate_demonstrations(generate_tasks(tasks, seed, platform="mobile", templates="eval"), archive)
-    selector = LearnedSelectorAllocator(model)
+    selector = SelectorAllocator(model)
     cpu = []
     for traj in trajs:
         for t in range(budget + 2, len(traj) + 1):

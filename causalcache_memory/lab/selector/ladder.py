@@ -1,4 +1,4 @@
-"""The chooser ladder: allocation rules bracketed at matched budgets (paper, "Ablations and Analyses").
+"""The allocation ladder: allocation rules bracketed at matched budgets (paper, "Ablations and Analyses").
 
 On held-out decision states, for each budget ``B`` and each rule, the chosen exact-B set ``S`` is
 rendered and *fully re-scored* through ``policy.score``; the reported quantity is the mean
@@ -9,7 +9,9 @@ trajectory's ``metadata["split"]``, e.g. ``memory_critical``/``control``) with t
 (margin > 0) and harmed (margin < 0), the fire rate (share of states with ``S != Recent-B``: a second
 model call at deployment) and, for the learned rules, the share of states the OOD guard sent to Recent-B.
 
-Rules: ``learned`` (set scorer + beam as deployed: ``min_gain`` and the OOD guard of the config),
+Rules: ``learned`` (the deployed learned selector, :class:`~causalcache_memory.selector.allocator.
+SelectorAllocator`, whose :meth:`~causalcache_memory.selector.allocator.SelectorAllocator.decide` makes
+every learned rule's choice: ``min_gain`` and the OOD guard of the config),
 ``learned_paper`` (the same scorer with the paper's rule: ``min_gain = 0``, no guard), ``random`` (Random
 exact-B), ``rgb`` (RGB similarity), ``first`` (First-B) and ``evenly_spaced`` (positional baselines),
 ``inverted`` (negated learned score, paper's rule: a specificity control of the scorer's ordering),
@@ -33,17 +35,16 @@ from causalcache_memory.allocation.simple import RandomAllocator
 from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer, _target_text, decision_states
 from causalcache_memory.render.prompt import render_prompt
-from causalcache_memory.selector.allocator import resolve_min_gain
+from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.beam import beam_search
-from causalcache_memory.selector.features import FeatureExtractor, ThumbnailSource, context_features
-from causalcache_memory.selector.ood import state_summary
+from causalcache_memory.selector.features import FeatureExtractor, ThumbnailSource
 
 if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.lab.data.trajectory import Trajectory
     from causalcache_memory.policy import Policy
-    from causalcache_memory.selector.onnx_scorer import OnnxSelector
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 __all__ = ["LadderConfig", "bootstrap_ci", "format_table", "run_ladder"]
 
@@ -134,16 +135,6 @@ def _witness(
 
 
 @dataclass
-class _Models:
-    """What a learned rule runs: the scorer, its threshold, its guard and its score sign."""
-
-    model: OnnxSelector
-    min_gain: float
-    guard: bool
-    sign: float = 1.0
-
-
-@dataclass
 class _Ladder:
     """Everything the rules share across states (built once by :func:`run_ladder`)."""
 
@@ -151,7 +142,7 @@ class _Ladder:
     archive: ScreenshotArchive
     cfg: LadderConfig
     extractor: FeatureExtractor
-    learned: dict[str, _Models] = field(default_factory=dict)
+    learned: dict[str, SelectorAllocator] = field(default_factory=dict)
     allocators: dict[str, Allocator] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     # rows[rule][B] -> list of (trajectory, split, margin, k, ood)
@@ -171,7 +162,6 @@ class _State:
     score: _SetScorer
     witness: Action | None = None
     events: np.ndarray | None = None
-    ctx_row: np.ndarray | None = None
 
 
 def run_ladder(
@@ -179,8 +169,8 @@ def run_ladder(
     archive: ScreenshotArchive,
     trajectories: Sequence[Trajectory],
     *,
-    learned: OnnxSelector | None = None,
-    no_recency: OnnxSelector | None = None,
+    learned: OnnxScorer | None = None,
+    no_recency: OnnxScorer | None = None,
     thumbnails: ThumbnailSource | None = None,
     config: LadderConfig | None = None,
     progress: bool = False,
@@ -199,26 +189,26 @@ def run_ladder(
     plan = [(tr, t, b) for b in cfg.budgets for tr in trajectories for t in decision_states(tr, b, label_cfg)]
     from tqdm import tqdm
 
-    for traj, t, budget in tqdm(plan, desc="chooser ladder", unit="state", disable=not progress):
+    for traj, t, budget in tqdm(plan, desc="allocation ladder", unit="state", disable=not progress):
         rules = _evaluate_state(lad, rules, traj, t, budget)
     return _summarize(lad)
 
 
 def _setup_rules(
-    lad: _Ladder, rules: list[str], learned: OnnxSelector | None, no_recency: OnnxSelector | None
+    lad: _Ladder, rules: list[str], learned: OnnxScorer | None, no_recency: OnnxScorer | None
 ) -> list[str]:
     """Build each rule's model or allocator; rules whose inputs are missing go to ``lad.skipped``."""
     cfg = lad.cfg
-    if learned is not None:
-        gain = resolve_min_gain(cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain), learned)[0]
-        lad.learned["learned"] = _Models(learned, gain, cfg.ood_guard and learned.ood is not None)
-        lad.learned["learned_paper"] = _Models(learned, 0.0, False)
-        lad.learned["inverted"] = _Models(learned, 0.0, False, -1.0)
+    deployed = {"min_gain": cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain)}
+    beam = {"beam_width": cfg.beam_width}
+    if learned is not None:  # the deployed allocator around the given scorer, in each rule's settings
+        lad.learned["learned"] = SelectorAllocator(learned, **beam, **deployed, ood_guard=cfg.ood_guard)
+        lad.learned["learned_paper"] = SelectorAllocator(learned, **beam, min_gain=0.0, ood_guard=False)
+        lad.learned["inverted"] = SelectorAllocator(
+            learned, **beam, min_gain=0.0, ood_guard=False, inverted=True
+        )
     if no_recency is not None:
-        gain = resolve_min_gain(cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain), no_recency)[
-            0
-        ]
-        lad.learned["no_recency"] = _Models(no_recency, gain, cfg.ood_guard and no_recency.ood is not None)
+        lad.learned["no_recency"] = SelectorAllocator(no_recency, **beam, **deployed, ood_guard=cfg.ood_guard)
     for rule in rules:
         if rule in _LEARNED and rule not in lad.learned:
             lad.skipped[rule] = (
@@ -259,7 +249,6 @@ def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, bu
     if set(_LEARNED) & set(rules):
         state.witness = _witness(cfg.witness, lad.policy, lad.archive, traj, t, trace, budget)
         state.events = lad.extractor(trace, budget, state.witness)
-        state.ctx_row = context_features(t, budget, state.witness)
     chosen: dict[str, tuple[tuple[int, ...], bool]] = {}
     for rule in rules:
         try:
@@ -280,14 +269,9 @@ def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, bu
 def _choose(rule: str, lad: _Ladder, state: _State) -> tuple[tuple[int, ...], bool]:
     """``(chosen set, fell back because out of distribution)`` of ``rule`` at ``state``."""
     t, budget = state.t, state.budget
-    if rule in lad.learned:
-        m = lad.learned[rule]
-        if m.guard and state.events is not None and m.model.ood is not None:
-            if m.model.ood.is_ood(state_summary(state.events, m.model.drop_index))[0]:
-                return recent_b(t, budget), True
-        scorer = m.model.scorer(state.events, state.ctx_row, sign=m.sign)
-        result = beam_search(scorer, t=t, budget=budget, beam_width=lad.cfg.beam_width, min_gain=m.min_gain)
-        return result.selected, False
+    if rule in lad.learned:  # the deployed decision rule on the state's features
+        allocation = lad.learned[rule].decide(state.events, t=t, budget=budget, witness=state.witness)
+        return allocation.selected, allocation.info.get("fallback") == "ood"
     if rule == "oracle":
         scorer = _oracle_scorer(state.score, t - 1)
         return beam_search(scorer, t=t, budget=budget, beam_width=lad.cfg.oracle_beam_width).selected, False
@@ -337,7 +321,7 @@ def _summarize(lad: _Ladder) -> dict[str, Any]:
                 s: _cell([r for r in rows if r[1] == s], cfg, cfg.seed + budget) for s in splits
             }
             results[rule][str(budget)] = cell
-    settings = {r: {"min_gain": m.min_gain, "ood_guard": m.guard} for r, m in lad.learned.items()}
+    settings = {r: {"min_gain": a.min_gain, "ood_guard": a.ood_guard} for r, a in lad.learned.items()}
     return {
         "results": results,
         "skipped": lad.skipped,

@@ -105,7 +105,7 @@ def probe(
     """Fire and OOD rates on the three inputs of the module doc (``model`` None = the bundled scorer)."""
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.lab.world import generate_demonstrations, generate_tasks
-    from causalcache_memory.selector.allocator import LearnedSelectorAllocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
 
     root = workdir or tempfile.mkdtemp(prefix="causalcache-ood-")
     archive = LocalArchive(f"{root}/archive")
@@ -113,7 +113,7 @@ def probe(
     remap = _reskin(trajs, archive)
 
     def selector() -> Any:  # a fresh one per input: no feature cache shared across inputs
-        return LearnedSelectorAllocator(model, min_gain=min_gain, ood_guard=ood_guard)
+        return SelectorAllocator(model, min_gain=min_gain, ood_guard=ood_guard)
 
     sel = selector()
     return {

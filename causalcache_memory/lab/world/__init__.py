@@ -16,7 +16,7 @@ Pieces (one module each):
 * :mod:`.sim_policy` (+ :mod:`.sim_reading`, :mod:`.sim_scoring`) -- :class:`SimulatedPolicy`, a
   deterministic simulator implementing the policy protocol from what its prompt contains (goal,
   summaries, pixels), with a VLM's reading mistakes and slips; it is not a model;
-* :mod:`.calibration` -- :func:`run_episode` (a minimal closed loop), :class:`EvidenceOraclePolicy`,
+* :mod:`.calibration` -- :func:`run_episode` (a minimal closed loop), :class:`EvidenceOracleAllocator`,
   :func:`calibrate`; ``python -m causalcache_memory.lab.world --tasks 300`` prints the calibration.
 
 Example::
@@ -33,7 +33,7 @@ grammars, noisy reading, shared app themes, and a fixed train/dev/eval split of 
 from causalcache_memory.lab.world.calibration import (
     EVIDENCE_KEY,
     EpisodeResult,
-    EvidenceOraclePolicy,
+    EvidenceOracleAllocator,
     calibrate,
     run_episode,
 )
@@ -51,7 +51,7 @@ __all__ = [
     "SCREEN_SIZES",
     "VALUE_KINDS",
     "EpisodeResult",
-    "EvidenceOraclePolicy",
+    "EvidenceOracleAllocator",
     "GuiWorld",
     "Need",
     "OcrCache",

@@ -14,7 +14,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.archive import LocalArchive
-    from causalcache_memory.lab.world.calibration import EvidenceOraclePolicy, calibrate
+    from causalcache_memory.lab.world.calibration import EvidenceOracleAllocator, calibrate
     from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
     from causalcache_memory.lab.world.tasks import age_histogram, generate_tasks
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tasks = generate_tasks(args.tasks, seed=args.seed, platform=args.platform, templates=args.templates)
     arms = {
-        a: (EvidenceOraclePolicy if a == "oracle" else (lambda a=a: build_allocator(a)))
+        a: (EvidenceOracleAllocator if a == "oracle" else (lambda a=a: build_allocator(a)))
         for a in args.arms.split(",")
     }
     seeds = [int(s) for s in args.seeds.split(",")]

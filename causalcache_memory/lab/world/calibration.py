@@ -5,7 +5,7 @@ policy picks the exact-B set of history events, :func:`~causalcache_memory.rende
 the prompt, the policy generates an action, the world steps. It is deliberately small and public; richer
 harnesses (LangGraph agent, two-pass re-decision, reports) build on the same pieces.
 
-:class:`EvidenceOraclePolicy` is Recent-B that always holds, for each value the task needs, the latest
+:class:`EvidenceOracleAllocator` is Recent-B that always holds, for each value the task needs, the latest
 event whose screenshot showed it (ground truth from the world, recorded in each event's
 ``metadata["world_evidence_visible"]`` as the list of needed-value indices by :func:`run_episode`; only the
 oracle reads it), displacing the oldest recent events when needed.
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
-__all__ = ["AGE_BINS", "EVIDENCE_KEY", "EpisodeResult", "EvidenceOraclePolicy", "calibrate", "run_episode"]
+__all__ = ["AGE_BINS", "EVIDENCE_KEY", "EpisodeResult", "EvidenceOracleAllocator", "calibrate", "run_episode"]
 
 #: event metadata key holding the world's ground truth "the remembered value is on this screenshot"
 EVIDENCE_KEY = "world_evidence_visible"
@@ -79,7 +79,7 @@ class EpisodeResult:
         }
 
 
-class EvidenceOraclePolicy:
+class EvidenceOracleAllocator:
     """Recent-B plus the latest evidence event of each needed value (world ground truth); see the module
     docstring."""
 
@@ -180,7 +180,7 @@ def calibrate(
     arms = arms or {
         "summary_only": SummaryOnlyAllocator,
         "recent": RecentAllocator,
-        "oracle": EvidenceOraclePolicy,
+        "oracle": EvidenceOracleAllocator,
     }
     report: dict[str, dict[str, float]] = {}
     for arm, make in arms.items():
