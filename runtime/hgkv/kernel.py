@@ -18,6 +18,7 @@ for CUDA tensors when ``triton`` is importable and the torch path otherwise; ``t
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -47,6 +48,7 @@ _jitted: dict[bool, Any] = {}
 _precision_ok: dict[tuple[str, str], str] = {}
 
 
+@functools.cache
 def triton_available() -> bool:
     """True when ``triton`` can be imported (``pip install triton``; CUDA torch wheels ship it)."""
     return importlib.util.find_spec("triton") is not None
