@@ -77,12 +77,15 @@ try:
             "transformers_torch_overhead_pct": pre.get("hgkv_torch_overhead_pct"),
             "transformers_kernel_overhead_pct": pre.get("hgkv_triton_overhead_pct"),
             "max_abs_diff_vs_reference": par.get("max_abs_diff_kernel_vs_reference"),
+            "max_diff_in_ulps_of_largest_operand": par.get("max_diff_in_ulps_of_largest_operand"),
             "reference_max_abs_err_vs_float64": par.get("reference_max_abs_err_vs_float64"),
             "kernel_max_abs_err_vs_float64": par.get("kernel_max_abs_err_vs_float64"),
             "errors": {n: v["error"] for n, v in (("per_layer", row), ("parity", par), ("prefill", pre)) if isinstance(v, dict) and "error" in v},
         }
         checks[f"{key}_parity_within_reference_rounding"] = par.get("kernel_within_reference_rounding")
         checks[f"{key}_untouched_rows_bitwise"] = par.get("untouched_rows_bitwise")
+        ulps = par.get("max_diff_in_ulps_of_largest_operand")
+        checks[f"{key}_max_diff_le_1_ulp"] = None if ulps is None else ulps <= 1.0
         checks[f"{key}_q_columns_bitwise"] = par.get("q_columns_bitwise")
     one, four = per_layer.get("history_1", {}), prefill.get("history_4", {}) if isinstance(prefill, dict) else {}
     if "kernel_over_qkv_proj" in one:
