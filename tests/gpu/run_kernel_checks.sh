@@ -87,9 +87,10 @@ try:
         ulps = par.get("max_diff_in_ulps_of_largest_operand")
         checks[f"{key}_max_diff_le_1_ulp"] = None if ulps is None else ulps <= 1.0
         checks[f"{key}_q_columns_bitwise"] = par.get("q_columns_bitwise")
-    one, four = per_layer.get("history_1", {}), prefill.get("history_4", {}) if isinstance(prefill, dict) else {}
-    if "kernel_over_qkv_proj" in one:
-        checks["kernel_per_layer_le_0.1x_qkv_proj_at_2691_tokens"] = one["kernel_over_qkv_proj"] <= 0.1
+    four = prefill.get("history_4", {}) if isinstance(prefill, dict) else {}
+    for key, row in sorted(per_layer.items()):
+        if "kernel_over_qkv_proj" in row:
+            checks[f"{key}_kernel_per_layer_le_0.1x_qkv_proj"] = row["kernel_over_qkv_proj"] <= 0.1
     if "server_kernel_pct_of_frozen_prefill" in four:
         checks["server_hgkv_overhead_le_0.3pct_at_4_images"] = four["server_kernel_pct_of_frozen_prefill"] <= 0.3
     summary["figures"], summary["checks"] = figures, checks
