@@ -180,6 +180,10 @@ def fused_lowrank_update(
         raise ValueError(f"fused_lowrank_update: x {tuple(x.shape)} and out {tuple(out.shape)} do not match")
     if packed.col0 + packed.n_out > out.shape[1]:
         raise ValueError(f"fused_lowrank_update: columns {packed.col0}+{packed.n_out} exceed {out.shape[1]}")
+    if out.device.type == "cpu" and not _interpreting():
+        raise ValueError(
+            "fused_lowrank_update on CPU tensors needs TRITON_INTERPRET=1 (Triton's interpreter)"
+        )
     block_m, block_k, block_n, warps = blocks or default_blocks(n)
     grid = ((n + block_m - 1) // block_m,)
     kernel = _kernel()

@@ -164,6 +164,14 @@ def server(case: dict[str, Any], kernel: str):
     return hgkv
 
 
+def _guarded(out: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
+    """``out[key] = fn()``, or the error under ``out["errors"][key]`` (one failing figure loses no other)."""
+    try:
+        out[key] = fn()
+    except Exception as exc:
+        out.setdefault("errors", {})[key] = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
 def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
@@ -174,33 +182,37 @@ def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
     x, rows = case["x"], case["rows"]
     qkv = F.linear(x, case["w"], case["bias"])
     ref, ker = server(case, "torch"), server(case, "triton")
-    packed = ker.packed(0)
     time_ms = _timer(device)
     out: dict[str, Any] = {"tokens": case["tokens"], "history_tokens": int(rows.numel())}
+    out["default_blocks"] = list(default_blocks(int(rows.numel())))
+
+    def ms(fn: Callable[[], Any]) -> Callable[[], float]:
+        return lambda: round(time_ms(fn, n), 4)
+
     with torch.no_grad():
-        out["qkv_proj_ms"] = round(time_ms(lambda: F.linear(x, case["w"], case["bias"]), n), 4)
-        out["reference_ms"] = round(time_ms(lambda: ref.update(0, x, qkv, rows), n), 4)
-        out["kernel_ms"] = round(time_ms(lambda: ker.update(0, x, qkv, rows), n), 4)
-        out["kernel_ieee_ms"] = round(
-            time_ms(lambda: fused_lowrank_update(x, qkv, rows, packed, precision="ieee"), n), 4
+        _guarded(out, "qkv_proj_ms", ms(lambda: F.linear(x, case["w"], case["bias"])))
+        _guarded(out, "reference_ms", ms(lambda: ref.update(0, x, qkv, rows)))
+        _guarded(out, "kernel_ms", ms(lambda: ker.update(0, x, qkv, rows)))
+        _guarded(
+            out,
+            "kernel_ieee_ms",
+            ms(lambda: fused_lowrank_update(x, qkv, rows, ker.packed(0), precision="ieee")),
         )
-        out["default_blocks"] = list(default_blocks(int(rows.numel())))
-        sweep = {}
+        sweep: dict[str, Any] = {}  # keys: BLOCK_M x BLOCK_K x BLOCK_N x num_warps
         for blocks in SWEEP if device.type == "cuda" else SWEEP[:2]:
-            try:
-                sweep["x".join(map(str, blocks))] = round(
-                    time_ms(lambda b=blocks: fused_lowrank_update(x, qkv, rows, packed, blocks=b), n), 4
-                )
-            except Exception as exc:
-                sweep["x".join(map(str, blocks))] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        out["kernel_sweep_ms"] = sweep  # keys: BLOCK_M x BLOCK_K x BLOCK_N x num_warps
-        out["reference_host_us"] = _host_us(lambda: ref.update(0, x, qkv, rows), device, n)
-        out["kernel_host_us"] = _host_us(lambda: ker.update(0, x, qkv, rows), device, n)
-        out["kernel_do_bench_ms"] = _do_bench(lambda: ker.update(0, x, qkv, rows), device)
-        out["reference_do_bench_ms"] = _do_bench(lambda: ref.update(0, x, qkv, rows), device)
-    out["kernel_over_qkv_proj"] = round(out["kernel_ms"] / out["qkv_proj_ms"], 4)
-    out["reference_over_qkv_proj"] = round(out["reference_ms"] / out["qkv_proj_ms"], 4)
-    out["speedup"] = round(out["reference_ms"] / out["kernel_ms"], 2)
+            call = ms(lambda b=blocks: fused_lowrank_update(x, qkv, rows, ker.packed(0), blocks=b))
+            _guarded(sweep, "x".join(map(str, blocks)), call)
+        out["kernel_sweep_ms"] = sweep
+        _guarded(out, "reference_host_us", lambda: _host_us(lambda: ref.update(0, x, qkv, rows), device, n))
+        _guarded(out, "kernel_host_us", lambda: _host_us(lambda: ker.update(0, x, qkv, rows), device, n))
+        _guarded(out, "kernel_do_bench_ms", lambda: _do_bench(lambda: ker.update(0, x, qkv, rows), device))
+        _guarded(out, "reference_do_bench_ms", lambda: _do_bench(lambda: ref.update(0, x, qkv, rows), device))
+    if "qkv_proj_ms" in out:
+        for name in ("kernel", "reference"):
+            if f"{name}_ms" in out:
+                out[f"{name}_over_qkv_proj"] = round(out[f"{name}_ms"] / out["qkv_proj_ms"], 4)
+    if "kernel_ms" in out and "reference_ms" in out:
+        out["speedup"] = round(out["reference_ms"] / out["kernel_ms"], 2)
     return out
 
 
@@ -290,14 +302,16 @@ def prefill(histories: list[int], tiny: bool, device, repeats: int) -> dict[str,
         row["frozen_ms"] = round(timed(run, device, repeats, 2), 3)
         adapter.state.mask = mask.to(device)
         try:
-            results = {}
+            results: dict[str, Any] = {}
             for mode in ("torch", "triton"):
                 os.environ[KERNEL_ENV] = mode
-                row[f"hgkv_{mode}_ms"] = round(timed(run, device, repeats, 2), 3)
-                results[mode] = run().float()
-            row["hgkv_kernel_vs_torch_max_abs_diff_last_hidden"] = float(
-                (results["triton"] - results["torch"]).abs().max()
-            )
+                _guarded(row, f"hgkv_{mode}_ms", lambda: round(timed(run, device, repeats, 2), 3))
+                _guarded(results, mode, lambda: run().float())
+            if "torch" in results and "triton" in results:
+                row["hgkv_kernel_vs_torch_max_abs_diff_last_hidden"] = float(
+                    (results["triton"] - results["torch"]).abs().max()
+                )
+            row.setdefault("errors", {}).update(results.get("errors", {}))
         finally:
             adapter.state.mask = None
             if before is None:
@@ -305,6 +319,8 @@ def prefill(histories: list[int], tiny: bool, device, repeats: int) -> dict[str,
             else:
                 os.environ[KERNEL_ENV] = before
         for mode in ("torch", "triton"):
+            if f"hgkv_{mode}_ms" not in row:
+                continue
             row[f"hgkv_{mode}_overhead_pct"] = round(
                 100.0 * (row[f"hgkv_{mode}_ms"] / row["frozen_ms"] - 1), 2
             )
@@ -365,6 +381,8 @@ def main() -> None:
                 pre = result["prefill"].get(f"history_{history}")
                 if pre and "frozen_ms" in pre:
                     for mode in ("reference", "kernel"):
+                        if f"{mode}_ms" not in row:
+                            continue
                         pre[f"server_{mode}_8_layers_ms"] = round(8 * row[f"{mode}_ms"], 4)
                         pre[f"server_{mode}_pct_of_frozen_prefill"] = round(
                             100.0 * 8 * row[f"{mode}_ms"] / pre["frozen_ms"], 3

@@ -80,7 +80,11 @@ try:
             "max_diff_in_ulps_of_largest_operand": par.get("max_diff_in_ulps_of_largest_operand"),
             "reference_max_abs_err_vs_float64": par.get("reference_max_abs_err_vs_float64"),
             "kernel_max_abs_err_vs_float64": par.get("kernel_max_abs_err_vs_float64"),
-            "errors": {n: v["error"] for n, v in (("per_layer", row), ("parity", par), ("prefill", pre)) if isinstance(v, dict) and "error" in v},
+            "errors": {
+                name: part.get("error") or part.get("errors")
+                for name, part in (("per_layer", row), ("parity", par), ("prefill", pre))
+                if isinstance(part, dict) and (part.get("error") or part.get("errors"))
+            },
         }
         checks[f"{key}_parity_within_reference_rounding"] = par.get("kernel_within_reference_rounding")
         checks[f"{key}_untouched_rows_bitwise"] = par.get("untouched_rows_bitwise")
