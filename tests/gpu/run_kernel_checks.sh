@@ -11,30 +11,39 @@
 #   pytest_gpu.log / .xml      CUDA-marked tests: tests/gpu and the kernel's parity tests on CUDA
 #   summary.json               the figures and checks below, also printed to stdout
 # BENCH_ARGS="--tiny" PYTHON=.venv/bin/python runs the same on CPU (Triton interpreter; a smoke test).
+# Then check pytest_gpu.log: the CUDA-marked tests skip there.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 OUT="${OUT:-$ROOT/kernel-checks}"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 PY="${PYTHON:-python3}"
+case "$PY" in /*) ;; */*) PY="$ROOT/$PY" ;; esac
 
-SITE="$(mktemp -d)/site"
+# causalcache_memory with runtime/ and integrations/ mapped in, from the checkout. Python runs from a
+# scratch directory with PYTHONSAFEPATH, so the checkout's own causalcache_memory/ (which lacks them) is
+# never first on sys.path.
+WORK="$(mktemp -d)"
+SITE="$WORK/site"
 mkdir -p "$SITE/causalcache_memory"
 for entry in "$ROOT"/causalcache_memory/*; do ln -s "$entry" "$SITE/causalcache_memory/"; done
 ln -s "$ROOT/runtime" "$SITE/causalcache_memory/runtime"
 ln -s "$ROOT/integrations" "$SITE/causalcache_memory/integrations"
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
 unset TRITON_INTERPRET CAUSALCACHE_HGKV_KERNEL
+cd "$WORK"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || true
 
 echo "[run_kernel_checks] bench (timeout 240 s)" >&2
-timeout 240 "$PY" tests/gpu/bench_hgkv_kernel.py ${BENCH_ARGS:-} --out "$OUT/bench_kernel.json" > "$OUT/bench_kernel.log" 2>&1
+timeout 240 "$PY" "$ROOT/tests/gpu/bench_hgkv_kernel.py" ${BENCH_ARGS:-} --out "$OUT/bench_kernel.json" > "$OUT/bench_kernel.log" 2>&1
 BENCH_RC=$?
 
 echo "[run_kernel_checks] pytest -m gpu (timeout 150 s)" >&2
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" -W default -m gpu \
-    tests/gpu tests/hgkv/test_kernel.py --junitxml="$OUT/pytest_gpu.xml" > "$OUT/pytest_gpu.log" 2>&1
+PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" -W default -m gpu \
+    --rootdir "$ROOT" "$ROOT/tests/gpu" "$ROOT/tests/hgkv/test_kernel.py" --junitxml="$OUT/pytest_gpu.xml" \
+    > "$OUT/pytest_gpu.log" 2>&1
 PYTEST_RC=$?
 
 BENCH_RC=$BENCH_RC PYTEST_RC=$PYTEST_RC OUT="$OUT" "$PY" - <<'EOF'
