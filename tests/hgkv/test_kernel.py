@@ -196,3 +196,47 @@ def test_auto_without_triton_is_the_torch_path(monkeypatch) -> None:
     assert not hk.use_kernel(torch.device("cuda"), "auto")
     with pytest.raises(ConfigError, match="pip install triton"):
         hk.use_kernel(torch.device("cuda"), "triton")
+
+
+def test_gated_linear_kernel_path_matches_its_torch_path(device, monkeypatch) -> None:
+    """The transformers adapter's wrapped projection: kernel (no autograd) vs torch path, same weights."""
+    from torch import nn
+
+    from causalcache_memory.runtime.hgkv import layer as layer_mod
+    from causalcache_memory.runtime.hgkv.layer import GateState, HistoryGatedLinear
+
+    launches: list[int] = []
+    real = layer_mod.fused_lowrank_update
+    monkeypatch.setattr(
+        layer_mod, "fused_lowrank_update", lambda *a, **k: (launches.append(1), real(*a, **k))[1]
+    )
+    torch.manual_seed(3)
+    state = GateState()
+    layer = HistoryGatedLinear(nn.Linear(48, 24), r=8, alpha=16.0, gated=True, state=state)
+    layer = layer.to(device=device)
+    layer.base_layer.to(torch.bfloat16)
+    with torch.no_grad():
+        layer.B.normal_(0.0, 0.5)
+    x = torch.randn(2, 20, 48, device=device).to(torch.bfloat16)
+    mask = torch.zeros(2, 20, dtype=torch.bool, device=device)
+    mask[0, 3:9] = True
+    mask[1, 12:20] = True
+    state.mask = mask
+    outs = {}
+    for mode in ("torch", "triton"):
+        monkeypatch.setenv(hk.KERNEL_ENV, mode)
+        state.prefilled.clear()
+        with torch.no_grad():
+            outs[mode] = layer(x)
+    assert launches == [1]  # the triton run launched the kernel once, the torch run not at all
+    base = layer.base_layer(x).detach()
+    assert torch.equal(outs["triton"][~mask], base[~mask])  # rows outside the gate: the frozen output
+    diff = (outs["triton"].float() - outs["torch"].float()).abs()
+    largest = torch.maximum(outs["torch"].float().abs(), (outs["torch"].float() - base.float()).abs())
+    assert bool((diff <= 2 * _ulp_bf16(largest)).all())  # both round the same float32 residual
+    assert not torch.equal(outs["triton"], base)
+    with torch.enable_grad():  # training: the torch path, gradients reach the adapter
+        state.prefilled.clear()
+        layer(x).float().sum().backward()
+    assert layer.B.grad is not None and bool(layer.B.grad.abs().sum() > 0)
+    assert launches == [1]
