@@ -240,3 +240,29 @@ def test_gated_linear_kernel_path_matches_its_torch_path(device, monkeypatch) ->
         layer(x).float().sum().backward()
     assert layer.B.grad is not None and bool(layer.B.grad.abs().sum() > 0)
     assert launches == [1]
+
+
+@pytest.mark.parametrize("adapted", ["k", "v", "kv"])
+def test_server_update_kernel_matches_reference_for_k_v_or_both(device, adapted) -> None:
+    from causalcache_memory.runtime.sglang_server.adapter import ServerAdapterWeights
+    from causalcache_memory.runtime.sglang_server.gating import ServerHGKV
+
+    a_k, b_k, a_v, b_v = _weights(64, 16, 8, 4, device)
+    tensors = (a_k if "k" in adapted else None, b_k if "k" in adapted else None)
+    tensors += (a_v if "v" in adapted else None, b_v if "v" in adapted else None)
+    weights = ServerAdapterWeights({0: tensors}, 8, 16.0, "test")
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(30, 64, generator=gen).to(device, torch.float32)
+    base = torch.randn(30, 64, generator=gen).to(device, torch.float32)
+    rows = torch.tensor([2, 5, 6, 7, 20, 29], device=device)
+    outs = {}
+    for mode in ("torch", "triton"):
+        server = ServerHGKV(weights, q_size=32, kv_size=16, kernel=mode, verify=False)
+        server._params = dict(weights.layers)
+        outs[mode] = base.clone()
+        server.update(0, x, outs[mode], rows)
+    torch.testing.assert_close(outs["triton"], outs["torch"], rtol=1e-5, atol=1e-5)
+    k_changed = not torch.equal(outs["triton"][:, 32:48], base[:, 32:48])
+    v_changed = not torch.equal(outs["triton"][:, 48:], base[:, 48:])
+    assert (k_changed, v_changed) == ("k" in adapted, "v" in adapted)
+    assert torch.equal(outs["triton"][:, :32], base[:, :32])
