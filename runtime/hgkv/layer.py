@@ -11,6 +11,11 @@ with ``A: (r, in_dim)`` kaiming-uniform, ``B: (out_dim, r)`` zero at initialisat
 returned through :func:`torch.where`, so those positions are bitwise the frozen projection; without a
 gate (no history image in the batch, or the adapter disabled) ``forward`` returns ``base_layer(h)``
 itself.
+
+Without autograd (inference), the gated residual can instead be added in place to the history rows of
+``base_layer(h)`` by the fused Triton kernel (:mod:`.kernel`; on CUDA by default when ``triton`` is
+importable, ``CAUSALCACHE_HGKV_KERNEL`` selects); the other rows are then never written. The torch path
+above stays the reference, the training path and the CPU path.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ import torch
 from torch import nn
 
 from causalcache_memory.errors import ImageSpanMismatchError
+from causalcache_memory.runtime.hgkv.kernel import (
+    PackedLowRank,
+    fused_lowrank_update,
+    pack_lowrank,
+    use_kernel,
+)
 
 __all__ = ["GateState", "HistoryGatedLinear"]
 
@@ -42,6 +53,16 @@ class GateState:
     mask: torch.Tensor | None = None
     disabled: bool = False
     prefilled: set[int] = field(default_factory=set)
+    _rows: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+
+    def flat_rows(self) -> torch.Tensor:
+        """Indices of the True entries of ``mask.reshape(-1)`` (computed once per gate, on its device)."""
+        mask = self.mask
+        if mask is None:
+            raise ImageSpanMismatchError("HGKV gate rows requested while no gate is installed")
+        if self._rows is None or self._rows[0] is not mask:
+            self._rows = (mask, mask.reshape(-1).nonzero().squeeze(1))
+        return self._rows[1]
 
 
 class HistoryGatedLinear(nn.Module):
@@ -59,6 +80,7 @@ class HistoryGatedLinear(nn.Module):
         self.merged = False
         self._unmerged: torch.Tensor | None = None
         self._state = state
+        self._packed: tuple[tuple[int, ...], PackedLowRank] | None = None
         weight = base_layer.weight
         kw: dict[str, Any] = {"device": weight.device, "dtype": torch.float32}
         self.lora_A = nn.ModuleDict({"default": nn.Linear(base_layer.in_features, self.r, bias=False, **kw)})
@@ -103,8 +125,29 @@ class HistoryGatedLinear(nn.Module):
                 "the forward pass does not run over the batch the gate was built for"
             )
         state.prefilled.add(id(self))
+        if self._kernel_applies(x, result):
+            self._kernel_update(x, result)
+            return result
         gated = result + self._delta(x).to(result.dtype)
         return torch.where(mask.to(result.device).unsqueeze(-1), gated, result)
+
+    def _kernel_applies(self, x: torch.Tensor, result: torch.Tensor) -> bool:
+        """The fused kernel may replace the torch path: selected for this device, no autograd, plain layout."""
+        if torch.is_grad_enabled() and (x.requires_grad or self.A.requires_grad or self.B.requires_grad):
+            return False  # training: the torch path carries the gradients
+        return result.is_contiguous() and use_kernel(result.device)
+
+    def _kernel_update(self, x: torch.Tensor, result: torch.Tensor) -> None:
+        """Add the residual in place to ``result``'s history rows (one kernel launch)."""
+        key = (self.A.data_ptr(), self.A._version, self.B.data_ptr(), self.B._version)
+        if self._packed is None or self._packed[0] != key:
+            packed = pack_lowrank([(self.A, self.B)], col0=0, scaling=self.scaling)
+            self._packed = (key, packed)
+        rows = self._state.flat_rows().to(result.device)
+        with torch.no_grad():
+            fused_lowrank_update(
+                x.reshape(-1, x.shape[-1]), result.view(-1, result.shape[-1]), rows, self._packed[1]
+            )
 
     @torch.no_grad()
     def merge(self) -> None:

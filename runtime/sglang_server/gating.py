@@ -19,6 +19,11 @@ window ``[prefix_len, prefix_len + extend_len)``, so chunked prefill and a radix
 image gate exactly the image tokens computed in this pass. Fail-closed: the ids at those rows must be the
 history image's radix sentinels (checked on the device, one synchronisation per history prefill; disable
 with ``CAUSALCACHE_HGKV_VERIFY=0``).
+
+The update itself is one fused Triton launch per adapted layer for K and V together
+(:func:`~causalcache_memory.runtime.hgkv.kernel.fused_lowrank_update`) on CUDA when ``triton`` is
+importable, and the torch reference (:meth:`ServerHGKV.update_reference`) otherwise; ``CAUSALCACHE_HGKV_KERNEL``
+(``auto``/``triton``/``torch``) overrides the choice.
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ import torch
 import torch.nn.functional as F
 
 from causalcache_memory.errors import ConfigError, ImageSpanMismatchError
+from causalcache_memory.runtime.hgkv.kernel import (
+    PackedLowRank,
+    fused_lowrank_update,
+    kernel_choice,
+    pack_lowrank,
+    use_kernel,
+)
 from causalcache_memory.runtime.sglang_server.adapter import ServerAdapterWeights
 from causalcache_memory.runtime.sglang_server.roles import DEFAULT_MASK, DEFAULT_SHIFT, history_items
 
@@ -114,18 +126,27 @@ class ServerHGKV:
         weights: :func:`~.adapter.load_server_adapter` output.
         q_size, kv_size: column layout of the fused ``qkv_proj`` output.
         verify: check the ids at gated rows (default: env ``CAUSALCACHE_HGKV_VERIFY`` != ``0``).
+        kernel: ``auto``/``triton``/``torch`` (default: env ``CAUSALCACHE_HGKV_KERNEL``, else ``auto``).
     """
 
     def __init__(
-        self, weights: ServerAdapterWeights, *, q_size: int, kv_size: int, verify: bool | None = None
+        self,
+        weights: ServerAdapterWeights,
+        *,
+        q_size: int,
+        kv_size: int,
+        verify: bool | None = None,
+        kernel: str | None = None,
     ) -> None:
         self.weights = weights
         self.q_size = int(q_size)
         self.kv_size = int(kv_size)
         self.scaling = weights.scaling
         self.verify = os.environ.get("CAUSALCACHE_HGKV_VERIFY", "1") != "0" if verify is None else verify
+        self.kernel = kernel_choice(kernel)
         self.rows: torch.Tensor | None = None
         self._params: dict[int, tuple[torch.Tensor | None, ...]] = {}
+        self._packed: dict[int, PackedLowRank] = {}
         self._handles: list[Any] = []
 
     # ------------------------------------------------------------------ installation
@@ -187,12 +208,33 @@ class ServerHGKV:
 
     @torch.no_grad()
     def update(self, layer: int, x: torch.Tensor, qkv: torch.Tensor, rows: torch.Tensor) -> None:
-        """Add the gated residuals to the K/V slices of ``qkv`` (``(tokens, q + 2 kv)``) at ``rows``, in place."""
+        """Add the gated residuals to the K/V slices of ``qkv`` (``(tokens, q + 2 kv)``) at ``rows``, in place.
+
+        One fused kernel launch for K and V when :func:`~causalcache_memory.runtime.hgkv.kernel.use_kernel`
+        selects it for ``qkv``'s device, else :meth:`update_reference`.
+        """
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or qkv.dim() != 2 or x.shape[0] != qkv.shape[0]:
             raise ImageSpanMismatchError(
                 f"HGKV update: qkv_proj input {getattr(x, 'shape', type(x))} and output {tuple(qkv.shape)} "
                 "are not (tokens, width) with equal token counts"
             )
+        if use_kernel(qkv.device, self.kernel):
+            fused_lowrank_update(x, qkv, rows, self.packed(layer))
+        else:
+            self.update_reference(layer, x, qkv, rows)
+
+    def packed(self, layer: int) -> PackedLowRank:
+        """Layer ``layer``'s adapted K and/or V weights stacked for the kernel (built once, on their device)."""
+        if layer not in self._packed:
+            a_k, b_k, a_v, b_v = self._params[layer]
+            pairs = [(a, b) for a, b in ((a_k, b_k), (a_v, b_v)) if a is not None]
+            col0 = self.q_size if a_k is not None else self.q_size + self.kv_size
+            self._packed[layer] = pack_lowrank(pairs, col0=col0, scaling=self.scaling)
+        return self._packed[layer]
+
+    @torch.no_grad()
+    def update_reference(self, layer: int, x: torch.Tensor, qkv: torch.Tensor, rows: torch.Tensor) -> None:
+        """The torch reference of :meth:`update` (also the CPU path): gather, two ``F.linear``, ``index_add_``."""
         a_k, b_k, a_v, b_v = self._params[layer]
         x_h = x.index_select(0, rows)
         q, kv = self.q_size, self.kv_size

@@ -9,6 +9,8 @@ Environment (set by ``causalcache serve``):
   radix cache, no residual is computed).
 * ``CAUSALCACHE_HGKV_EXPECT``: optional JSON ``{"r": 8, "alpha": 16, "num_layers": 8}`` the adapter must match.
 * ``CAUSALCACHE_HGKV_VERIFY``: ``0`` skips the on-device check of the gated rows' ids.
+* ``CAUSALCACHE_HGKV_KERNEL``: ``auto`` (default: the fused Triton K/V update on CUDA when triton is
+  importable), ``triton`` or ``torch`` (the reference path); see :mod:`causalcache_memory.runtime.hgkv.kernel`.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class HGKVModelMixin:
 
     def attach_hgkv(self, directory: str | None, *, expect: dict[str, Any] | None = None) -> None:
         """Load and hook the adapter at ``directory`` (None: frozen). Refuses a mismatched adapter."""
+        from causalcache_memory.runtime.hgkv.kernel import KERNEL_ENV
         from causalcache_memory.runtime.sglang_server.adapter import load_server_adapter
         from causalcache_memory.runtime.sglang_server.gating import ServerHGKV
 
@@ -83,7 +86,13 @@ class HGKVModelMixin:
         layers = self.model.layers  # type: ignore[attr-defined]
         hgkv.install(layers, device=layers[hgkv.layers[0]].self_attn.qkv_proj.weight.device)
         self._causalcache_hgkv = hgkv
-        logger.warning("causalcache: HGKV adapter %s active on layers %s", directory, list(hgkv.layers))
+        logger.warning(
+            "causalcache: HGKV adapter %s active on layers %s (K/V update: %s=%s)",
+            directory,
+            list(hgkv.layers),
+            KERNEL_ENV,
+            hgkv.kernel,
+        )
 
     def forward(self, input_ids: Any, positions: Any, forward_batch: Any, *args: Any, **kwargs: Any) -> Any:
         from causalcache_memory.runtime.sglang_server.gating import history_rows

@@ -14,6 +14,7 @@ Prints one JSON object. ``--tiny`` runs a tiny config on CPU (a smoke test of th
 
     python tests/gpu/bench_hgkv_prefill.py                 # CUDA, bf16, 7B-sized config
     python tests/gpu/bench_hgkv_prefill.py --tiny          # CPU smoke test
+    python tests/gpu/bench_hgkv_prefill.py --kernel auto   # with the fused Triton kernel (bench_hgkv_kernel.py)
 """
 
 from __future__ import annotations
@@ -125,7 +126,18 @@ def main() -> None:
     parser.add_argument("--image-tokens", type=int, default=None, help="tokens per image (default: 1080p)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--kernel",
+        choices=("auto", "triton", "torch"),
+        default="torch",
+        help="HGKV update path (CAUSALCACHE_HGKV_KERNEL); default torch = the figures of BENCHMARKS.md section 7",
+    )
     args = parser.parse_args()
+    import os
+
+    os.environ["CAUSALCACHE_HGKV_KERNEL"] = args.kernel
+    if args.tiny and args.kernel == "triton":
+        os.environ["TRITON_INTERPRET"] = "1"
 
     _import_project()
     from causalcache_memory.runtime.hgkv import HGKVAdapter, HGKVConfig
@@ -223,6 +235,7 @@ def main() -> None:
         },
         "server_update_pct_of_frozen_prefill": round(100.0 * update_ms * len(weights) / frozen_ms, 3),
         "repeats": args.repeats,
+        "kernel": args.kernel,
     }
     print(json.dumps(result, indent=2))
 

@@ -1,9 +1,14 @@
-"""HGKV adapter on the tiny Qwen2.5-VL: placement, bitwise bypass, gating, gradients, runtime arms."""
+"""HGKV adapter on the tiny Qwen2.5-VL: placement, bitwise bypass, gating, gradients, runtime arms.
+
+Tests taking the ``kernel`` fixture run twice: with the torch path and with the fused Triton kernel
+selected (``CAUSALCACHE_HGKV_KERNEL=triton``, Triton's CPU interpreter; skipped without triton).
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from kernel_modes import KERNEL_MODES, select_kernel
 
 from causalcache_memory.allocation.base import make_allocation
 from causalcache_memory.errors import ConfigError
@@ -33,6 +38,12 @@ def _logits(policy, prompts):
     with torch.no_grad(), policy.forward_context(batch):
         out = policy.model(**batch.model_inputs(), use_cache=False).logits
     return out, batch
+
+
+@pytest.fixture(params=KERNEL_MODES)
+def kernel(request, monkeypatch) -> str:
+    select_kernel(monkeypatch, request.param)
+    return request.param
 
 
 @pytest.fixture
@@ -67,7 +78,7 @@ def test_wraps_k_and_v_of_the_last_eight_layers(load_policy) -> None:
     assert trainable == {id(p) for p in adapter.parameters()}
 
 
-def test_no_history_image_is_bitwise_the_frozen_policy(frozen, adapted, recall_data) -> None:
+def test_no_history_image_is_bitwise_the_frozen_policy(frozen, adapted, recall_data, kernel) -> None:
     prompts = _prompts(recall_data, lambda t: (), 24)
     for lo in range(0, len(prompts), 8):
         base, _ = _logits(frozen, prompts[lo : lo + 8])
@@ -79,7 +90,9 @@ def test_no_history_image_is_bitwise_the_frozen_policy(frozen, adapted, recall_d
     assert not torch.equal(_logits(frozen, hist)[0], _logits(adapted, hist)[0])
 
 
-def test_positions_before_the_first_history_token_are_bitwise_equal(frozen, adapted, recall_data) -> None:
+def test_positions_before_the_first_history_token_are_bitwise_equal(
+    frozen, adapted, recall_data, kernel
+) -> None:
     prompts = _prompts(recall_data, lambda t: (1, t - 1), 4)
     base, batch = _logits(frozen, prompts)
     mine, _ = _logits(adapted, prompts)
@@ -89,7 +102,7 @@ def test_positions_before_the_first_history_token_are_bitwise_equal(frozen, adap
         assert not torch.equal(base[row, first:], mine[row, first:])
 
 
-def test_gate_is_per_sample_in_a_batch(frozen, adapted, recall_data) -> None:
+def test_gate_is_per_sample_in_a_batch(frozen, adapted, recall_data, kernel) -> None:
     empty = _prompts(recall_data, lambda t: (), 2)
     hist = _prompts(recall_data, lambda t: (t - 1,), 2)
     mixed = [empty[0], hist[0], empty[1], hist[1]]
@@ -101,7 +114,7 @@ def test_gate_is_per_sample_in_a_batch(frozen, adapted, recall_data) -> None:
     assert not torch.equal(base[1], mine[1])
 
 
-def test_gradients_reach_only_adapter_weights(adapted, recall_data, make_scorer) -> None:
+def test_gradients_reach_only_adapter_weights(adapted, recall_data, make_scorer, kernel) -> None:
     scorer = make_scorer(adapted)
     scores = scorer.scores(recall_data["groups"][:2], grad=True)
     scores.sum().backward()
@@ -111,6 +124,27 @@ def test_gradients_reach_only_adapter_weights(adapted, recall_data, make_scorer)
             assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
         else:
             assert p.grad is None, name
+
+
+def test_kernel_matches_the_torch_path_on_history_prompts(adapted, recall_data, monkeypatch) -> None:
+    pytest.importorskip("triton", reason="the fused HGKV kernel needs triton (`pip install triton`)")
+    from causalcache_memory.runtime.hgkv import layer as layer_mod
+
+    prompts = _prompts(recall_data, lambda t: (1, t - 1), 3)
+    select_kernel(monkeypatch, "torch")
+    ref, batch = _logits(adapted, prompts)
+    select_kernel(monkeypatch, "triton")
+    launches = []
+    real = layer_mod.fused_lowrank_update
+    monkeypatch.setattr(
+        layer_mod, "fused_lowrank_update", lambda *a, **k: (launches.append(1), real(*a, **k))
+    )
+    mine, _ = _logits(adapted, prompts)
+    assert len(launches) == len(adapted.adapter.modules)  # one launch per wrapped projection
+    torch.testing.assert_close(mine, ref, rtol=1e-4, atol=1e-4)
+    for row, prompt in enumerate(batch.prompts):
+        first = min(s.start for s in prompt.image_spans if s.role == "history")
+        assert torch.equal(mine[row, :first], ref[row, :first])
 
 
 def test_ungated_control_is_active_on_every_token(frozen, load_policy, randomize, recall_data) -> None:

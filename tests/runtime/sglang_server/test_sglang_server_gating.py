@@ -1,4 +1,8 @@
-"""The server-side HGKV gate on CPU fakes of SGLang 0.5.23: base equality, chunking, radix hits, decode."""
+"""The server-side HGKV gate on CPU fakes of SGLang 0.5.23: base equality, chunking, radix hits, decode.
+
+The model tests run twice: with the torch reference update and with the fused Triton kernel selected
+(``CAUSALCACHE_HGKV_KERNEL=triton`` under Triton's CPU interpreter; skipped without triton).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 from adapter_files import write_adapter  # noqa: E402
+from kernel_modes import KERNEL_MODES, select_kernel  # noqa: E402
 from sglang_fakes import FakeBatch, FakeItem, FakeMMInputs, FakeMode, FakeStockModel, padded_ids  # noqa: E402
 
 from causalcache_memory.errors import ImageSpanMismatchError  # noqa: E402
@@ -26,8 +31,14 @@ class Served(HGKVModelMixin, FakeStockModel):
     pass
 
 
+@pytest.fixture(params=KERNEL_MODES)
+def kernel(request, monkeypatch) -> str:
+    select_kernel(monkeypatch, request.param)
+    return request.param
+
+
 @pytest.fixture
-def models(tmp_path):
+def models(tmp_path, kernel):
     torch.manual_seed(0)
     stock = FakeStockModel(num_layers=LAYERS)
     served = Served(num_layers=LAYERS)
@@ -199,3 +210,35 @@ def test_bf16_update_is_the_out_of_place_gated_sum(tmp_path):
         torch.bfloat16
     )
     assert torch.equal(qkv, want) and not torch.equal(qkv, base)
+
+
+def test_kernel_and_reference_agree_and_the_kernel_really_runs(tmp_path, monkeypatch):
+    pytest.importorskip("triton", reason="the fused HGKV kernel needs triton (`pip install triton`)")
+    ids, items = prompt(("history", "current"))
+    outs, caches = {}, {}
+    for mode in KERNEL_MODES:
+        select_kernel(monkeypatch, mode)
+        torch.manual_seed(0)
+        served = Served(num_layers=LAYERS)
+        attn = served.model.layers[0].self_attn
+        path = write_adapter(
+            tmp_path / mode, layers=ADAPTED, num_layers=LAYERS, hidden=attn.hidden_size, kv=attn.kv_size
+        )
+        served.attach_hgkv(str(path))
+        launches: list[int] = []
+        real = gating.fused_lowrank_update
+
+        def counted(*a, _real=real, _launches=launches, **k):
+            _launches.append(1)
+            return _real(*a, **k)
+
+        monkeypatch.setattr(gating, "fused_lowrank_update", counted)
+        outs[mode] = run(served, ids, items)
+        caches[mode] = served.cache["r"]
+        monkeypatch.setattr(gating, "fused_lowrank_update", real)
+        assert len(launches) == (len(ADAPTED) if mode == "triton" else 0)  # one launch per adapted layer
+    torch.testing.assert_close(outs["triton"], outs["torch"], rtol=1e-5, atol=1e-5)
+    for li in range(LAYERS):
+        k_t, k_r = caches["triton"][li][0], caches["torch"][li][0]
+        assert torch.equal(k_t[:10], k_r[:10])  # rows before the history image: bitwise
+        torch.testing.assert_close(k_t, k_r, rtol=1e-5, atol=1e-5)
