@@ -162,14 +162,13 @@ def check_tensors(tensors: dict[str, torch.Tensor], r: int, *, source: str) -> N
             problems.append(f"{key}: {value.dim()}-D {value.dtype} tensor; LoRA weights are 2-D float")
         elif value.shape[0 if part == "A" else 1] != r:
             want = "(r, in_dim)" if part == "A" else "(out_dim, r)"
-            problems.append(f"{key}: shape {tuple(value.shape)} is not {want} with r={r}")
+            problems.append(f"{key}: shape {tuple(value.shape)} is not {want} for rank {r} (r={r})")
         elif not bool(torch.isfinite(value).all()):
             bad = int((~torch.isfinite(value)).sum())
             problems.append(f"{key}: {bad} of {value.numel()} values are NaN or infinite")
-        if len(problems) >= 8:
-            break
     if problems:
-        raise ConfigError(f"{source}: invalid adapter weights: " + "; ".join(problems), problems)
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConfigError(f"{source}: invalid adapter weights: " + "; ".join(problems[:3]) + more, problems)
 
 
 def read_model_facts(directory: str | Path) -> dict[str, Any]:

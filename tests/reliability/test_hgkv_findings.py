@@ -310,7 +310,7 @@ def test_a_corrupt_adapter_is_refused_when_read_naming_the_file(saved_adapter, t
         expected = "1 of .* values are NaN or infinite"
     elif case == "huge r":
         _edit_json(ad / "adapter_config.json", r=1_000_000_000)
-        expected = r"is not \(r, in_dim\) with r=1000000000"
+        expected = r"is not \(r, in_dim\) for rank 1000000000"
     else:
         weights = ad / "adapter_model.safetensors"
         weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
