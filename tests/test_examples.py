@@ -23,9 +23,64 @@ def _load(path: Path) -> object:
     return load_config(path)
 
 
+#: keys a loader renames (``ladder.json`` is stored as ``ladder.json_path``)
+_RENAMED = {("ladder", "json"): ("ladder", "json_path")}
+
+
+def _leaves(data: object, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    if isinstance(data, dict):
+        return [leaf for key, value in data.items() for leaf in _leaves(value, (*prefix, str(key)))]
+    return [(prefix, data)]
+
+
+def _same(written: object, loaded: object) -> bool:
+    """A written value and its loaded form (strings compare case-insensitively; relative paths resolve)."""
+    if isinstance(written, list) and isinstance(loaded, list):
+        return len(written) == len(loaded) and all(_same(a, b) for a, b in zip(written, loaded, strict=True))
+    if isinstance(written, str) and isinstance(loaded, str):
+        return loaded.lower() == written.lower() or loaded.endswith("/" + written.removeprefix("./"))
+    return written == loaded
+
+
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_example_yaml_validates(path: Path) -> None:
-    assert _load(path) is not None
+    """Every value written in an example reaches the loaded config unchanged (nothing dropped or renamed)."""
+    import yaml
+
+    loaded = _load(path).model_dump(mode="json")  # type: ignore[attr-defined]
+    written = _leaves(yaml.safe_load(path.read_text(encoding="utf-8")))
+    assert written
+    for keys, value in written:
+        got: object = loaded
+        for key in _RENAMED.get(keys, keys):
+            assert isinstance(got, dict) and key in got, f"{path.name}: {'.'.join(keys)} was not loaded"
+            got = got[key]
+        assert _same(value, got), f"{path.name}: {'.'.join(keys)} = {value!r} was loaded as {got!r}"
+
+
+def test_the_full_example_config_shows_the_defaults() -> None:
+    """examples/causalcache.yaml says it shows every key at its default; only policy.kind differs."""
+    import yaml
+
+    from causalcache_memory.config import load_config
+    from causalcache_memory.config.models import CausalCacheConfig
+
+    defaults = CausalCacheConfig().model_dump(mode="json")
+    example = load_config(EXAMPLES / "causalcache.yaml").model_dump(mode="json")
+    differ = {".".join(k) for k, v in _leaves(defaults) if not _same(v, _dig(example, k))}
+    assert differ == {"policy.kind"}
+    written = {
+        k for k, _ in _leaves(yaml.safe_load((EXAMPLES / "causalcache.yaml").read_text(encoding="utf-8")))
+    }
+    unwritten = {".".join(k) for k, _ in _leaves(defaults) if k not in written}
+    assert unwritten == {"policy.transformers", "policy.sglang", "policy.openai"}  # shown commented out
+    assert "every key at its default" in (EXAMPLES / "causalcache.yaml").read_text(encoding="utf-8")
+
+
+def _dig(data: object, keys: tuple[str, ...]) -> object:
+    for key in keys:
+        data = data[key]  # type: ignore[index]
+    return data
 
 
 def test_there_are_example_yamls() -> None:
