@@ -14,19 +14,15 @@ the deadline.
 
 Bodies are bounded: a response larger than ``max_response_bytes`` (announced by ``Content-Length`` or
 counted while streaming) is dropped at the cap and raises :class:`PolicyResponseTooLargeError`, never
-retried and never buffered past the cap; JSON nested deeper than ``max_json_depth`` levels raises
-:class:`PolicyResponseError` (instead of a bare ``RecursionError``). A body holding a non-finite number (``NaN``, ``Infinity``, or a
-literal that overflows a float) is refused with :class:`PolicyResponseError`: a NaN logprob never becomes
-a NaN score. After the last attempt a
-:class:`PolicyUnavailableError` names the URL, the number of attempts and the last failure. A response
-that is not the JSON the caller expects raises :class:`PolicyResponseError` naming the field and showing
-a snippet of the body.
+retried and never buffered past the cap. The body is decoded by :mod:`._json_reply`: non-finite numbers
+and JSON nested deeper than ``max_json_depth`` levels raise :class:`PolicyResponseError` (never a NaN
+score, never a bare ``RecursionError``). After the last attempt a :class:`PolicyUnavailableError` names
+the URL, the number of attempts and the last failure. A response that is not the JSON the caller expects
+raises :class:`PolicyResponseError` naming the field and showing a snippet of the body.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import threading
 import time
@@ -42,6 +38,7 @@ from causalcache_memory.errors import (
     PolicyResponseError,
     PolicyUnavailableError,
 )
+from causalcache_memory.runtime._json_reply import decode_json_reply, snippet
 
 __all__ = [
     "DEFAULT_MAX_JSON_DEPTH",
@@ -61,16 +58,6 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 DEFAULT_MAX_RESPONSE_BYTES = 64 << 20
 #: default limit of JSON nesting (a policy server's reply is a few levels deep)
 DEFAULT_MAX_JSON_DEPTH = 64
-
-
-def snippet(text: str | bytes | object, limit: int = 300) -> str:
-    """A short printable excerpt of a response body for error messages."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    elif not isinstance(text, str):
-        text = json.dumps(text, default=str)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
 class PolicyRequestRejectedError(PolicyResponseError):
@@ -264,7 +251,9 @@ class HttpClient:
                         response.status_code, response.headers, content, response.encoding or "utf-8"
                     )
                 if reply.status_code < 400:
-                    reply.value = self._decode(reply, url)
+                    reply.value = decode_json_reply(
+                        content, url=url, status_code=reply.status_code, max_depth=self.max_json_depth
+                    )
                 box["reply"] = reply
             except BaseException as exc:  # handed to the caller
                 box["error"] = exc
@@ -304,43 +293,6 @@ class HttpClient:
             limit=self.max_response_bytes,
         )
 
-    def _decode(self, response: _Reply, url: str) -> Any:
-        try:
-            value = json.loads(response.content, parse_constant=_refuse_constant, parse_float=_finite_float)
-        except _NonFinite as exc:
-            raise PolicyResponseError(
-                f"{url} answered with a non-finite number ({exc}); a score, logprob or coordinate must be "
-                f"finite. body: {snippet(response.content)}"
-            ) from None
-        except RecursionError:
-            value = _TOO_DEEP
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise PolicyResponseError(
-                f"{url} answered HTTP {response.status_code} with a body that is not valid JSON ({exc}); "
-                f"body: {snippet(response.content)}"
-            ) from exc
-        if value is _TOO_DEEP or _deeper_than(value, self.max_json_depth):
-            raise PolicyResponseError(
-                f"{url} answered with JSON nested deeper than max_json_depth={self.max_json_depth} levels; "
-                f"a policy server's reply is a few levels deep. body: {snippet(response.content[:300])}"
-            )
-        return value
-
-
-_TOO_DEEP = object()
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """True if ``value`` nests lists/objects more than ``limit`` levels (iterative; containers only)."""
-    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (list, dict)))
-    return False
-
 
 @dataclass
 class _Reply:
@@ -359,21 +311,6 @@ class _Reply:
 
 class _DeadlineExceeded(Exception):
     """The attempt did not complete within ``timeout_s``."""
-
-
-class _NonFinite(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> float:
-    raise _NonFinite(name)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFinite(f"{text[:40]} overflows a float")
-    return value
 
 
 # ---------------------------------------------------------------------- shared by the HTTP policies

@@ -58,31 +58,6 @@ def test_example_yaml_validates(path: Path) -> None:
         assert _same(value, got), f"{path.name}: {'.'.join(keys)} = {value!r} was loaded as {got!r}"
 
 
-def test_the_full_example_config_shows_the_defaults() -> None:
-    """examples/causalcache.yaml says it shows every key at its default; only policy.kind differs."""
-    import yaml
-
-    from causalcache_memory.config import load_config
-    from causalcache_memory.config.models import CausalCacheConfig
-
-    defaults = CausalCacheConfig().model_dump(mode="json")
-    example = load_config(EXAMPLES / "causalcache.yaml").model_dump(mode="json")
-    differ = {".".join(k) for k, v in _leaves(defaults) if not _same(v, _dig(example, k))}
-    assert differ == {"policy.kind"}
-    written = {
-        k for k, _ in _leaves(yaml.safe_load((EXAMPLES / "causalcache.yaml").read_text(encoding="utf-8")))
-    }
-    unwritten = {".".join(k) for k, _ in _leaves(defaults) if k not in written}
-    assert unwritten == {"policy.transformers", "policy.sglang", "policy.openai"}  # shown commented out
-    assert "every key at its default" in (EXAMPLES / "causalcache.yaml").read_text(encoding="utf-8")
-
-
-def _dig(data: object, keys: tuple[str, ...]) -> object:
-    for key in keys:
-        data = data[key]  # type: ignore[index]
-    return data
-
-
 def test_there_are_example_yamls() -> None:
     assert {p.name for p in EXAMPLES.glob("*.yaml")} >= {
         "causalcache.yaml",
