@@ -10,6 +10,16 @@ The allocator (the learned selector, or any user allocator) runs on this thread,
 * :meth:`BoundedWorker.post` queues a fire-and-forget job (the allocator's ``prepare`` hook) and drops
   it when the worker is stuck or the queue is full, so ``observe``/``record`` never wait on the
   allocator's locks.
+* a call that finished after its limit is a :class:`WorkerTimeout` too, even if its result arrived before
+  the caller woke up: whether a late result is used must not depend on thread scheduling.
+* **Limitation — code that holds the GIL.** The limit is enforced by the *caller's* thread waking up,
+  which needs the GIL. An allocator that runs C code without releasing the GIL (a catastrophic regular
+  expression, a long ``list.sort`` with a C key, some extension loops) keeps the caller asleep until it
+  lets go: the step then takes as long as that call (a 250 ms limit was measured at 4.5-8.3 s), and
+  no thread can interrupt it. The step still falls back to Recent-B, and the timeout names the measured
+  wait and logs a warning on ``causalcache_memory._worker`` so the overrun is visible. Allocators must
+  release the GIL in long native calls (numpy, ONNX Runtime and torch do) or run their work in a
+  subprocess; see docs/SELECTOR.md, "Time limits".
 * the thread is a daemon: a call that never returns cannot keep the interpreter alive, and
   :meth:`BoundedWorker.close` (called by ``MemoryController.close()``, its context exit and its garbage
   collection) stops an idle worker and abandons a hung one.
@@ -17,6 +27,7 @@ The allocator (the learned selector, or any user allocator) runs on this thread,
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -27,6 +38,9 @@ from typing import Any
 __all__ = ["BoundedWorker", "WorkerBusy", "WorkerTimeout"]
 
 _STOP = object()
+_log = logging.getLogger("causalcache_memory._worker")
+#: a wait longer than ``limit + max(_LATE_S, limit / 2)`` means the caller could not wake up (GIL held)
+_LATE_S = 0.05
 
 
 class WorkerTimeout(TimeoutError):
@@ -35,6 +49,19 @@ class WorkerTimeout(TimeoutError):
 
 class WorkerBusy(RuntimeError):
     """The worker is still running an earlier call past its time limit."""
+
+
+def _timeout(label: str, limit_s: float, waited_s: float) -> WorkerTimeout:
+    """The timeout of one call; names a wait the caller could not cut short (GIL held) and logs it."""
+    message = f"{label} did not finish within {limit_s * 1000:.0f} ms"
+    if waited_s > limit_s + max(_LATE_S, limit_s / 2):
+        message += (
+            f"; the caller got control back only after {waited_s * 1000:.0f} ms because the call held the "
+            "GIL (native code that does not release it cannot be interrupted): release the GIL in long "
+            "native calls or run the work in a subprocess (docs/SELECTOR.md, 'Time limits')"
+        )
+        _log.warning("%s", message)
+    return WorkerTimeout(message)
 
 
 class BoundedWorker:
@@ -74,12 +101,17 @@ class BoundedWorker:
         if busy is not None:
             raise WorkerBusy(f"still running {busy} past its time limit")
         future: Future[Any] = Future()
+        start = time.monotonic()
         self._submit((fn, args, future, label, timeout_s))
         try:
-            return future.result(timeout=timeout_s)
+            result = future.result(timeout=timeout_s)
         except TimeoutError:
             future.cancel()  # if it has not started yet it never will
-            raise WorkerTimeout(f"{label} did not finish within {timeout_s * 1000:.0f} ms") from None
+            raise _timeout(label, timeout_s, time.monotonic() - start) from None
+        finished = getattr(future, "finished_at", start)
+        if finished - start > timeout_s:  # late, but the caller only woke up after the result was set
+            raise _timeout(label, timeout_s, time.monotonic() - start)
+        return result
 
     def post(
         self, fn: Callable[..., Any], *args: Any, label: str = "job", limit_s: float | None = None
@@ -115,6 +147,7 @@ class BoundedWorker:
                     future.set_exception(exc)
             else:
                 if future is not None:
+                    future.finished_at = time.monotonic()  # type: ignore[attr-defined]
                     future.set_result(result)
             finally:
                 self._running = None

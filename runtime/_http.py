@@ -9,18 +9,20 @@ backoff_s * 2**a)`` seconds, or the server's numeric ``Retry-After`` when it is 
 per-read timeout: a server trickling a few bytes at a time cannot hold a call longer. The request runs on
 a short-lived daemon thread; past the deadline the caller gets the timeout at once and the thread stops
 at its next chunk (or when the read timeout fires). A call therefore ends within ``(max_retries + 1) *
-timeout_s`` plus the backoff sleeps. A body holding a non-finite number (``NaN``, ``Infinity``, or a
-literal that overflows a float) is refused with :class:`PolicyResponseError`: a NaN logprob never becomes
-a NaN score. After the last attempt a
-:class:`PolicyUnavailableError` names the URL, the number of attempts and the last failure. A response
-that is not the JSON the caller expects raises :class:`PolicyResponseError` naming the field and showing
-a snippet of the body.
+timeout_s`` plus the backoff sleeps. Decoding the JSON body is part of the attempt, so it too ends within
+the deadline.
+
+Bodies are bounded: a response larger than ``max_response_bytes`` (announced by ``Content-Length`` or
+counted while streaming) is dropped at the cap and raises :class:`PolicyResponseTooLargeError`, never
+retried and never buffered past the cap. The body is decoded by :mod:`._json_reply`: non-finite numbers
+and JSON nested deeper than ``max_json_depth`` levels raise :class:`PolicyResponseError` (never a NaN
+score, never a bare ``RecursionError``). After the last attempt a :class:`PolicyUnavailableError` names
+the URL, the number of attempts and the last failure. A response that is not the JSON the caller expects
+raises :class:`PolicyResponseError` naming the field and showing a snippet of the body.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import threading
 import time
@@ -36,10 +38,14 @@ from causalcache_memory.errors import (
     PolicyResponseError,
     PolicyUnavailableError,
 )
+from causalcache_memory.runtime._json_reply import decode_json_reply, snippet
 
 __all__ = [
+    "DEFAULT_MAX_JSON_DEPTH",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "HttpClient",
     "PolicyRequestRejectedError",
+    "PolicyResponseTooLargeError",
     "check_image_limit",
     "get_field",
     "parse_response_action",
@@ -48,15 +54,10 @@ __all__ = [
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
-
-def snippet(text: str | bytes | object, limit: int = 300) -> str:
-    """A short printable excerpt of a response body for error messages."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    elif not isinstance(text, str):
-        text = json.dumps(text, default=str)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+#: default cap of one response body (a generation or a prompt's logprobs is a few MB at most)
+DEFAULT_MAX_RESPONSE_BYTES = 64 << 20
+#: default limit of JSON nesting (a policy server's reply is a few levels deep)
+DEFAULT_MAX_JSON_DEPTH = 64
 
 
 class PolicyRequestRejectedError(PolicyResponseError):
@@ -73,6 +74,20 @@ class PolicyRequestRejectedError(PolicyResponseError):
         self.status_code = status_code
         self.body = body
         self.url = url
+
+
+class PolicyResponseTooLargeError(PolicyResponseError):
+    """A response body exceeded the client's ``max_response_bytes`` (it was dropped at the cap).
+
+    Attributes:
+        url: the URL that answered.
+        limit: the cap in bytes.
+    """
+
+    def __init__(self, message: str, *, url: str, limit: int) -> None:
+        super().__init__(message)
+        self.url = url
+        self.limit = limit
 
 
 def get_field(obj: Any, path: str, *, url: str, kind: type | tuple[type, ...] | None = None) -> Any:
@@ -119,6 +134,8 @@ class HttpClient:
         max_backoff_s: cap of one backoff sleep.
         headers: extra headers on every request (e.g. ``Authorization``).
         sleep: injectable sleep (tests).
+        max_response_bytes: cap of one response body in bytes (:class:`PolicyResponseTooLargeError`).
+        max_json_depth: deepest JSON nesting accepted in a response body.
     """
 
     def __init__(
@@ -131,9 +148,16 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s!r} must be > 0 seconds")
+        for name, value in (("max_response_bytes", max_response_bytes), ("max_json_depth", max_json_depth)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        self.max_response_bytes = max_response_bytes
+        self.max_json_depth = max_json_depth
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries={max_retries!r} must be an integer >= 0")
         self.timeout_s = float(timeout_s)
@@ -190,7 +214,7 @@ class HttpClient:
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if response.status_code < 400:
-                    return self._decode(response, url)
+                    return response.value
                 body = response.text
                 if response.status_code not in _RETRY_STATUS:
                     raise PolicyRequestRejectedError(
@@ -210,7 +234,7 @@ class HttpClient:
         )
 
     def _send(self, method: str, url: str, payload: Any, headers: Mapping[str, str] | None) -> _Reply:
-        """One attempt, complete within ``timeout_s`` or :class:`_DeadlineExceeded` (see module doc)."""
+        """One attempt, read and decoded within ``timeout_s`` or :class:`_DeadlineExceeded` (module doc)."""
         deadline = time.monotonic() + self.timeout_s
         box: dict[str, Any] = {}
         cancelled = threading.Event()
@@ -218,14 +242,19 @@ class HttpClient:
         def run() -> None:
             try:
                 with self._client.stream(method, url, json=payload, headers=headers) as response:
-                    chunks = []
-                    for chunk in response.iter_bytes():
-                        if cancelled.is_set() or time.monotonic() > deadline:
-                            return
-                        chunks.append(chunk)
-                    box["reply"] = _Reply(
-                        response.status_code, response.headers, b"".join(chunks), response.encoding or "utf-8"
+                    content = self._read_capped(
+                        response, url, lambda: cancelled.is_set() or time.monotonic() > deadline
                     )
+                    if content is None:
+                        return
+                    reply = _Reply(
+                        response.status_code, response.headers, content, response.encoding or "utf-8"
+                    )
+                if reply.status_code < 400:
+                    reply.value = decode_json_reply(
+                        content, url=url, status_code=reply.status_code, max_depth=self.max_json_depth
+                    )
+                box["reply"] = reply
             except BaseException as exc:  # handed to the caller
                 box["error"] = exc
 
@@ -239,30 +268,41 @@ class HttpClient:
             raise box["error"]
         return box["reply"]
 
-    @staticmethod
-    def _decode(response: _Reply, url: str) -> Any:
-        try:
-            return json.loads(response.content, parse_constant=_refuse_constant, parse_float=_finite_float)
-        except _NonFinite as exc:
-            raise PolicyResponseError(
-                f"{url} answered with a non-finite number ({exc}); a score, logprob or coordinate must be "
-                f"finite. body: {snippet(response.content)}"
-            ) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise PolicyResponseError(
-                f"{url} answered HTTP {response.status_code} with a body that is not valid JSON ({exc}); "
-                f"body: {snippet(response.content)}"
-            ) from exc
+    def _read_capped(self, response: httpx.Response, url: str, stop: Callable[[], bool]) -> bytes | None:
+        """The body, at most ``max_response_bytes`` (else :class:`PolicyResponseTooLargeError`); None if stopped."""
+        limit = self.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise self._too_large(url, f"announces {int(declared)} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            if stop():
+                return None
+            size += len(chunk)
+            if size > limit:
+                raise self._too_large(url, f"sent more than {limit} bytes (stopped reading there)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, url: str, what: str) -> PolicyResponseTooLargeError:
+        return PolicyResponseTooLargeError(
+            f"the response from {url} {what}, above max_response_bytes={self.max_response_bytes}; "
+            "is this the expected server/API? Raise max_response_bytes if such replies are expected",
+            url=url,
+            limit=self.max_response_bytes,
+        )
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Reply:
-    """A complete HTTP response read within the deadline."""
+    """A complete HTTP response read (and, below HTTP 400, decoded into ``value``) within the deadline."""
 
     status_code: int
     headers: httpx.Headers
     content: bytes
     encoding: str
+    value: Any = None
 
     @property
     def text(self) -> str:
@@ -271,21 +311,6 @@ class _Reply:
 
 class _DeadlineExceeded(Exception):
     """The attempt did not complete within ``timeout_s``."""
-
-
-class _NonFinite(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> float:
-    raise _NonFinite(name)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFinite(f"{text[:40]} overflows a float")
-    return value
 
 
 # ---------------------------------------------------------------------- shared by the HTTP policies

@@ -147,8 +147,9 @@ class TransformersPolicy:
         """Load a model directory (local only: nothing is downloaded).
 
         ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere. ``adapter`` is an adapter object or the
-        directory of a saved HGKV / ungated adapter (``causalcache train hgkv`` output); it is attached to the
-        loaded model. Use ``policy.adapter.disable_adapter()`` for the frozen arm.
+        directory of a saved HGKV / ungated adapter (``causalcache train hgkv`` output); a directory is read,
+        checked against the loaded model (layer count, model type, shapes, finite weights) and attached here.
+        Use ``policy.adapter.disable_adapter()`` for the frozen arm.
         """
         root = Path(path)
         if not (root / "config.json").is_file():
@@ -176,9 +177,10 @@ class TransformersPolicy:
             chat_template=_read_chat_template(root, tokenizer),
         )
         if isinstance(adapter, (str, Path)):
-            from causalcache_memory.runtime.hgkv.adapter import resolve_adapter
+            from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
 
-            adapter = resolve_adapter(adapter)
+            # attached now, so an adapter saved from another model fails here, not at the first forward
+            adapter = HGKVAdapter.load(adapter, model=model)
         return cls(
             model,
             processor,

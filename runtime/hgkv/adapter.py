@@ -63,30 +63,82 @@ class HGKVAdapter:
         return adapter
 
     def inject(self, model: Any, *, freeze_base: bool = True) -> None:
-        """Wrap ``model``'s target projections with this adapter's weights (pending loaded ones applied)."""
+        """Wrap ``model``'s target projections with this adapter's weights (pending loaded ones applied).
+
+        Everything is checked before the first adapter weight is allocated or the model is touched: the
+        model facts saved with the adapter, the layer indices, the rank against every projection's shape
+        and the loaded tensors' names, shapes and finiteness.
+        """
         if self.model is not None:
             raise ConfigError("this HGKVAdapter is already attached to a model; load a new one per model")
         path, layers = language_layers(model)
         self._check_model(model, len(layers))
         indices = self.config.resolve_layers(len(layers))
+        plan = self._plan(path, layers, indices)
+        if self._pending is not None:
+            self._check_tensors(self._pending, plan)
         self.config = HGKVConfig(**{**self.config.__dict__, "layers": indices})
         if freeze_base:
             model.requires_grad_(False)
-        for i in indices:
-            attn = layers[i].self_attn
-            for target in self.config.target_modules:
-                base = getattr(attn, target)
-                if isinstance(base, HistoryGatedLinear):
-                    raise ConfigError(f"{path}.{i}.self_attn.{target} already carries an HGKV adapter")
-                wrapper = HistoryGatedLinear(
-                    base, r=self.config.r, alpha=self.config.alpha, gated=self.config.gated, state=self.state
-                )
-                setattr(attn, target, wrapper)
-                self.modules[f"{path}.{i}.self_attn.{target}"] = wrapper
+        for name, attn, target, base in plan:
+            wrapper = HistoryGatedLinear(
+                base, r=self.config.r, alpha=self.config.alpha, gated=self.config.gated, state=self.state
+            )
+            setattr(attn, target, wrapper)
+            self.modules[name] = wrapper
         self.model = model
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self.load_state_dict(pending)
+
+    def _plan(
+        self, path: str, layers: nn.ModuleList, indices: tuple[int, ...]
+    ) -> list[tuple[str, Any, str, nn.Linear]]:
+        """``(module name, attention module, target, base projection)`` of every projection to wrap."""
+        plan = []
+        for i in indices:
+            attn = layers[i].self_attn
+            for target in self.config.target_modules:
+                name = f"{path}.{i}.self_attn.{target}"
+                base = getattr(attn, target, None)
+                if isinstance(base, HistoryGatedLinear):
+                    raise ConfigError(f"{name} already carries an HGKV adapter")
+                if not isinstance(base, nn.Linear):
+                    raise ConfigError(
+                        f"{name} is {type(base).__name__}, not the nn.Linear projection HGKV wraps"
+                    )
+                self.config.check_rank(name, base.in_features, base.out_features)
+                plan.append((name, attn, target, base))
+        return plan
+
+    def _check_tensors(
+        self, tensors: dict[str, torch.Tensor], plan: list[tuple[str, Any, str, nn.Linear]]
+    ) -> None:
+        """Loaded tensors against the projections they will be copied into (before any allocation)."""
+        from causalcache_memory.runtime.hgkv.io import check_tensors
+
+        want = {}
+        for name, _, _, base in plan:
+            want[f"base_model.model.{name}.lora_A.weight"] = (self.config.r, base.in_features)
+            want[f"base_model.model.{name}.lora_B.weight"] = (base.out_features, self.config.r)
+        self._check_keys(set(want), set(tensors))
+        for key, shape in want.items():
+            if tuple(tensors[key].shape) != shape:
+                raise ConfigError(
+                    f"adapter tensor {key} has shape {tuple(tensors[key].shape)} but this model needs "
+                    f"{shape}; the adapter was trained for a model of a different shape"
+                )
+        check_tensors(tensors, self.config.r, source=self._expected_model.get("source", "adapter weights"))
+
+    @staticmethod
+    def _check_keys(own: set[str], given: set[str]) -> None:
+        missing = sorted(own - given)
+        extra = sorted(given - own)
+        if missing or extra:
+            raise ConfigError(
+                f"adapter weights do not match this model: missing {missing[:4]} unexpected {extra[:4]} "
+                f"({len(missing)} missing, {len(extra)} unexpected); was it trained for another model?"
+            )
 
     def _check_model(self, model: Any, total: int) -> None:
         """A loaded adapter goes only into a model like the one it was saved from (layer count, type)."""
@@ -180,21 +232,18 @@ class HGKVAdapter:
 
     @torch.no_grad()
     def load_state_dict(self, tensors: dict[str, torch.Tensor]) -> None:
-        """Copy peft-style tensors in; missing, unexpected or mis-shaped keys raise :class:`ConfigError`."""
+        """Copy peft-style tensors in; missing, unexpected, mis-shaped or non-finite ones raise :class:`ConfigError`."""
+        from causalcache_memory.runtime.hgkv.io import check_tensors
+
         own = self.state_dict()
-        missing = sorted(set(own) - set(tensors))
-        extra = sorted(set(tensors) - set(own))
-        if missing or extra:
-            raise ConfigError(
-                f"adapter weights do not match this model: missing {missing[:4]} unexpected {extra[:4]} "
-                f"({len(missing)} missing, {len(extra)} unexpected); was it trained for another model?"
-            )
+        self._check_keys(set(own), set(tensors))
         for key, value in tensors.items():
             if tuple(value.shape) != tuple(own[key].shape):
                 raise ConfigError(
                     f"adapter tensor {key} has shape {tuple(value.shape)} but this model needs "
                     f"{tuple(own[key].shape)}; the adapter was trained for a model of a different shape"
                 )
+        check_tensors(tensors, self.config.r, source="load_state_dict")
         for name, module in self.modules.items():
             module.A.copy_(tensors[f"base_model.model.{name}.lora_A.weight"])
             module.B.copy_(tensors[f"base_model.model.{name}.lora_B.weight"])

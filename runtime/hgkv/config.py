@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,17 +35,35 @@ class HGKVConfig:
 
     def __post_init__(self) -> None:
         errors = []
-        if self.r < 1:
-            errors.append(f"r={self.r} must be >= 1")
-        if self.alpha <= 0:
-            errors.append(f"alpha={self.alpha} must be > 0")
-        if self.num_layers < 1:
-            errors.append(f"num_layers={self.num_layers} must be >= 1")
+        if not _is_int(self.r) or self.r < 1:
+            errors.append(f"r={self.r!r} must be an integer >= 1")
+        if (
+            isinstance(self.alpha, bool)
+            or not isinstance(self.alpha, (int, float))
+            or not math.isfinite(self.alpha)
+            or self.alpha <= 0
+        ):
+            errors.append(
+                f"alpha={self.alpha!r} must be a finite number > 0 (the residual is scaled by alpha / r)"
+            )
+        if not _is_int(self.num_layers) or self.num_layers < 1:
+            errors.append(f"num_layers={self.num_layers!r} must be an integer >= 1")
+        if self.layers is not None and not all(_is_int(i) for i in self.layers):
+            errors.append(f"layers={list(self.layers)!r} must be layer indices (integers)")
         bad = [t for t in self.target_modules if t not in ("q_proj", "k_proj", "v_proj", "o_proj")]
         if bad or not self.target_modules:
             errors.append(f"target_modules={list(self.target_modules)} must name attention projections")
         if errors:
             raise ConfigError("invalid HGKVConfig: " + "; ".join(errors), errors)
+
+    def check_rank(self, name: str, in_features: int, out_features: int) -> None:
+        """Refuse a rank no projection of this shape can have, before any adapter weight is allocated."""
+        if self.r > min(in_features, out_features):
+            raise ConfigError(
+                f"r={self.r} is larger than {name} allows ({in_features} -> {out_features} features, so a "
+                f"rank of at most {min(in_features, out_features)}); the adapter files are corrupt or were made "
+                "for another model"
+            )
 
     def resolve_layers(self, total: int) -> tuple[int, ...]:
         if self.layers is not None:
@@ -60,6 +79,10 @@ class HGKVConfig:
                 f"num_layers={self.num_layers} exceeds the model's {total} language-model layers"
             )
         return tuple(range(total - self.num_layers, total))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def language_layers(model: Any) -> tuple[str, nn.ModuleList]:

@@ -104,6 +104,28 @@ def _row_spans(
         )
 
 
+def _check_padding(row: int, ids: torch.Tensor, mask: torch.Tensor, real: int, tokens: QwenTokens) -> None:
+    """Right padding only (mask 1...1 0...0) and no image or vision-framing token in it.
+
+    Transformers counts ``<|image_pad|>`` tokens over the whole row, padding included, so one there would
+    pair a patch with a token the gate never saw (and fail later with an unnamed ``ValueError``).
+    """
+    if bool(mask[real:].any()):
+        raise ImageSpanMismatchError(
+            f"HGKV gate, batch row {row}: the attention mask is not right padding (an attended token after "
+            f"position {real}); collate prompts with right padding"
+        )
+    tail = ids[real:]
+    image = (tail == tokens.image_pad) | (tail == tokens.vision_start) | (tail == tokens.vision_end)
+    if bool(image.any()):
+        pos = real + int(image.nonzero()[0, 0])
+        raise ImageSpanMismatchError(
+            f"HGKV gate, batch row {row}: token {int(ids[pos])} at position {pos} is an image token "
+            f"(<|image_pad|> or vision framing) in the right padding (attended tokens end at {real}); "
+            "pad with the tokenizer's pad token, never an image token"
+        )
+
+
 def build_history_gate(batch: EncodedBatch, tokens: QwenTokens) -> torch.Tensor:
     """``(batch, seq)`` bool gate, True exactly on declared history-image tokens (fail-closed).
 
@@ -145,6 +167,7 @@ def build_history_gate(batch: EncodedBatch, tokens: QwenTokens) -> torch.Tensor:
             raise ImageSpanMismatchError(
                 f"HGKV gate, batch row {row}: {real} attended tokens but the prompt has {prompt.length}"
             )
+        _check_padding(row, ids[row], batch.attention_mask[row], real, tokens)
         mm = batch.mm_token_type_ids[row, :real].tolist() if batch.mm_token_type_ids is not None else None
         grids = grids_all[offset : offset + counts[row]]
         offset += counts[row]

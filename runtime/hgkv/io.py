@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
     from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
-__all__ = ["HGKV_FORMAT_VERSION", "read_adapter", "read_model_facts", "save_adapter"]
+__all__ = ["HGKV_FORMAT_VERSION", "check_tensors", "read_adapter", "read_model_facts", "save_adapter"]
 
 HGKV_FORMAT_VERSION = 1
 WEIGHTS = "adapter_model.safetensors"
@@ -94,7 +94,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Tensor]]:
     """The adapter's config and its peft-style tensors (not yet attached to a model).
 
-    Every field is type-checked; :func:`read_model_facts` gives the model the adapter was saved from.
+    Every field is type-checked (``lora_alpha`` finite and > 0, ``r`` >= 1); every tensor must be a
+    finite 2-D float tensor named ``...lora_A.weight`` ``(r, in_dim)`` or ``...lora_B.weight``
+    ``(out_dim, r)`` with the config's ``r``; a truncated or corrupt ``adapter_model.safetensors`` is a
+    :class:`ConfigError` naming the file. :func:`read_model_facts` gives the model the adapter was saved
+    from.
     """
     from causalcache_memory.runtime.hgkv.config import HGKVConfig
 
@@ -120,30 +124,74 @@ def read_adapter(directory: str | Path) -> tuple[HGKVConfig, dict[str, torch.Ten
     targets = peft_cfg.get("target_modules")
     if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
         raise ConfigError(f"{root / PEFT_CONFIG}: target_modules={targets!r} must be a list of names")
-    config = HGKVConfig(
-        r=_number(peft_cfg.get("r"), root / PEFT_CONFIG, "r", int),
-        alpha=float(_number(peft_cfg.get("lora_alpha"), root / PEFT_CONFIG, "lora_alpha", (int, float))),
-        num_layers=len(layers),
-        target_modules=tuple(targets),
-        gated=gated,
-        layers=tuple(layers),
-    )
+    try:
+        config = HGKVConfig(
+            r=_number(peft_cfg.get("r"), root / PEFT_CONFIG, "r", int),
+            alpha=float(_number(peft_cfg.get("lora_alpha"), root / PEFT_CONFIG, "lora_alpha", (int, float))),
+            num_layers=len(layers),
+            target_modules=tuple(targets),
+            gated=gated,
+            layers=tuple(layers),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{root}: {exc}", exc.errors) from None
     weights = root / WEIGHTS
     if not weights.is_file():
         raise ConfigError(f"{weights} is missing")
-    return config, dict(safetensors_torch.load_file(str(weights)))
+    try:
+        tensors = dict(safetensors_torch.load_file(str(weights)))
+    except Exception as exc:  # safetensors raises its own SafetensorError (not an OSError) for bad files
+        raise ConfigError(
+            f"{weights} cannot be read ({type(exc).__name__}: {exc}); the file is truncated or corrupt, "
+            "save the adapter again"
+        ) from exc
+    check_tensors(tensors, config.r, source=str(weights))
+    return config, tensors
+
+
+def check_tensors(tensors: dict[str, torch.Tensor], r: int, *, source: str) -> None:
+    """Names, shapes (rank ``r``) and finiteness of peft-style LoRA tensors; raises :class:`ConfigError`."""
+    import torch
+
+    problems: list[str] = []
+    for key, value in tensors.items():
+        part = "A" if key.endswith(".lora_A.weight") else "B" if key.endswith(".lora_B.weight") else None
+        if part is None or not key.startswith("base_model.model."):
+            problems.append(f"{key}: not a peft LoRA weight name (base_model.model.<module>.lora_A/B.weight)")
+        elif value.dim() != 2 or not value.is_floating_point():
+            problems.append(f"{key}: {value.dim()}-D {value.dtype} tensor; LoRA weights are 2-D float")
+        elif value.shape[0 if part == "A" else 1] != r:
+            want = "(r, in_dim)" if part == "A" else "(out_dim, r)"
+            problems.append(f"{key}: shape {tuple(value.shape)} is not {want} for rank {r} (r={r})")
+        elif not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            problems.append(f"{key}: {bad} of {value.numel()} values are NaN or infinite")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConfigError(f"{source}: invalid adapter weights: " + "; ".join(problems[:3]) + more, problems)
 
 
 def read_model_facts(directory: str | Path) -> dict[str, Any]:
-    """``num_hidden_layers`` and ``model_type`` of the model the adapter was saved from (None if unknown)."""
+    """``num_hidden_layers`` and ``model_type`` of the model the adapter was saved from.
+
+    Both are required (``save_adapter`` writes them): without them the adapter's layer indices could not
+    be checked and would land on the wrong layers of a deeper model.
+    """
     path = Path(directory) / HGKV_CONFIG
     hgkv = _read_json(path)
     layers = hgkv.get("num_hidden_layers")
     model_type = hgkv.get("model_type")
-    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 1):
-        raise ConfigError(f"{path}: num_hidden_layers={layers!r} must be a positive integer")
-    if model_type is not None and not isinstance(model_type, str):
-        raise ConfigError(f"{path}: model_type={model_type!r} must be a string")
+    fix = "save the adapter again with HGKVAdapter.save_pretrained, or add the field of the model it was trained on"
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise ConfigError(
+            f"{path}: num_hidden_layers={layers!r} must be the positive layer count of the model the adapter "
+            f"was saved from; {fix}"
+        )
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError(
+            f"{path}: model_type={model_type!r} must name the model family the adapter was saved from "
+            f"(e.g. 'qwen2_5_vl'); {fix}"
+        )
     return {"num_hidden_layers": layers, "model_type": model_type, "source": str(path)}
 
 

@@ -105,7 +105,8 @@ def test_train_and_eval_did_from_a_recipe(tmp_path, tiny_dir, capsys) -> None:
         assert iv["lo"] <= iv["mean"] <= iv["hi"], (name, iv)
         # the saved adapter re-evaluated on the dev split gives the dev means logged at its step
         assert iv["mean"] == pytest.approx(logged[name]["mean"], abs=1e-6), name
-    assert stats["abs_recent"]["mean"] >= 0 and stats["wrong_drift"]["mean"] >= 0
+    # the trained adapter is not the frozen policy: it moves scores on both control prompts
+    assert stats["abs_recent"]["mean"] > 0 and stats["wrong_drift"]["mean"] > 0
     bad = parser.parse_args(["eval", "did", "--recipe", str(recipe), "--adapter", "oops"])
     with pytest.raises(ConfigError, match="NAME=DIR"):
         bad.handler(bad)

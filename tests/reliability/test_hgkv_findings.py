@@ -6,6 +6,7 @@ refused with a named error before pixels are paired with image roles.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -236,3 +237,156 @@ def test_adapter_refuses_a_model_with_another_layer_count_or_type(tmp_path):
         HGKVAdapter.load(tmp_path / "ad", model=_tiny("qwen3_vl", 8))
     adapter = HGKVAdapter.load(tmp_path / "ad", model=_tiny("qwen2_5_vl", 8))
     assert adapter.config.layers == tuple(range(8))
+
+
+# ---------------------------------------------------------------- issue 27, finding 6: adapter files and gate
+@pytest.fixture(scope="module")
+def saved_adapter(tmp_path_factory):
+    """An adapter saved from an 8-layer tiny Qwen2.5-VL, with non-zero weights."""
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+
+    torch.manual_seed(0)
+    adapter = HGKVAdapter.attach(_tiny("qwen2_5_vl", 8))
+    with torch.no_grad():
+        for p in adapter.parameters():
+            p.normal_(0, 0.1)
+    return adapter.save_pretrained(tmp_path_factory.mktemp("hgkv-finding6") / "ad")
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path, **changes):
+    import json
+
+    data = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is _DROP:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    path.write_text(json.dumps(data))
+
+
+_DROP = object()
+
+
+def _edit_weights(directory, edit):
+    from safetensors.torch import load_file, save_file
+
+    path = directory / "adapter_model.safetensors"
+    tensors = load_file(str(path))
+    edit(tensors)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def _first(tensors, part="lora_B"):
+    return next(k for k in sorted(tensors) if part in k)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["lora_alpha NaN", "lora_alpha Infinity", "NaN weight", "Inf weight", "huge r", "truncated weights"],
+)
+def test_a_corrupt_adapter_is_refused_when_read_naming_the_file(saved_adapter, tmp_path, case):
+    """These loaded silently (all-NaN logits) or failed with a bare SafetensorError / a 256 GB allocation."""
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+
+    ad = _copy(saved_adapter, tmp_path / "ad")
+    if case.startswith("lora_alpha"):
+        (ad / "adapter_config.json").write_text(
+            (ad / "adapter_config.json")
+            .read_text()
+            .replace('"lora_alpha": 16.0', f'"lora_alpha": {case.split()[1]}')
+        )
+        expected = "alpha=.* must be a finite number"
+    elif case.endswith("weight"):
+        value = math.nan if case.startswith("NaN") else math.inf
+        _edit_weights(ad, lambda t: t[_first(t)].view(-1).__setitem__(3, value))
+        expected = "1 of .* values are NaN or infinite"
+    elif case == "huge r":
+        _edit_json(ad / "adapter_config.json", r=1_000_000_000)
+        expected = r"is not \(r, in_dim\) for rank 1000000000"
+    else:
+        weights = ad / "adapter_model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        expected = "truncated or corrupt"
+    with pytest.raises(ConfigError, match=expected) as info:
+        HGKVAdapter.load(ad)
+    assert str(ad) in str(info.value)
+
+
+def test_a_huge_rank_is_refused_before_allocating(saved_adapter):
+    """r = 10**9 on a 64-wide projection used to try to allocate 256 GB before any shape check."""
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter, HGKVConfig
+
+    model = _tiny("qwen2_5_vl", 8)
+    before = {n: type(m).__name__ for n, m in model.named_modules()}
+    with pytest.raises(ConfigError, match="r=1000000000 is larger than"):
+        HGKVAdapter.attach(model, HGKVConfig(r=1_000_000_000))
+    assert {n: type(m).__name__ for n, m in model.named_modules()} == before  # nothing was wrapped
+
+
+def test_non_finite_tensors_are_refused_by_load_state_dict(saved_adapter):
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+    from causalcache_memory.runtime.hgkv.io import read_adapter
+
+    adapter = HGKVAdapter.load(saved_adapter, model=_tiny("qwen2_5_vl", 8))
+    _, tensors = read_adapter(saved_adapter)
+    tensors[_first(tensors, "lora_A")][0, 0] = math.inf
+    with pytest.raises(ConfigError, match="NaN or infinite"):
+        adapter.load_state_dict(tensors)
+
+
+@pytest.mark.parametrize("missing", ["num_hidden_layers", "model_type"])
+def test_hgkv_config_without_model_facts_is_refused(saved_adapter, tmp_path, missing):
+    """It used to attach to the first 8 layers of a deeper model without any check."""
+    from causalcache_memory.runtime.hgkv.adapter import HGKVAdapter
+
+    ad = _copy(saved_adapter, tmp_path / "ad")
+    _edit_json(ad / "hgkv_config.json", **{missing: _DROP})
+    with pytest.raises(ConfigError, match=f"hgkv_config.json: {missing}=None must"):
+        HGKVAdapter.load(ad, model=_tiny("qwen2_5_vl", 12))
+
+
+def test_from_pretrained_checks_an_adapter_directory_against_the_model(saved_adapter, tmp_path):
+    """An adapter directory used to be checked against the model only at the first forward pass."""
+    from causalcache_memory.runtime.tiny import build_tiny_qwen_vl
+    from causalcache_memory.runtime.transformers_policy import TransformersPolicy
+
+    deeper = build_tiny_qwen_vl(tmp_path / "deeper", family="qwen2_5_vl", num_layers=12)
+    with pytest.raises(
+        ConfigError, match="saved from a model with 8 language-model layers, but this model has 12"
+    ):
+        TransformersPolicy.from_pretrained(deeper, adapter=saved_adapter)
+    same = build_tiny_qwen_vl(tmp_path / "same", family="qwen2_5_vl", num_layers=8)
+    policy = TransformersPolicy.from_pretrained(same, adapter=saved_adapter)
+    assert (
+        policy.adapter.model is policy.model and len(policy.adapter.modules) == 16
+    )  # attached at construction
+
+
+@pytest.mark.parametrize("token", [TOK.image_pad, TOK.vision_start, TOK.vision_end])
+def test_an_image_token_in_the_right_padding_is_refused_by_the_gate(token):
+    """It passed the gate and failed later inside transformers with an unnamed ValueError."""
+    batch = _batch(_encoded(["history", "current"]), _encoded([]))
+    real = int(batch.attention_mask[1].sum())
+    assert batch.input_ids.shape[1] > real  # row 1 is right-padded
+    build_history_gate(batch, TOK)  # the clean batch passes
+    batch.input_ids[1, -1] = token
+    with pytest.raises(
+        ImageSpanMismatchError, match=r"batch row 1: token \d+ at position \d+ is an image token"
+    ):
+        build_history_gate(batch, TOK)
+
+
+def test_an_attended_token_after_the_padding_is_refused_by_the_gate():
+    batch = _batch(_encoded(["history", "current"]), _encoded([]))
+    batch.attention_mask[1, -1] = 1
+    batch.attention_mask[1, 0] = 0
+    with pytest.raises(ImageSpanMismatchError, match="not right padding"):
+        build_history_gate(batch, TOK)

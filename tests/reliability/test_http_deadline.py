@@ -70,3 +70,95 @@ def test_logprob_parsers_refuse_non_finite_values(value):
         _mean_logprob([[-0.5, 1, "a"], [value, 2, "b"]], url="http://s", item=0)
     with pytest.raises(PolicyResponseError, match="finite"):
         _entry_logprob({"7": {"logprob": value}}, 7, url="http://s", k=3)
+
+
+# ---------------------------------------------------------------- issue 27, finding 7: bounded bodies
+def test_deeply_nested_json_is_a_named_error_not_a_recursion_error():
+    body = b'{"text": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with HttpClient(timeout_s=5, max_retries=0, transport=transport) as client:
+        with pytest.raises(PolicyResponseError, match="nested deeper than max_json_depth=64"):
+            client.post_json("http://server/generate", {})
+
+
+def test_json_nesting_is_bounded_below_the_recursion_limit():
+    from causalcache_memory.runtime._http import DEFAULT_MAX_JSON_DEPTH
+
+    def nested(levels: int) -> bytes:
+        return b"[" * levels + b"1" + b"]" * levels
+
+    ok = httpx.MockTransport(lambda request: httpx.Response(200, content=nested(DEFAULT_MAX_JSON_DEPTH)))
+    with HttpClient(timeout_s=5, max_retries=0, transport=ok) as client:
+        value = client.post_json("http://server/x", {})
+    for _ in range(DEFAULT_MAX_JSON_DEPTH):
+        (value,) = value
+    assert value == 1
+    deep = httpx.MockTransport(
+        lambda request: httpx.Response(200, content=nested(DEFAULT_MAX_JSON_DEPTH + 1))
+    )
+    with HttpClient(timeout_s=5, max_retries=0, transport=deep) as client:
+        with pytest.raises(PolicyResponseError, match="nested deeper"):
+            client.post_json("http://server/x", {})
+
+
+def _endless(chunk: bytes, sent: list[int]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        def stream():
+            yield b'{"text": "'
+            for _ in range(10_000):  # 10 GB if read whole
+                sent.append(len(chunk))
+                yield chunk
+
+        return httpx.Response(200, content=stream())
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_huge_body_is_dropped_at_the_cap_with_a_named_error():
+    from causalcache_memory.runtime._http import PolicyResponseTooLargeError
+
+    sent: list[int] = []
+    cap = 4 << 20
+    with HttpClient(
+        timeout_s=30, max_retries=2, transport=_endless(b"x" * (1 << 20), sent), max_response_bytes=cap
+    ) as client:
+        with pytest.raises(PolicyResponseTooLargeError, match="above max_response_bytes=4194304") as info:
+            client.post_json("http://server/generate", {})
+    assert info.value.limit == cap and info.value.url == "http://server/generate"
+    assert sum(sent) <= cap + (1 << 20)  # read up to the cap once: not buffered whole, not retried
+
+
+def test_an_announced_huge_body_is_refused_before_reading_it():
+    from causalcache_memory.runtime._http import PolicyResponseTooLargeError
+
+    sent: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        def stream():
+            sent.append(1)
+            yield b"{}"
+
+        return httpx.Response(200, content=stream(), headers={"content-length": str(200 << 20)})
+
+    transport = httpx.MockTransport(handler)
+    with HttpClient(timeout_s=5, max_retries=0, transport=transport, max_response_bytes=1 << 20) as client:
+        with pytest.raises(PolicyResponseTooLargeError, match="announces 209715200 bytes"):
+            client.post_json("http://server/generate", {})
+    assert sent == []
+
+
+def test_decoding_counts_against_the_deadline(monkeypatch):
+    """The body used to be decoded after the deadline had been checked, so a slow decode overran it."""
+    import json
+
+    loads = json.loads
+
+    def slow_loads(*args, **kwargs):
+        time.sleep(1.5)
+        return loads(*args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", slow_loads)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": 1}))
+    with HttpClient(timeout_s=0.3, max_retries=0, transport=transport) as client:
+        with pytest.raises(PolicyUnavailableError, match=r"no complete response within 0\.3 s"):
+            client.post_json("http://server/x", {})

@@ -141,3 +141,29 @@ def test_hung_scorers_never_keep_the_interpreter_alive(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "hung workers: 11" in proc.stdout  # abandoned on daemon threads, and still the process exited
+
+
+# ---------------------------------------------------------------- issue 27, finding 8: allocators holding the GIL
+def _hold_the_gil() -> str:
+    """Native code that never releases the GIL: a catastrophic regular expression (~0.5 s)."""
+    import re
+
+    re.fullmatch(r"(a|aa)*c", "a" * 31)
+    return "late result"
+
+
+def test_a_call_holding_the_gil_is_a_named_timeout_and_logged(caplog):
+    """The caller cannot wake up while the call holds the GIL; the overrun used to pass unnamed (or the
+    late result was even used, when it was set before the caller woke up)."""
+    import logging
+
+    from causalcache_memory._worker import BoundedWorker, WorkerTimeout
+
+    worker = BoundedWorker("gil-test")
+    try:
+        with caplog.at_level(logging.WARNING, logger="causalcache_memory._worker"):
+            with pytest.raises(WorkerTimeout, match=r"got control back only after \d+ ms .* held the GIL"):
+                worker.call(_hold_the_gil, timeout_s=0.01, label="step 3")
+        assert any("step 3" in r.getMessage() and "GIL" in r.getMessage() for r in caplog.records)
+    finally:
+        worker.close(join_s=5)
