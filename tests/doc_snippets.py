@@ -6,7 +6,7 @@ A snippet is a fenced ```` ```python ```` block. It runs unless the line right b
 marker ``<!-- snippet: no-run REASON -->`` (docs/TESTING.md, "Doc snippets"). Every snippet, runnable or
 not, is compiled, its ``causalcache_memory`` imports are resolved, and every call of an imported name
 (``f(...)``, ``Cls(...)``, ``Cls.method(...)``) is bound to the callable's signature, so a renamed
-keyword (``make_allocation(..., policy=...)``) fails here even in a snippet that cannot run.
+keyword (an allocator passed under a removed keyword name) fails here even in a snippet that cannot run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Issue 27, finding 10: the docs' examples run and the example config says what it holds.
 
-The runnable examples of docs/RUNTIMES.md and docs/HGKV.md called ``make_allocation(..., policy=...)``
+The runnable examples of docs/RUNTIMES.md and docs/HGKV.md called ``make_allocation`` with a removed keyword
 and crashed; examples/causalcache.yaml set ``min_gain: 0.0`` while calling itself the config with the
 defaults (the default is ``auto``).
 """
