@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["MotoS3", "MotoS3Process", "free_port"]
 
@@ -41,15 +42,34 @@ class MotoS3:
         }
         self._server = None
 
+    @property
+    def options(self) -> dict[str, object]:
+        """s3fs storage options naming this server explicitly (a filesystem instance of its own)."""
+        return {
+            "endpoint_url": self.endpoint,
+            "key": self.env["AWS_ACCESS_KEY_ID"],
+            "secret": self.env["AWS_SECRET_ACCESS_KEY"],
+            "client_kwargs": {"region_name": self.env["AWS_DEFAULT_REGION"]},
+        }
+
+    def client(self) -> Any:
+        """A boto3 client of this server: another process's view of the bucket, with no fsspec cache."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+            region_name=self.env["AWS_DEFAULT_REGION"],
+        )
+
     def start(self) -> MotoS3:
         from moto.server import ThreadedMotoServer
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
-        with self.environ():
-            import boto3
-
-            boto3.client("s3").create_bucket(Bucket=self.bucket)
+        self.client().create_bucket(Bucket=self.bucket)
         return self
 
     @contextlib.contextmanager
@@ -94,10 +114,7 @@ class MotoS3Process(MotoS3):
                     self.stop()
                     raise RuntimeError(f"moto server did not listen on port {self.port}") from None
                 time.sleep(0.05)
-        with self.environ():
-            import boto3
-
-            boto3.client("s3").create_bucket(Bucket=self.bucket)
+        self.client().create_bucket(Bucket=self.bucket)
         return self
 
     def freeze(self) -> None:

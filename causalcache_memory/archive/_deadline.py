@@ -16,7 +16,6 @@ Attributes that are not methods (``protocol``, ``store`` ...) and private names 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 from collections.abc import Callable
@@ -67,7 +66,7 @@ class BoundedFS:
     def _on_loop(self, name: str, method: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         try:
             return method(*args, timeout=self._timeout_s, **kwargs)
-        except asyncio.TimeoutError as exc:  # fsspec's FSTimeoutError
+        except TimeoutError as exc:  # fsspec's FSTimeoutError (an asyncio.TimeoutError)
             raise self._expired(name) from exc
 
     def _on_thread(self, name: str, method: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

@@ -110,7 +110,9 @@ class FsspecArchive(FsspecCollection):
         from fsspec.core import split_protocol, url_to_fs
 
         if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < 1e6):
-            raise ArchiveError(f"timeout_s={timeout_s!r} must be a number of seconds > 0 (or None: no deadline)")
+            raise ArchiveError(
+                f"timeout_s={timeout_s!r} must be a number of seconds > 0 (or None: no deadline)"
+            )
         self.timeout_s = None if timeout_s is None else float(timeout_s)
         storage_timeouts((split_protocol(url)[0] or "",), self.timeout_s, storage_options)
         self.max_pixels = check_max_pixels(max_pixels)

@@ -74,6 +74,14 @@ class ArchiveConfig(_Strict):
     formats: tuple[Literal["png", "jpeg", "webp"], ...] = Field(
         ("png", "jpeg", "webp"), min_length=1, description="Accepted encoded image formats."
     )
+    timeout_s: float | None = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Deadline in seconds of each call to an object-store archive (s3://, gs://, ...): a "
+        "storage that does not answer in time raises ArchiveTimeoutError. null = no deadline. Local "
+        "directories have none.",
+    )
 
 
 class SelectorConfig(_Strict):
