@@ -40,12 +40,9 @@ from causalcache_memory.archive._keys import (
     GC,
     GC_MARKER_STALE_SECONDS,
     RECORDS,
-    REFS,
     TMP,
     blob_relpath,
-    check_episode_id,
     check_hash,
-    check_hashes,
     check_record_bytes,
     digest,
     is_hash,
@@ -55,7 +52,8 @@ from causalcache_memory.archive._keys import (
     temp_name,
     verified,
 )
-from causalcache_memory.archive._remote_gc import FsspecCollection, info_mtime
+from causalcache_memory.archive._remote_gc import FsspecCollection
+from causalcache_memory.archive._remote_refs import FsspecRetention
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -83,7 +81,7 @@ OBJECT_STORE_PROTOCOLS = frozenset(
 )
 
 
-class FsspecArchive(FsspecCollection):
+class FsspecArchive(FsspecRetention, FsspecCollection):
     """Content-addressed screenshot archive on an fsspec filesystem.
 
     Args:
@@ -290,38 +288,7 @@ class FsspecArchive(FsspecCollection):
         except FileNotFoundError:
             raise BlobNotFoundError(f"blob {sha256} is not in archive {self.url}") from None
 
-    # ------------------------------------------------------------------ retention
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
-        """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
-
-        Waits out a ``gc`` deciding on a stored object; one such a ``gc`` deleted meanwhile raises
-        :class:`BlobNotFoundError` (put it again).
-        """
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        wanted = check_hashes(hashes)
-        with self._io(f"cannot record references of episode {episode_id!r}"):
-            if not self.atomic_put:
-                self._fs.makedirs(folder, exist_ok=True)
-            present = {}
-            for sha in wanted:  # always written: a cached "exists" may predate another process's release
-                self._fs.pipe_file(f"{folder}/{sha}", b"")
-                present[sha] = self._object_rel(sha)
-            for sha, rel in present.items():
-                if rel is None:
-                    continue
-                self._wait_for_collectors(sha)
-                if not self._exists_fresh(self._path(rel)):
-                    raise BlobNotFoundError(
-                        f"object {sha} was collected by a concurrent gc while episode {episode_id!r} "
-                        "retained it; put it again"
-                    )
-
-    def _object_rel(self, sha: str) -> str | None:
-        for rel in (blob_relpath(sha), record_relpath(sha)):
-            if self._exists_fresh(self._path(rel)):
-                return rel
-        return None
-
+    # ------------------------------------------------------------------ fresh reads
     def _exists_fresh(self, path: str) -> bool:
         """Whether ``path`` exists now, asked of the storage itself (never of a listing cache)."""
         self._fs.invalidate_cache(path)
@@ -330,18 +297,6 @@ class FsspecArchive(FsspecCollection):
         except FileNotFoundError:
             return False
         return True
-
-    def release(self, episode_id: str) -> None:
-        """Forget every reference of ``episode_id``: removes its marker objects one by one (no recursion
-        through links)."""
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot release episode {episode_id!r}"):
-            for name in self._ls_names(folder, files_only=True):
-                with contextlib.suppress(FileNotFoundError):
-                    self._fs.rm_file(f"{folder}/{name}")
-            with contextlib.suppress(OSError):
-                if not self.atomic_put and self._exists_fresh(folder) and not self._ls_names(folder):
-                    self._fs.rmdir(folder)
 
     def _ls_names(self, path: str, *, files_only: bool = False) -> list[str]:
         """Names under ``path``, listed by the storage now: fsspec's listing cache (s3fs, gcsfs keep one
@@ -358,28 +313,3 @@ class FsspecArchive(FsspecCollection):
                 continue
             names.append(str(e["name"]).rstrip("/").rsplit("/", 1)[-1])
         return names
-
-    def live_episodes(self) -> list[str]:
-        episodes = []
-        with self._io("cannot list episodes"):
-            for name in self._ls_names(self._path(REFS)):
-                if self.references(name):
-                    episodes.append(name)
-        return sorted(episodes)
-
-    def references(self, episode_id: str) -> set[str]:
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot list references of episode {episode_id!r}"):
-            return {n for n in self._ls_names(folder, files_only=True) if is_hash(n)}
-
-    def _episode_mtime(self, episode_id: str) -> float | None:
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot list references of episode {episode_id!r}"):
-            self._fs.invalidate_cache(folder)
-            try:
-                entries = self._fs.ls(folder, detail=True, **self._refresh)
-            except FileNotFoundError:
-                return None
-        stamps = [info_mtime(e) for e in entries if e.get("type", "file") == "file"]
-        known = [s for s in stamps if s is not None]
-        return max(known) if known else None
