@@ -92,7 +92,7 @@ class HeadClaims:
 
     @staticmethod
     def _may_proceed(key: tuple[str, str], base: str | None, new: str, other: dict | None) -> bool:
-        if _TAKEOVER.get(key) in (ANY, base):
+        if key in _TAKEOVER and _TAKEOVER[key] in (ANY, base):
             return True
         if other is None:
             return False
