@@ -290,6 +290,13 @@ class CheckpointConfig(_Strict):
     kind: Literal["sqlite", "memory", "postgres"] = "sqlite"
     path: str = Field(".causalcache/checkpoints.sqlite", description="SQLite file (kind: sqlite).")
     uri: str | None = Field(None, description="PostgreSQL connection URI (kind: postgres).")
+    durability: Literal["sync", "async", "exit"] = Field(
+        "sync",
+        description="Default LangGraph durability of graphs built with memory.compile(): 'sync' = each "
+        "step's checkpoint is stored before the next step starts (agents whose actions have side "
+        "effects); 'async' = LangGraph's default, the next step may act before the last checkpoint is "
+        "stored, so a killed run re-executes more (docs/LANGGRAPH.md, 'Durability').",
+    )
 
     @model_validator(mode="after")
     def _postgres_uri(self) -> CheckpointConfig:
