@@ -50,6 +50,7 @@ __all__ = [
     "gc_marker_name",
     "is_hash",
     "marker_is_stale",
+    "not_stored",
     "os_error",
     "process_is_dead",
     "process_tag",
@@ -123,6 +124,14 @@ def check_claim_name(name: str) -> str:
     if not isinstance(name, str) or _CLAIM.fullmatch(name) is None:
         raise ArchiveKeyError(f"claim name {name!r} is not head.<sha256> or head.root")
     return name
+
+
+def not_stored(sha: str, episode_id: str) -> str:
+    """Message of ``retain(..., require_stored=True)`` for an object that is not stored."""
+    return (
+        f"object {sha} is not stored, so episode {episode_id!r} retained a reference only; put it again "
+        "(retain within grace_seconds of its put)"
+    )
 
 
 def blob_relpath(sha256: str) -> str:

@@ -19,6 +19,7 @@ from causalcache_memory.archive._keys import (
     check_episode_id,
     check_hashes,
     is_hash,
+    not_stored,
     os_error,
     record_relpath,
     temp_name,
@@ -50,11 +51,16 @@ class LocalRetention:
                 return path
         return None
 
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
+    def retain(self, episode_id: str, hashes: Iterable[str], *, require_stored: bool = False) -> None:
         """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
 
         Objects already stored get a fresh mtime, and ``retain`` waits out a ``gc`` deciding on them;
         an object such a ``gc`` deleted meanwhile raises :class:`BlobNotFoundError` (put it again).
+
+        ``require_stored=True`` also raises :class:`BlobNotFoundError` for a hash that is not stored when
+        ``retain`` checks (never put, or collected because ``retain`` came later than ``grace_seconds``
+        after its ``put``); the references are written either way. A normal return then means every
+        object is stored and kept while the episode references it (docs/RELIABILITY.md, Theorem 2).
         """
         folder = self.root / REFS / check_episode_id(episode_id)
         wanted = check_hashes(hashes)
@@ -72,6 +78,8 @@ class LocalRetention:
             for sha in wanted:
                 path = self._object_path(sha)
                 if path is None:
+                    if require_stored:
+                        raise BlobNotFoundError(not_stored(sha, episode_id))
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     os.utime(path, follow_symlinks=False)

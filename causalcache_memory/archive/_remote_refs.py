@@ -19,6 +19,7 @@ from causalcache_memory.archive._keys import (
     check_episode_id,
     check_hashes,
     is_hash,
+    not_stored,
     record_relpath,
 )
 from causalcache_memory.archive._remote_gc import info_mtime
@@ -41,11 +42,16 @@ class FsspecRetention:
     _wait_for_collectors: Any
     _refresh: Any
 
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
+    def retain(self, episode_id: str, hashes: Iterable[str], *, require_stored: bool = False) -> None:
         """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
 
         Waits out a ``gc`` deciding on a stored object; one such a ``gc`` deleted meanwhile raises
         :class:`BlobNotFoundError` (put it again).
+
+        ``require_stored=True`` also raises :class:`BlobNotFoundError` for a hash that is not stored when
+        ``retain`` checks (never put, or collected because ``retain`` came later than ``grace_seconds``
+        after its ``put``); the references are written either way. A normal return then means every
+        object is stored and kept while the episode references it (docs/RELIABILITY.md, Theorem 2).
         """
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
         wanted = check_hashes(hashes)
@@ -58,6 +64,8 @@ class FsspecRetention:
                 present[sha] = self._object_rel(sha)
             for sha, rel in present.items():
                 if rel is None:
+                    if require_stored:
+                        raise BlobNotFoundError(not_stored(sha, episode_id))
                     continue
                 self._wait_for_collectors(sha)
                 if not self._exists_fresh(self._path(rel)):

@@ -3,12 +3,14 @@
 Usage: ``python s3_gc_worker.py ROLE URL FOLDER INDEX GENERATION GRACE``
 
 * ``writer``: forever ``put`` screenshot ``i`` (ids shared by all writers, so puts of one object race),
-  wait a random part of the grace, ``retain`` it under episode ``w<INDEX>-g<GENERATION>``, then append
-  ``"<i> <sha>"`` to ``FOLDER/w<INDEX>-g<GENERATION>.log``: a line exists only for an object whose ``put``
-  and ``retain`` both returned. A ``retain`` refused with ``BlobNotFoundError`` appends ``refused``.
+  wait a random part of the grace, ``retain`` it (``require_stored=True``) under episode
+  ``w<INDEX>-g<GENERATION>``, then append ``"<i> <sha>"`` to ``FOLDER/w<INDEX>-g<GENERATION>.log``: a line
+  exists only for an object whose ``put`` and ``retain`` both returned. A ``retain`` refused with
+  ``BlobNotFoundError`` (collected meanwhile: on a loaded machine ``retain`` can come later than the
+  grace) appends ``refused``.
 * ``retainer``: forever retain an object some writer acknowledged earlier (possibly of a released episode,
-  so possibly being collected right now) under ``r<INDEX>-g<GENERATION>``; log ``"<i> <sha>"`` when the
-  object still exists after ``retain`` returned, ``refused`` otherwise.
+  so possibly being collected right now) under ``r<INDEX>-g<GENERATION>`` (``require_stored=True``); log
+  ``"<i> <sha>"`` when ``retain`` returned, ``refused`` on ``BlobNotFoundError``.
 * ``releaser``: forever release every episode listed in ``FOLDER/release.txt`` (idempotent).
 * ``collector``: forever ``gc(grace_seconds=GRACE)``; append each run's deleted count to ``FOLDER/gc.log``.
 
@@ -52,7 +54,7 @@ def writer(archive, folder: Path, index: int, generation: int, grace: float) -> 
             sha = archive.put(screenshot(i, size=(40 + i % 9, 24)))
             time.sleep(rng.uniform(0, grace / 2))
             try:
-                archive.retain(f"w{index}-g{generation}", [sha])
+                archive.retain(f"w{index}-g{generation}", [sha], require_stored=True)
             except BlobNotFoundError:
                 log.write(f"refused {sha}\n")
             else:
@@ -70,8 +72,8 @@ def retainer(archive, folder: Path, index: int, generation: int) -> None:
                 continue
             i, sha = acks[rng.randrange(len(acks))]
             try:
-                archive.retain(f"r{index}-g{generation}", [sha])
-                ok = sha in archive  # a reference to an object collected before is not an acknowledgment
+                archive.retain(f"r{index}-g{generation}", [sha], require_stored=True)
+                ok = True
             except BlobNotFoundError:
                 ok = False
             log.write(f"{i} {sha}\n" if ok else f"refused {sha}\n")

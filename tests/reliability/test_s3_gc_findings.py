@@ -16,6 +16,7 @@ from reliability_helpers import age, screenshot
 
 from causalcache_memory.archive import FsspecArchive, LocalArchive
 from causalcache_memory.archive import _remote_gc as remote_gc
+from causalcache_memory.errors import BlobNotFoundError
 
 
 def _ref_key(archive: FsspecArchive, episode: str, sha: str) -> str:
@@ -104,3 +105,14 @@ def test_retain_between_the_scan_and_the_marks_is_seen(tmp_path, monkeypatch, s3
     monkeypatch.undo()
     assert report.deleted == 0 and sha in archive
     assert archive.get_bytes(sha) == screenshot(7)
+
+
+def test_retain_can_require_the_objects_to_be_stored(any_archive):
+    """A retain that comes after its object was collected (later than the grace) can say so instead of
+    recording a reference to nothing: the writer then knows to put the object again."""
+    stored = any_archive.put(screenshot(8))
+    missing = "d" * 64
+    with pytest.raises(BlobNotFoundError, match=f"object {missing} is not stored"):
+        any_archive.retain("ep", [stored, missing], require_stored=True)
+    any_archive.retain("ep", [stored, missing])  # the default records a reference to anything
+    assert any_archive.references("ep") == {stored, missing}
