@@ -132,13 +132,15 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
 
     @functools.cached_property
     def _refresh(self) -> dict[str, bool]:
-        """``refresh=True`` where this filesystem's ``ls``/``info`` take it (s3fs, gcsfs): bypass caches."""
+        """``refresh=True`` where this filesystem's ``ls`` and ``info`` accept it (by name, as s3fs and
+        gcsfs do, or through ``**kwargs``): bypass their caches. Others (SFTP) have no listing cache."""
         accepts = []
         for method in (self.fs.ls, self.fs.info):
             try:
-                accepts.append("refresh" in inspect.signature(method).parameters)
+                params = inspect.signature(method).parameters.values()
             except (TypeError, ValueError):
-                accepts.append(False)
+                params = []
+            accepts.append(any(p.name == "refresh" or p.kind is p.VAR_KEYWORD for p in params))
         return {"refresh": True} if all(accepts) else {}
 
     def _path(self, rel: str) -> str:
