@@ -84,8 +84,8 @@ class FsspecRetention:
         """Write the claim ``refs/<episode>/<name>``; ``exclusive``: only if absent (S3 ``If-None-Match``).
 
         Returns None when written, else the bytes of the claim already there. An exclusive write needs a
-        store that honours conditional creation (``pipe_file(mode="create")``: AWS S3, moto, MinIO,
-        ``memory://``, local files)."""
+        store that honours conditional creation (``pipe_file(mode="create")``: AWS S3, moto,
+        ``memory://``, local files; check an S3-compatible store before relying on it)."""
         folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
         path = f"{folder}/{check_claim_name(name)}"
         if not exclusive:
