@@ -81,6 +81,9 @@ class HeadClaims:
         if self.enabled:
             mine = json.dumps({"v": 1, "child": new, "owner": OWNER}, sort_keys=True).encode()
             existing = self.archive.claim(episode, _slot(base), mine, exclusive=True)
+            if existing is None:  # read back: a store that ignores If-None-Match lets a later writer win
+                existing = self.archive.read_claim(episode, _slot(base))
+                existing = None if existing == mine else existing
             if existing is not None:
                 other = self._parsed(existing) or self._read(episode, base)
                 if not self._may_proceed(key, base, new, other):
