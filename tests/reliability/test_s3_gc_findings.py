@@ -116,3 +116,35 @@ def test_retain_can_require_the_objects_to_be_stored(any_archive):
         any_archive.retain("ep", [stored, missing], require_stored=True)
     any_archive.retain("ep", [stored, missing])  # the default records a reference to anything
     assert any_archive.references("ep") == {stored, missing}
+
+
+class _SlowCollectorClock:
+    """``time`` for ``_gc``: the collector's monotonic clock jumps 16 s after it starts marking a chunk."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def monotonic(self) -> float:
+        self.calls += 1
+        return 0.0 if self.calls == 1 else 16.0
+
+    @staticmethod
+    def time() -> float:
+        import time
+
+        return time.time()
+
+
+def test_gc_decides_nothing_once_its_markers_are_half_stale(tmp_path, monkeypatch):
+    """Writers stop waiting for a marker after 30 s; a collector that took 15 s since marking a chunk
+    (paused, slow storage) must not delete from it any more (A3 of the proof in docs/RELIABILITY.md)."""
+    from causalcache_memory.archive import _gc
+
+    archive = LocalArchive(tmp_path / "archive")
+    sha = archive.put(screenshot(10))
+    age(archive, sha, 7200)
+    monkeypatch.setattr(_gc, "time", _SlowCollectorClock())
+    report = archive.gc(grace_seconds=3600)
+    assert (report.deleted, report.kept, sha in archive) == (0, 1, True)
+    monkeypatch.undo()
+    assert archive.gc(grace_seconds=3600).deleted == 1  # the next run decides it
