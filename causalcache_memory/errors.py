@@ -14,6 +14,7 @@ __all__ = [
     "ArchiveKeyError",
     "ArchiveLayoutError",
     "ArchivePermissionError",
+    "ArchiveTimeoutError",
     "ArchiveUnavailableError",
     "BlobCorruptError",
     "BlobNotFoundError",
@@ -78,6 +79,10 @@ class ArchiveKeyError(ArchiveError, ValueError):
 
 class ArchiveUnavailableError(ArchiveError, ConnectionError):
     """The archive's storage cannot be reached (connection refused, unknown host, timeout)."""
+
+
+class ArchiveTimeoutError(ArchiveUnavailableError, TimeoutError):
+    """A storage call of the archive did not answer within its deadline (``archive.timeout_s``)."""
 
 
 class ArchivePermissionError(ArchiveError, PermissionError):

@@ -29,7 +29,11 @@ def build_archive(config: ArchiveConfig) -> ScreenshotArchive:
     from causalcache_memory.archive import open_archive
 
     return open_archive(
-        config.url, max_pixels=config.max_pixels, formats=tuple(config.formats), cache_dir=config.cache_dir
+        config.url,
+        max_pixels=config.max_pixels,
+        formats=tuple(config.formats),
+        cache_dir=config.cache_dir,
+        timeout_s=config.timeout_s,
     )
 
 

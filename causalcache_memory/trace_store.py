@@ -36,9 +36,12 @@ One writer per episode: :meth:`TraceStore.commit` is a compare-and-swap on the e
 remembers, per archive and episode, the head it last committed (in this process); a commit that extends
 any other head raises :class:`~causalcache_memory.errors.TraceConflictError` naming the episode, so a
 second run writing the same LangGraph thread concurrently fails loudly instead of overwriting the first
-one's steps (nothing recorded is lost). A new process starts with no remembered heads (a resume after a
-crash extends the checkpoint's head). To branch deliberately from an older head in the same process (time
-travel), call :meth:`TraceStore.reset_head` first.
+one's steps (nothing recorded is lost). Across processes and machines each commit also claims its base
+head's successor with an exclusive create in the archive (:mod:`causalcache_memory.trace_owner`), so a
+second process on a running thread fails with the same error. A resume after a crash extends the
+checkpoint's head (a claim of a dead process on this host is taken over). To branch deliberately from an
+older head (time travel), or to take over a thread whose run died on another machine, call
+:meth:`TraceStore.reset_head` first.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from causalcache_memory.trace_chain import (
     read_node,
     size_of,
 )
+from causalcache_memory.trace_owner import HeadClaims
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
@@ -106,6 +110,7 @@ class TraceStore:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Node] = OrderedDict()
         self._lock = threading.Lock()
+        self._claims = HeadClaims(archive)
 
     # ------------------------------------------------------------------ writing
     def append(
@@ -193,14 +198,20 @@ class TraceStore:
                     "from the thread's latest checkpoint, or use another thread_id (to branch from an "
                     "older checkpoint on purpose, call reset_head(thread) first). Nothing recorded was lost."
                 )
+            self._claims.check_still_owner(key, trace.episode_id, head)
             new_head = self._commit(head, trace, log)
+            if new_head != head:
+                self._claims.claim(key, trace.episode_id, head, new_head)
             _HEADS[key] = new_head
             return new_head
 
     def reset_head(self, episode_id: str, head: str | None = None) -> None:
-        """Forget (or set) the head remembered for ``episode_id``: the next commit may extend any head."""
+        """Forget (or set) the head remembered for ``episode_id``: the next commit may extend any head
+        (``head``: that head), taking over the thread from another process if one claimed it
+        (:mod:`causalcache_memory.trace_owner`)."""
         key = (_archive_key(self.archive), episode_id)
         with _head_lock(key):
+            self._claims.allow_takeover(key, head)
             if head is None:
                 _HEADS.pop(key, None)
             else:

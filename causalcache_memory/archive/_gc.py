@@ -7,6 +7,11 @@ markers. Writers (``put``, ``retain``) first make their change visible (write or
 the reference marker), then wait while a marker names the object, then check the object still exists
 (``put`` writes it again; ``retain`` raises ``BlobNotFoundError``). Whatever the interleaving, a returned
 ``put`` followed by ``retain`` within ``grace_seconds`` is never collected, however long a gc runs.
+
+Writers stop waiting for a marker older than ``GC_MARKER_STALE_SECONDS`` (its collector died), so a
+collector decides on a chunk only while its markers are younger than half that; the rest of a chunk that
+took longer is left for the next run. Every read of steps (2) and (3) goes to the storage itself, never
+to a listing cache (the proof is in docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from causalcache_memory.archive._keys import GC_MARKER_STALE_SECONDS
 from causalcache_memory.archive.base import GCReport
 
 __all__ = ["CHUNK", "run_gc"]
@@ -38,12 +44,13 @@ def run_gc(archive: Any, *, grace_seconds: float, dry_run: bool, temp_grace_seco
     deleted = freed = recent = 0
     for start in range(0, len(candidates), CHUNK):
         chunk = candidates[start : start + CHUNK]
+        marked_at = time.monotonic()
         markers = [] if dry_run else [archive._mark(sha) for sha, _ in chunk]
         try:
             live_now = live if dry_run else archive._referenced()
             for sha, handle in chunk:
-                if sha in live_now:
-                    kept += 1
+                if sha in live_now or time.monotonic() - marked_at > GC_MARKER_STALE_SECONDS / 2:
+                    kept += 1  # referenced by now, or our markers are too old to hold writers back
                     continue
                 outcome, size = archive._collect(sha, handle, grace_seconds, dry_run)
                 if outcome == "recent":

@@ -5,6 +5,7 @@ Layout, identical for every backend (relative to the archive root)::
     blobs/<sha256[:2]>/<sha256>    original image bytes, addressed by their sha256
     records/<sha256[:2]>/<sha256>  small JSON records (trace chain nodes), addressed by their sha256
     refs/<episode_id>/<sha256>     empty marker: the episode references the blob or record (retention)
+    refs/<episode_id>/head.<sha>   claim of a trace head's successor (``trace_store``; ``head.root``)
     tmp/                           temporary files of in-flight writes (rename-based backends)
     gc/<sha256>.<ms>.<uuid>        empty marker: a ``gc`` is deciding whether to delete that object
 
@@ -40,6 +41,7 @@ __all__ = [
     "REFS",
     "TMP",
     "blob_relpath",
+    "check_claim_name",
     "check_episode_id",
     "check_hash",
     "check_hashes",
@@ -48,7 +50,10 @@ __all__ = [
     "gc_marker_name",
     "is_hash",
     "marker_is_stale",
+    "not_stored",
     "os_error",
+    "process_is_dead",
+    "process_tag",
     "record_relpath",
     "temp_name",
     "temp_writer_is_dead",
@@ -73,6 +78,7 @@ def host_field(hostname: str) -> str:
 
 _HOST = host_field(socket.gethostname())
 _HASH = re.compile(r"^[0-9a-f]{64}$")
+_CLAIM = re.compile(r"^head\.([0-9a-f]{64}|root)$")
 _EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -111,6 +117,21 @@ def check_episode_id(value: object) -> str:
             "[A-Za-z0-9._-], starting with a letter or digit (no '/', '\\' or '..')"
         )
     return value
+
+
+def check_claim_name(name: str) -> str:
+    """Return ``name`` if it names a trace head claim: ``head.<sha256>`` or ``head.root``."""
+    if not isinstance(name, str) or _CLAIM.fullmatch(name) is None:
+        raise ArchiveKeyError(f"claim name {name!r} is not head.<sha256> or head.root")
+    return name
+
+
+def not_stored(sha: str, episode_id: str) -> str:
+    """Message of ``retain(..., require_stored=True)`` for an object that is not stored."""
+    return (
+        f"object {sha} is not stored, so episode {episode_id!r} retained a reference only; put it again "
+        "(retain within grace_seconds of its put)"
+    )
 
 
 def blob_relpath(sha256: str) -> str:
@@ -169,10 +190,22 @@ def temp_name(final_name: str) -> str:
 def temp_writer_is_dead(name: str) -> bool:
     """True when ``name`` is a temporary file of a process on this host that no longer runs."""
     parts = name.split(".")
-    if os.name != "posix" or len(parts) != 6 or parts[-1] != "tmp" or parts[1] != _HOST:
+    if len(parts) != 6 or parts[-1] != "tmp":
+        return False
+    return process_is_dead(parts[1], parts[2])
+
+
+def process_tag() -> str:
+    """``<host>.<pid>``: names this process for :func:`process_is_dead` in any later process."""
+    return f"{_HOST}.{os.getpid()}"
+
+
+def process_is_dead(host: str, pid_text: str) -> bool:
+    """True only when ``host`` is this host and process ``pid_text`` no longer runs (never guesses)."""
+    if os.name != "posix" or host != _HOST:
         return False
     try:
-        pid = int(parts[2])
+        pid = int(pid_text)
     except ValueError:
         return False
     if pid == os.getpid() or pid <= 0:

@@ -14,14 +14,19 @@ from pathlib import Path
 
 from causalcache_memory.archive._keys import (
     REFS,
+    TMP,
+    check_claim_name,
     check_episode_id,
     check_hashes,
     is_hash,
+    not_stored,
     os_error,
     record_relpath,
+    temp_name,
 )
 from causalcache_memory.archive._localfs import (
     NOFOLLOW,
+    fsync_dir,
     is_regular,
     list_dir,
     names,
@@ -46,11 +51,16 @@ class LocalRetention:
                 return path
         return None
 
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
+    def retain(self, episode_id: str, hashes: Iterable[str], *, require_stored: bool = False) -> None:
         """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
 
         Objects already stored get a fresh mtime, and ``retain`` waits out a ``gc`` deciding on them;
         an object such a ``gc`` deleted meanwhile raises :class:`BlobNotFoundError` (put it again).
+
+        ``require_stored=True`` also raises :class:`BlobNotFoundError` for a hash that is not stored when
+        ``retain`` checks (never put, or collected because ``retain`` came later than ``grace_seconds``
+        after its ``put``); the references are written either way. A normal return then means every
+        object is stored and kept while the episode references it (docs/RELIABILITY.md, Theorem 2).
         """
         folder = self.root / REFS / check_episode_id(episode_id)
         wanted = check_hashes(hashes)
@@ -68,6 +78,8 @@ class LocalRetention:
             for sha in wanted:
                 path = self._object_path(sha)
                 if path is None:
+                    if require_stored:
+                        raise BlobNotFoundError(not_stored(sha, episode_id))
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     os.utime(path, follow_symlinks=False)
@@ -79,6 +91,54 @@ class LocalRetention:
                     )
         except OSError as exc:
             raise os_error(exc, f"cannot record references of episode {episode_id!r} under {folder}") from exc
+
+    def claim(self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True) -> bytes | None:
+        """Write the claim ``refs/<episode>/<name>`` (whole, fsynced); ``exclusive``: only if absent.
+
+        Returns None when written, else the bytes of the claim already there (a hard link of a complete
+        temporary file creates the name atomically, so nobody reads a partial claim)."""
+        folder = self.root / REFS / check_episode_id(episode_id)
+        final = folder / check_claim_name(name)
+        refuse_symlink(folder)
+        tmp = self.root / TMP / temp_name(name)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "xb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if not exclusive:
+                os.replace(tmp, final)
+            else:
+                try:
+                    os.link(tmp, final)
+                except FileExistsError:
+                    return self._read_claim(final)
+            fsync_dir(folder)
+            return None
+        except OSError as exc:
+            raise os_error(
+                exc, f"cannot write claim {name} of episode {episode_id!r} under {folder}"
+            ) from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def read_claim(self, episode_id: str, name: str) -> bytes | None:
+        """The bytes of the claim ``refs/<episode>/<name>``, None if there is none."""
+        path = self.root / REFS / check_episode_id(episode_id) / check_claim_name(name)
+        try:
+            return self._read_claim(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(exc, f"cannot read claim {name} of episode {episode_id!r}") from exc
+
+    @staticmethod
+    def _read_claim(path: Path) -> bytes:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
 
     def release(self, episode_id: str) -> None:
         """Forget every reference of ``episode_id`` (its blobs become collectable). Never follows links."""

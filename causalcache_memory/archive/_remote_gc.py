@@ -3,7 +3,9 @@
 ``gc`` follows the marker rule of :mod:`causalcache_memory.archive.local`: a marker object
 ``gc/<sha256>.*`` is written before the collector re-reads the object's time, and writers wait while one
 names their object. Object age comes from the store's modification/creation time; objects without one
-are treated as old.
+are treated as old. Object stores keep whole seconds (S3's ``LastModified`` drops the fraction), so a
+stamp ``s`` means "written before ``s + 1``": an object is old only once ``now - (s + 1) >= grace``, and
+the grace a collector applies is never shorter than the one it was given (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from causalcache_memory.archive._gc import run_gc
 from causalcache_memory.archive._keys import (
     GC,
     RECORDS,
+    REFS,
     TMP,
     blob_relpath,
     gc_marker_name,
@@ -26,10 +29,12 @@ from causalcache_memory.archive._keys import (
 )
 from causalcache_memory.archive.base import GCReport
 
-__all__ = ["TEMP_GRACE_SECONDS", "FsspecCollection", "info_mtime"]
+__all__ = ["STAMP_RESOLUTION_S", "TEMP_GRACE_SECONDS", "FsspecCollection", "info_mtime"]
 
 #: temporary files of the rename path older than this are collected by ``gc``.
 TEMP_GRACE_SECONDS = 300.0
+#: resolution of object-store timestamps: a stamp ``s`` may name any write in ``[s, s + 1)``
+STAMP_RESOLUTION_S = 1.0
 
 
 def _as_epoch(value: Any) -> float | None:
@@ -56,6 +61,7 @@ class FsspecCollection:
     """``gc`` and the maintenance hooks of the fsspec archive (a mixin)."""
 
     fs: Any
+    _fs: Any
     url: str
     atomic_put: bool
     _path: Any
@@ -63,6 +69,7 @@ class FsspecCollection:
     _list: Any
     _list_blobs: Any
     _ls_names: Any
+    _refresh: Any
     live_episodes: Any
     references: Any
 
@@ -73,8 +80,9 @@ class FsspecCollection:
         )
 
     def _referenced(self) -> set[str]:
+        """Every hash some episode references, listed from the storage now (no listing cache)."""
         live: set[str] = set()
-        for episode in self.live_episodes():
+        for episode in self._ls_names(self._path(REFS)):
             live |= self.references(episode)
         return live
 
@@ -87,28 +95,28 @@ class FsspecCollection:
         marker = self._path(f"{GC}/{gc_marker_name(sha)}")
         with self._io(f"cannot write gc marker for {sha}"):
             if not self.atomic_put:
-                self.fs.makedirs(self._path(GC), exist_ok=True)
-            self.fs.pipe_file(marker, b"")
+                self._fs.makedirs(self._path(GC), exist_ok=True)
+            self._fs.pipe_file(marker, b"")
         return marker
 
     def _unmark(self, marker: str) -> None:
         with contextlib.suppress(FileNotFoundError), self._io("cannot remove a gc marker"):
-            self.fs.rm_file(marker)
+            self._fs.rm_file(marker)
 
     def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
         """Delete one object (marked and still unreferenced) if it is older than ``grace`` now."""
         with self._io(f"cannot collect object {sha}"):
-            self.fs.invalidate_cache(path)
+            self._fs.invalidate_cache(path)
             try:
-                info = self.fs.info(path)
+                info = self._fs.info(path, **self._refresh)
             except FileNotFoundError:
                 return "gone", 0
             mtime = info_mtime(info)
-            if mtime is not None and time.time() - mtime < grace:
+            if grace > 0 and mtime is not None and time.time() - (mtime + STAMP_RESOLUTION_S) < grace:
                 return "recent", 0
             if not dry_run:
                 try:
-                    self.fs.rm_file(path)
+                    self._fs.rm_file(path)
                 except FileNotFoundError:
                     return "gone", 0
             return "deleted", int(info.get("size") or 0)
@@ -118,8 +126,9 @@ class FsspecCollection:
         folder = self._path(TMP)
         removed = 0
         with self._io("cannot sweep temporary files"):
+            self._fs.invalidate_cache(folder)
             try:
-                entries = self.fs.ls(folder, detail=True)
+                entries = self._fs.ls(folder, detail=True, **self._refresh)
             except FileNotFoundError:
                 return 0
             for info in entries:
@@ -129,7 +138,7 @@ class FsspecCollection:
                 mtime = info_mtime(info)
                 if temp_writer_is_dead(name) or (cutoff is not None and mtime is not None and mtime < cutoff):
                     with contextlib.suppress(FileNotFoundError):
-                        self.fs.rm_file(f"{folder}/{name}")
+                        self._fs.rm_file(f"{folder}/{name}")
                         removed += 1
         return removed
 
@@ -137,7 +146,7 @@ class FsspecCollection:
     def _discard(self, kind: str, sha: str) -> None:
         rel = blob_relpath(sha) if kind == "blob" else record_relpath(sha)
         with contextlib.suppress(FileNotFoundError), self._io(f"cannot delete {kind} {sha}"):
-            self.fs.rm_file(self._path(rel))
+            self._fs.rm_file(self._path(rel))
 
     def _layout_problems(self) -> list[str]:
         return []

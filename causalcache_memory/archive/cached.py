@@ -153,8 +153,8 @@ class CachedArchive:
         return sha256 in self.inner
 
     # ------------------------------------------------------------------ retention: the shared archive only
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
-        self.inner.retain(episode_id, hashes)
+    def retain(self, episode_id: str, hashes: Iterable[str], *, require_stored: bool = False) -> None:
+        self.inner.retain(episode_id, hashes, require_stored=require_stored)
 
     def release(self, episode_id: str) -> None:
         self.inner.release(episode_id)

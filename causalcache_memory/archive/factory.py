@@ -23,7 +23,8 @@ def open_archive(
     ``"/data/screens"``, ``Path(...)`` or ``"file:///data/screens"`` give a :class:`LocalArchive`
     (atomic rename, fsync); any other URL (``"s3://bucket/screens"``, ``"memory://x"``) gives an
     :class:`~causalcache_memory.archive.remote.FsspecArchive`. ``options`` are ``max_pixels``,
-    ``formats`` and, for URLs, fsspec storage options. ``cache_dir`` wraps the archive in a
+    ``formats`` and, for URLs, ``timeout_s`` (deadline of each storage call) and fsspec storage options
+    (``timeout_s`` is ignored for local directories). ``cache_dir`` wraps the archive in a
     :class:`~causalcache_memory.archive.cached.CachedArchive` (write-through local copies; for an
     object-store archive shared by many workers).
     """
@@ -31,9 +32,11 @@ def open_archive(
         from causalcache_memory.archive.cached import CachedArchive
 
         return CachedArchive(open_archive(url_or_path, **options), cache_dir)
+    text = str(url_or_path)
+    if isinstance(url_or_path, Path) or not _SCHEME.match(text) or text.lower().startswith("file://"):
+        options.pop("timeout_s", None)  # local disk: no storage calls to bound
     if isinstance(url_or_path, Path):
         return LocalArchive(url_or_path, **options)
-    text = str(url_or_path)
     if not _SCHEME.match(text):
         return LocalArchive(text, **options)
     if text.lower().startswith("file://"):

@@ -28,21 +28,21 @@ workers on different machines can share one archive:
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory.archive._deadline import DEFAULT_TIMEOUT_S, BoundedFS, storage_timeouts
 from causalcache_memory.archive._keys import (
     BLOBS,
     GC,
     GC_MARKER_STALE_SECONDS,
     RECORDS,
-    REFS,
     TMP,
     blob_relpath,
-    check_episode_id,
     check_hash,
-    check_hashes,
     check_record_bytes,
     digest,
     is_hash,
@@ -52,7 +52,8 @@ from causalcache_memory.archive._keys import (
     temp_name,
     verified,
 )
-from causalcache_memory.archive._remote_gc import FsspecCollection, info_mtime
+from causalcache_memory.archive._remote_gc import FsspecCollection
+from causalcache_memory.archive._remote_refs import FsspecRetention
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -80,7 +81,7 @@ OBJECT_STORE_PROTOCOLS = frozenset(
 )
 
 
-class FsspecArchive(FsspecCollection):
+class FsspecArchive(FsspecRetention, FsspecCollection):
     """Content-addressed screenshot archive on an fsspec filesystem.
 
     Args:
@@ -89,6 +90,8 @@ class FsspecArchive(FsspecCollection):
         formats: accepted container formats, a subset of ``("PNG", "JPEG", "WEBP")``.
         atomic_put: True = one whole-object write is atomic on this store; False = write a temporary
             file and rename it; None (default) = True exactly for :data:`OBJECT_STORE_PROTOCOLS`.
+        timeout_s: deadline of each storage call (:mod:`~causalcache_memory.archive._deadline`); past it
+            the call raises :class:`~causalcache_memory.errors.ArchiveTimeoutError`. None = no deadline.
         **storage_options: passed to fsspec (credentials, endpoint, ...).
     """
 
@@ -99,10 +102,17 @@ class FsspecArchive(FsspecCollection):
         max_pixels: int = DEFAULT_MAX_PIXELS,
         formats: Iterable[str] = DEFAULT_FORMATS,
         atomic_put: bool | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
         **storage_options: Any,
     ) -> None:
-        from fsspec.core import url_to_fs
+        from fsspec.core import split_protocol, url_to_fs
 
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < 1e6):
+            raise ArchiveError(
+                f"timeout_s={timeout_s!r} must be a number of seconds > 0 (or None: no deadline)"
+            )
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
+        storage_timeouts((split_protocol(url)[0] or "",), self.timeout_s, storage_options)
         self.max_pixels = check_max_pixels(max_pixels)
         self.formats = check_formats(formats)
         self.url = url
@@ -113,11 +123,25 @@ class FsspecArchive(FsspecCollection):
         except OSError as exc:
             raise os_error(exc, f"cannot open archive url={url!r}") from exc
         self.root = root.rstrip("/")
+        self._fs = BoundedFS(self.fs, self.timeout_s, url)
         protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
         self.atomic_put = bool(set(protocols) & OBJECT_STORE_PROTOCOLS) if atomic_put is None else atomic_put
 
     def __repr__(self) -> str:
         return f"FsspecArchive({self.url!r})"
+
+    @functools.cached_property
+    def _refresh(self) -> dict[str, bool]:
+        """``refresh=True`` where this filesystem's ``ls`` and ``info`` accept it (by name, as s3fs and
+        gcsfs do, or through ``**kwargs``): bypass their caches. Others (SFTP) have no listing cache."""
+        accepts = []
+        for method in (self.fs.ls, self.fs.info):
+            try:
+                params = inspect.signature(method).parameters.values()
+            except (TypeError, ValueError):
+                params = []
+            accepts.append(any(p.name == "refresh" or p.kind is p.VAR_KEYWORD for p in params))
+        return {"refresh": True} if all(accepts) else {}
 
     def _path(self, rel: str) -> str:
         return f"{self.root}/{rel}"
@@ -127,11 +151,11 @@ class FsspecArchive(FsspecCollection):
         """Translate storage errors into named archive errors (``FileNotFoundError`` passes through)."""
         try:
             yield
-        except FileNotFoundError:
+        except (FileNotFoundError, CausalCacheError):  # ArchiveTimeoutError is an OSError: keep its name
             raise
         except OSError as exc:
             raise os_error(exc, f"{what} in archive {self.url}") from exc
-        except (CausalCacheError, ImportError, ValueError, TypeError, AttributeError, KeyError, RuntimeError):
+        except (ImportError, ValueError, TypeError, AttributeError, KeyError, RuntimeError):
             raise
         except Exception as exc:  # botocore, aiohttp, paramiko errors are not OSError
             name = type(exc).__name__
@@ -163,8 +187,7 @@ class FsspecArchive(FsspecCollection):
             self._write(path, raw, f"cannot write {kind} {sha}")
             self._wait_for_collectors(sha)
             with self._io(f"cannot check {kind} {sha}"):
-                self.fs.invalidate_cache(path)
-                if self.fs.exists(path):
+                if self._exists_fresh(path):
                     return
         raise ArchiveError(
             f"could not keep {kind} {sha} in archive {self.url}: it was deleted again after 8 writes; is a "
@@ -175,32 +198,31 @@ class FsspecArchive(FsspecCollection):
         """One atomic whole-object write (object stores) or temp file + rename (every other filesystem)."""
         with self._io(what):
             if self.atomic_put:
-                self.fs.pipe_file(path, raw)
+                self._fs.pipe_file(path, raw)
                 return
             tmp = self._path(f"{TMP}/{temp_name(path.rsplit('/', 1)[-1])}")
-            self.fs.makedirs(self._path(TMP), exist_ok=True)
-            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self._fs.makedirs(self._path(TMP), exist_ok=True)
+            self._fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             try:
-                self.fs.pipe_file(tmp, raw)
-                self.fs.mv(tmp, path)
+                self._fs.pipe_file(tmp, raw)
+                self._fs.mv(tmp, path)
             finally:
                 with contextlib.suppress(OSError):
-                    if self.fs.exists(tmp):
-                        self.fs.rm_file(tmp)
+                    if self._fs.exists(tmp):
+                        self._fs.rm_file(tmp)
 
     def _wait_for_collectors(self, sha: str) -> None:
         deadline = time.monotonic() + 2 * GC_MARKER_STALE_SECONDS
         folder = self._path(GC)
         while True:
             with self._io(f"cannot list gc markers of {sha}"):
-                self.fs.invalidate_cache(folder)
                 pending = [n for n in self._ls_names(folder) if n.startswith(sha + ".")]
             if not pending:
                 return
             for name in pending:
                 if marker_is_stale(name):
                     with contextlib.suppress(FileNotFoundError), self._io("cannot remove a stale gc marker"):
-                        self.fs.rm_file(f"{folder}/{name}")
+                        self._fs.rm_file(f"{folder}/{name}")
             if time.monotonic() > deadline:
                 raise ArchiveError(f"a gc has held object {sha} in archive {self.url} for over a minute")
             time.sleep(0.005)
@@ -214,7 +236,7 @@ class FsspecArchive(FsspecCollection):
         if not is_hash(sha256):
             return False
         with self._io(f"cannot check record {sha256}"):
-            return bool(self.fs.exists(self._path(record_relpath(sha256))))  # type: ignore[arg-type]
+            return self._exists_fresh(self._path(record_relpath(sha256)))  # type: ignore[arg-type]
 
     def iter_records(self) -> Iterator[str]:
         yield from sorted(self._list(RECORDS))
@@ -226,7 +248,7 @@ class FsspecArchive(FsspecCollection):
     def _read_verified(self, path: str, sha256: str, kind: str) -> bytes:
         try:
             with self._io(f"could not read {kind} {sha256}"):
-                raw = bytes(self.fs.cat_file(path))
+                raw = bytes(self._fs.cat_file(path))
         except FileNotFoundError:
             raise BlobNotFoundError(f"{kind} {sha256} is not in archive {self.url}") from None
         return verified(raw, sha256, kind=kind, url=self.url, location=path)
@@ -239,7 +261,7 @@ class FsspecArchive(FsspecCollection):
         if not is_hash(sha256):
             return False
         with self._io(f"cannot check blob {sha256}"):
-            return bool(self.fs.exists(self._path(blob_relpath(sha256))))  # type: ignore[arg-type]
+            return self._exists_fresh(self._path(blob_relpath(sha256)))  # type: ignore[arg-type]
 
     def _list_blobs(self) -> dict[str, Mapping[str, Any]]:
         return self._list(BLOBS)
@@ -247,8 +269,8 @@ class FsspecArchive(FsspecCollection):
     def _list(self, sub: str) -> dict[str, Mapping[str, Any]]:
         try:
             with self._io(f"cannot list {sub}/"):
-                self.fs.invalidate_cache(self._path(sub))
-                found = self.fs.find(self._path(sub), detail=True)
+                self._fs.invalidate_cache(self._path(sub))
+                found = self._fs.find(self._path(sub), detail=True)
         except FileNotFoundError:
             return {}
         out = {}
@@ -264,60 +286,27 @@ class FsspecArchive(FsspecCollection):
     def size_bytes(self, sha256: str) -> int:
         try:
             with self._io(f"cannot stat blob {sha256}"):
-                return int(self.fs.size(self._path(blob_relpath(check_hash(sha256)))))
+                return int(self._fs.size(self._path(blob_relpath(check_hash(sha256)))))
         except FileNotFoundError:
             raise BlobNotFoundError(f"blob {sha256} is not in archive {self.url}") from None
 
-    # ------------------------------------------------------------------ retention
-    def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
-        """Record that ``episode_id`` references ``hashes`` (all validated before anything is written).
-
-        Waits out a ``gc`` deciding on a stored object; one such a ``gc`` deleted meanwhile raises
-        :class:`BlobNotFoundError` (put it again).
-        """
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        wanted = check_hashes(hashes)
-        with self._io(f"cannot record references of episode {episode_id!r}"):
-            if not self.atomic_put:
-                self.fs.makedirs(folder, exist_ok=True)
-            present = {}
-            for sha in wanted:
-                marker = f"{folder}/{sha}"
-                if not self.fs.exists(marker):
-                    self.fs.pipe_file(marker, b"")
-                present[sha] = self._object_rel(sha)
-            for sha, rel in present.items():
-                if rel is None:
-                    continue
-                self._wait_for_collectors(sha)
-                self.fs.invalidate_cache(self._path(rel))
-                if not self.fs.exists(self._path(rel)):
-                    raise BlobNotFoundError(
-                        f"object {sha} was collected by a concurrent gc while episode {episode_id!r} "
-                        "retained it; put it again"
-                    )
-
-    def _object_rel(self, sha: str) -> str | None:
-        for rel in (blob_relpath(sha), record_relpath(sha)):
-            if self.fs.exists(self._path(rel)):
-                return rel
-        return None
-
-    def release(self, episode_id: str) -> None:
-        """Forget every reference of ``episode_id``: removes its marker objects one by one (no recursion
-        through links)."""
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot release episode {episode_id!r}"):
-            for name in self._ls_names(folder, files_only=True):
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm_file(f"{folder}/{name}")
-            with contextlib.suppress(OSError):
-                if self.fs.exists(folder) and not self._ls_names(folder):
-                    self.fs.rmdir(folder)
+    # ------------------------------------------------------------------ fresh reads
+    def _exists_fresh(self, path: str) -> bool:
+        """Whether ``path`` exists now, asked of the storage itself (never of a listing cache)."""
+        self._fs.invalidate_cache(path)
+        try:
+            self._fs.info(path, **self._refresh)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _ls_names(self, path: str, *, files_only: bool = False) -> list[str]:
+        """Names under ``path``, listed by the storage now: fsspec's listing cache (s3fs, gcsfs keep one
+        per process) would hide what other processes wrote or removed since, and every caller decides
+        deletion or liveness from this answer (docs/RELIABILITY.md, "the proof")."""
+        self._fs.invalidate_cache(path)
         try:
-            entries = self.fs.ls(path, detail=True)
+            entries = self._fs.ls(path, detail=True, **self._refresh)
         except FileNotFoundError:
             return []
         names = []
@@ -326,27 +315,3 @@ class FsspecArchive(FsspecCollection):
                 continue
             names.append(str(e["name"]).rstrip("/").rsplit("/", 1)[-1])
         return names
-
-    def live_episodes(self) -> list[str]:
-        episodes = []
-        with self._io("cannot list episodes"):
-            for name in self._ls_names(self._path(REFS)):
-                if self.references(name):
-                    episodes.append(name)
-        return sorted(episodes)
-
-    def references(self, episode_id: str) -> set[str]:
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot list references of episode {episode_id!r}"):
-            return {n for n in self._ls_names(folder, files_only=True) if is_hash(n)}
-
-    def _episode_mtime(self, episode_id: str) -> float | None:
-        folder = self._path(f"{REFS}/{check_episode_id(episode_id)}")
-        with self._io(f"cannot list references of episode {episode_id!r}"):
-            try:
-                entries = self.fs.ls(folder, detail=True)
-            except FileNotFoundError:
-                return None
-        stamps = [info_mtime(e) for e in entries if e.get("type", "file") == "file"]
-        known = [s for s in stamps if s is not None]
-        return max(known) if known else None

@@ -72,6 +72,14 @@ class ArchiveConfig(_Strict):
     formats: tuple[Literal["png", "jpeg", "webp"], ...] = Field(
         ("png", "jpeg", "webp"), min_length=1, description="Accepted encoded image formats."
     )
+    timeout_s: float | None = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Deadline in seconds of each call to an object-store archive (s3://, gs://, ...): a "
+        "storage that does not answer in time raises ArchiveTimeoutError. null = no deadline. Local "
+        "directories have none.",
+    )
 
 
 class SelectorConfig(_Strict):
@@ -267,6 +275,13 @@ class CheckpointConfig(_Strict):
     kind: Literal["sqlite", "memory", "postgres"] = "sqlite"
     path: str = Field(".causalcache/checkpoints.sqlite", description="SQLite file (kind: sqlite).")
     uri: str | None = Field(None, description="PostgreSQL connection URI (kind: postgres).")
+    durability: Literal["sync", "async", "exit"] = Field(
+        "sync",
+        description="Default LangGraph durability of graphs built with memory.compile(): 'sync' = each "
+        "step's checkpoint is stored before the next step starts (agents whose actions have side "
+        "effects); 'async' = LangGraph's default, the next step may act before the last checkpoint is "
+        "stored, so a killed run re-executes more (docs/LANGGRAPH.md, 'Durability').",
+    )
 
     @model_validator(mode="after")
     def _postgres_uri(self) -> CheckpointConfig:

@@ -311,8 +311,9 @@ class CausalCacheMemory(ThreadReading):
         """Let the next step of ``thread_id`` extend any head (branching from an older checkpoint).
 
         The trace store refuses, per thread, a commit that does not extend the head it last wrote
-        (:class:`~causalcache_memory.errors.TraceConflictError`); call this before replaying a thread from
-        an older checkpoint in the same process.
+        (:class:`~causalcache_memory.errors.TraceConflictError`), in this process and, through claims in the
+        archive, across processes; call this before replaying a thread from an older checkpoint, or to take
+        over a thread whose run died on another machine.
         """
         self.trace_store(runtime).reset_head(thread_id)
 

@@ -43,10 +43,24 @@ class ThreadReading:
         The SQLite and in-memory savers serve both ``invoke``/``stream`` and ``ainvoke``/``astream`` (the
         SQLite one runs its async methods in a worker thread). For PostgreSQL under asyncio, or for
         LangGraph's native ``AsyncSqliteSaver``, use :meth:`acheckpointer`.
+
+        Run graphs with ``durability="sync"`` (or build them with :meth:`compile`, which makes
+        ``config.checkpointer.durability``, ``"sync"`` by default, their default) when the agent's actions
+        have side effects (docs/LANGGRAPH.md, "Durability").
         """
         from causalcache_memory.integrations.langgraph.savers import build_checkpointer
 
         return build_checkpointer(self.config.checkpointer)
+
+    def compile(self, builder: Any, **kwargs: Any) -> Any:
+        """``builder.compile(checkpointer=self.checkpointer(), **kwargs)`` whose runs default to
+        ``config.checkpointer.durability`` (``"sync"``: each step's checkpoint is stored before the next
+        step starts). ``checkpointer=`` in ``kwargs`` replaces this memory's saver."""
+        from causalcache_memory.integrations.langgraph.savers import build_checkpointer, with_durability
+
+        if kwargs.get("checkpointer") is None:
+            kwargs["checkpointer"] = build_checkpointer(self.config.checkpointer)
+        return with_durability(builder.compile(**kwargs), self.config.checkpointer.durability)
 
     def acheckpointer(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """``async with memory.acheckpointer() as saver``: LangGraph's native async saver for the config.

@@ -5,6 +5,10 @@ with it cannot run under ``ainvoke``/``astream``. :class:`ThreadedSqliteSaver` k
 format and runs each async method's sync twin in a worker thread (the saver serializes access to its
 connection with a lock), so one ``memory.checkpointer()`` works for ``invoke`` and ``ainvoke`` alike.
 For LangGraph's native async savers use :meth:`CausalCacheMemory.acheckpointer`.
+
+:func:`with_durability` gives a compiled graph a default ``durability``: ``"sync"`` (the default of
+``checkpointer.durability``) stores each step's checkpoint before the next step starts, so a process
+killed after an action re-executes at most the step that was running (docs/LANGGRAPH.md, "Durability").
 """
 
 from __future__ import annotations
@@ -19,11 +23,21 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from causalcache_memory._optional import require
+from causalcache_memory.errors import ConfigError
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import CheckpointConfig
 
-__all__ = ["ThreadedSqliteSaver", "build_checkpointer", "open_async_checkpointer"]
+__all__ = [
+    "DURABILITY_MODES",
+    "ThreadedSqliteSaver",
+    "build_checkpointer",
+    "open_async_checkpointer",
+    "with_durability",
+]
+
+#: LangGraph's durability modes (``graph.invoke(..., durability=...)``)
+DURABILITY_MODES = ("sync", "async", "exit")
 
 
 class ThreadedSqliteSaver(SqliteSaver):
@@ -56,6 +70,24 @@ class ThreadedSqliteSaver(SqliteSaver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+def with_durability(graph: Any, durability: str) -> Any:
+    """``graph`` whose runs default to ``durability`` (a run's own ``durability=`` argument still wins).
+
+    LangGraph reads a run's default from a configurable key (the one it sets for subgraphs); the graph's
+    config carries it to every ``invoke``/``stream``/``ainvoke``/``astream``.
+    """
+    if durability not in DURABILITY_MODES:
+        raise ConfigError(
+            f"durability={durability!r}: use one of {', '.join(DURABILITY_MODES)} ('sync' for agents whose "
+            "actions have side effects)"
+        )
+    try:
+        from langgraph._internal._constants import CONFIG_KEY_DURABILITY
+    except ImportError:  # older layouts: the key's value has not changed
+        CONFIG_KEY_DURABILITY = "__pregel_durability"
+    return graph.with_config(configurable={CONFIG_KEY_DURABILITY: durability})
 
 
 def build_checkpointer(cfg: CheckpointConfig) -> Any:

@@ -29,3 +29,18 @@ def any_archive(request, tmp_path, memory_url):
     if request.param == "memory":
         return FsspecArchive(memory_url)
     return FsspecArchive(f"local://{tmp_path}/archive")
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """moto's S3 server on loopback (a thread of this process), one per session; tests name it through
+    ``s3.options`` (explicit endpoint) and use their own prefixes. Subprocesses get ``s3.env``."""
+    from moto_s3 import MotoS3
+
+    with MotoS3() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_url(s3):
+    return f"s3://{s3.bucket}/{uuid.uuid4().hex}"

@@ -3,15 +3,12 @@ an S3 API (moto's server mode). Everything binds 127.0.0.1 and stops by itself."
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))  # tests/runtime/loopback.py
 
 from loopback import SGLangLoopback
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/moto_s3.py
+
+from moto_s3 import MotoS3, free_port
 
 from causalcache_memory.runtime.routing import ROUTING_KEY_HEADER, smg_launch_args
 
@@ -36,12 +37,6 @@ FAST_SMG = (
     "--log-level",
     "warn",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_workers(n: int, *, lifetime_s: float = 120.0) -> list[SGLangLoopback]:
@@ -120,61 +115,6 @@ class Gateway:
             self._log = None
 
     def __enter__(self) -> Gateway:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class MotoS3:
-    """moto's S3 server on 127.0.0.1 (a thread of this process) with one bucket.
-
-    ``env`` holds the standard AWS variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-    ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``) that boto3/s3fs read, for this process and subprocesses.
-    """
-
-    def __init__(self, bucket: str = "causalcache") -> None:
-        self.bucket = bucket
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            "AWS_ACCESS_KEY_ID": "loopback",
-            "AWS_SECRET_ACCESS_KEY": "loopback-secret",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": self.endpoint,
-        }
-        self._server = None
-
-    def start(self) -> MotoS3:
-        from moto.server import ThreadedMotoServer
-
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
-        with self.environ():
-            import boto3
-
-            boto3.client("s3").create_bucket(Bucket=self.bucket)
-        return self
-
-    @contextlib.contextmanager
-    def environ(self) -> Iterator[None]:
-        old = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
-        try:
-            yield
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def __enter__(self) -> MotoS3:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
