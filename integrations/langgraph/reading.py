@@ -126,7 +126,7 @@ class ThreadReading:
         run-context archive included), else the constructor's/config's archive."""
         if archive is not None:
             return self._store_for(archive)
-        for known, store in reversed(list(self._stores.values())):
+        for known, store, *_ in reversed(list(self._stores.values())):
             if store.cached(head) or _has_record(known, head):
                 return store
         return self.trace_store()

@@ -12,7 +12,14 @@ from causalcache_memory.errors import CausalCacheError, ConfigError, PolicyError
 if TYPE_CHECKING:
     from causalcache_memory.allocation.base import Allocation
 
-__all__ = ["COORD_MODES", "NoPolicy", "UnavailableAllocator", "check_allocator", "check_object"]
+__all__ = [
+    "COORD_MODES",
+    "NoPolicy",
+    "UnavailableAllocator",
+    "check_allocator",
+    "check_coords",
+    "check_object",
+]
 
 
 class UnavailableAllocator:
@@ -48,6 +55,15 @@ def check_allocator(value: Any) -> Allocator:
             f"pass an allocator object or a registered name ({', '.join(available_allocators())})"
         )
     return value  # type: ignore[no-any-return]
+
+
+def check_coords(coords: Any) -> None:
+    """Refuse a coordinate convention that is not one of :data:`COORD_MODES`, naming them."""
+    if coords not in COORD_MODES:
+        raise ConfigError(
+            f"CausalCacheMemory(coords={coords!r}): use one of {', '.join(COORD_MODES)} (auto reads "
+            "[0, 1] floats as relative, values on the screen as pixels, else the 0-1000 grid)"
+        )
 
 
 def check_object(name: str, value: Any, methods: tuple[str, ...], hint: str) -> None:

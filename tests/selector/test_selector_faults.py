@@ -74,7 +74,7 @@ def test_a_stalled_thumbnail_read_does_not_block_the_next_record(trained):
         done = threading.Event()
 
         def next_screenshot() -> None:  # what the controller runs when the next screen is archived
-            selector.prepare(archive, archive.put(b"next screen"))
+            selector.prepare(archive, archive.put(b"next screen").sha256)
             done.set()
 
         worker = threading.Thread(target=next_screenshot, daemon=True)
