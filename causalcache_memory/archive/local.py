@@ -117,11 +117,19 @@ class LocalArchive(LocalRetention, LocalCollection):
     # ------------------------------------------------------------------ writes
     def put(self, data: bytes | Image.Image) -> StoredImage:
         """Validate and store ``data`` unchanged; return its sha256 (an existing damaged copy is repaired)."""
+        raw, stored = self.check_image(data)
+        self.store_image(raw, stored)
+        return stored
+
+    def check_image(self, data: bytes | Image.Image) -> tuple[bytes, StoredImage]:
+        """The first half of :meth:`put`: the bytes to store, validated and hashed (nothing written)."""
         raw = to_bytes(data)
         info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
-        sha = digest(raw)
-        self._store(self._blob(sha), raw, sha, "blob")
-        return StoredImage.of(sha, info, len(raw))
+        return raw, StoredImage.of(digest(raw), info, len(raw))
+
+    def store_image(self, raw: bytes, stored: StoredImage) -> None:
+        """The second half of :meth:`put`: write ``raw`` (checked by :meth:`check_image`) durably."""
+        self._store(self._blob(stored.sha256), raw, stored.sha256, "blob")
 
     def put_record(self, data: bytes) -> str:
         """Store a small record (any bytes, not image-validated) atomically; return its sha256."""

@@ -238,6 +238,19 @@ class WireCache:
                 _, dropped = self._items.popitem(last=False)
                 self._chars -= len(dropped)
 
+    def restamp(self, url: str, sha256: str, old: Hashable, new: Hashable | None) -> None:
+        """Move the entry of ``(url, sha256, old)`` to stamp ``new`` (dropped when ``new`` is None)."""
+        with self._lock:
+            value = self._items.pop((url, sha256, old), None)
+            if value is None:
+                return
+            self._chars -= len(value)
+            if new is None:
+                return
+            existing = self._items.pop((url, sha256, new), None)
+            self._chars += len(value) - (len(existing) if existing is not None else 0)
+            self._items[(url, sha256, new)] = value
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

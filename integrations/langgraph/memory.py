@@ -37,6 +37,7 @@ from causalcache_memory._optional import require
 from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
 from causalcache_memory.allocation.registry import build_allocator
+from causalcache_memory.archive.deferred import DeferredArchive, can_defer
 from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.errors import (
@@ -93,6 +94,8 @@ def _check_arguments(keys: Mapping[str, Any], parse: Any) -> None:
 def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]]) -> None:
     for _, _, controller in list(stores.values()):
         controller.close()
+        if isinstance(controller.archive, DeferredArchive):
+            controller.archive.close()
     stores.clear()
 
 
@@ -252,17 +255,27 @@ class CausalCacheMemory(ThreadReading):
         with self._lock:
             entry = self._stores.get(id(archive))
             if entry is None or entry[0] is not archive:
+                view = DeferredArchive(archive) if can_defer(archive) else archive  # writes overlap
                 controller = build_controller(
-                    self.config, policy=NoPolicy(), archive=archive, allocator=self.allocation
+                    self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
                 )  # type: ignore[arg-type]
                 entry = (archive, TraceStore(archive), controller)
                 self._stores[id(archive)] = entry
                 while len(self._stores) > 8:  # run-context archives come and go; keep the newest
-                    self._stores.pop(next(iter(self._stores)))[2].close()
+                    old = self._stores.pop(next(iter(self._stores)))
+                    _close_controllers({0: old})
             return entry
 
+    def flush_writes(self) -> None:
+        """Return once every screenshot this memory archived is durable (see :mod:`.barrier`)."""
+        with self._lock:
+            views = [entry[2].archive for entry in self._stores.values()]
+        for view in views:
+            if isinstance(view, DeferredArchive):
+                view.flush()
+
     def close(self) -> None:
-        """Stop the controllers' allocator workers (idempotent; a later step starts them again)."""
+        """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them)."""
         with self._lock:
             _close_controllers(self._stores)
 

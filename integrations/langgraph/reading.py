@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 __all__ = ["ThreadReading"]
 
 
+@contextlib.asynccontextmanager
+async def _waiting(opened: Any, memory: Any) -> Any:
+    """An async saver context whose saver waits for ``memory``'s screenshot writes (:mod:`.barrier`)."""
+    from causalcache_memory.integrations.langgraph.barrier import waiting_saver
+
+    async with opened as saver:
+        yield waiting_saver(saver, memory)
+
+
 def _has_record(archive: Any, sha: str) -> bool:
     has = getattr(archive, "has_record", None)
     return bool(has(sha)) if callable(has) else False
@@ -44,9 +53,13 @@ class ThreadReading:
         SQLite one runs its async methods in a worker thread). For PostgreSQL under asyncio, or for
         LangGraph's native ``AsyncSqliteSaver``, use :meth:`acheckpointer`.
         """
+        from causalcache_memory.integrations.langgraph.barrier import waiting_saver
         from causalcache_memory.integrations.langgraph.savers import build_checkpointer
 
-        return build_checkpointer(self.config.checkpointer)
+        return waiting_saver(build_checkpointer(self.config.checkpointer), self)
+
+    def flush_writes(self) -> None:  # pragma: no cover - implemented by CausalCacheMemory
+        raise NotImplementedError
 
     def acheckpointer(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """``async with memory.acheckpointer() as saver``: LangGraph's native async saver for the config.
@@ -56,7 +69,7 @@ class ThreadReading:
         """
         from causalcache_memory.integrations.langgraph.savers import open_async_checkpointer
 
-        return open_async_checkpointer(self.config.checkpointer)
+        return _waiting(open_async_checkpointer(self.config.checkpointer), self)
 
     @staticmethod
     def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from causalcache_memory.actions.mobile import parse_mobile_json
 from causalcache_memory.actions.model import ACTION_TYPES, Action
 from causalcache_memory.errors import ActionParseError, TraceError
+from causalcache_memory.integrations.langgraph.barrier import saver_waits
 from causalcache_memory.integrations.langgraph.context import episode_id_for
 from causalcache_memory.integrations.langgraph.images import SCREENSHOT_REF
 from causalcache_memory.integrations.langgraph.policies import (
@@ -200,6 +201,8 @@ class StepSession:
                 parse_error=decision.generation.parse_error,
                 tool_call_id=tool_call_id,
             )
+        if not saver_waits(self.memory):  # else the memory's checkpointer flushes before persisting
+            self.memory.flush_writes()
         self.head = self.store.commit(self.head, trace, [record] if record else [])
         pending = self.pending.to_state() if self.pending is not None else None
         self.memory.note_pending(trace.episode_id, pending)

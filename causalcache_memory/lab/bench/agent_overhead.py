@@ -21,6 +21,7 @@ memory step minus the median plain step; ``ratio`` is their quotient.
 
 import base64
 import io
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,9 @@ SCREEN = (1920, 1080)
 TARGET_BYTES = 2_000_000
 
 
-def noise_screens(count: int, size: tuple[int, int] = SCREEN, *, target_bytes: int = TARGET_BYTES) -> list[bytes]:
+def noise_screens(
+    count: int, size: tuple[int, int] = SCREEN, *, target_bytes: int = TARGET_BYTES
+) -> list[bytes]:
     """``count`` distinct PNGs of ``size``: a flat desktop with a noise panel sized for ``target_bytes``.
 
     Random pixels do not compress, so the PNG is about ``panel pixels * 3`` bytes (RGB).
@@ -103,6 +106,7 @@ def _build(memory: Any, screens: Sequence[bytes], steps: int, budget: int, marks
     class AgentState(TypedDict, total=False):  # annotations evaluated now: no __future__ import here
         messages: Annotated[list, add_messages]
         step: int
+
     model = DecodingVLM()
     shot_s: list[float] = [0.0]
 
@@ -143,7 +147,7 @@ def _episode(memory: Any, screens: Sequence[bytes], steps: int, budget: int, thr
     graph = _build(memory, screens, steps, budget, marks)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 10}
     graph.invoke({"messages": [HumanMessage(content="Archive every invoice in the mail client")]}, config)
-    return [(b - a) * 1000.0 for a, b in zip(marks, marks[1:], strict=False)]
+    return [(b - a) * 1000.0 for a, b in itertools.pairwise(marks)]
 
 
 @owns_workdir
