@@ -24,7 +24,7 @@ import io
 import itertools
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,9 @@ def _last_images(messages: Sequence[Any], keep: int) -> list[Any]:
     return [m for i, m in enumerate(messages) if i not in drop]
 
 
-def _build(memory: Any, screens: Sequence[bytes], steps: int, budget: int, marks: list[float]) -> Any:
+def _build(
+    memory: Any, screens: Sequence[bytes], steps: int, budget: int, marks: list[float], model: DecodingVLM
+) -> Any:
     from typing import Annotated
 
     from langgraph.graph import END, START, StateGraph
@@ -107,7 +109,6 @@ def _build(memory: Any, screens: Sequence[bytes], steps: int, budget: int, marks
         messages: Annotated[list, add_messages]
         step: int
 
-    model = DecodingVLM()
     shot_s: list[float] = [0.0]
 
     def take_screenshot(state: AgentState) -> dict[str, Any]:
@@ -140,14 +141,18 @@ def _build(memory: Any, screens: Sequence[bytes], steps: int, budget: int, marks
     return builder.compile(checkpointer=memory.checkpointer() if memory else None)
 
 
-def _episode(memory: Any, screens: Sequence[bytes], steps: int, budget: int, thread: str) -> list[float]:
+def _episode(
+    memory: Any, screens: Sequence[bytes], steps: int, budget: int, thread: str
+) -> tuple[list[float], list[int]]:
+    """Step wall times (ms) and the number of images the model decoded at each step."""
     from langchain_core.messages import HumanMessage
 
     marks: list[float] = []
-    graph = _build(memory, screens, steps, budget, marks)
+    model = DecodingVLM()
+    graph = _build(memory, screens, steps, budget, marks, model)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 10}
     graph.invoke({"messages": [HumanMessage(content="Archive every invoice in the mail client")]}, config)
-    return [(b - a) * 1000.0 for a, b in itertools.pairwise(marks)]
+    return [(b - a) * 1000.0 for a, b in itertools.pairwise(marks)], model.images_seen
 
 
 @owns_workdir
@@ -159,46 +164,49 @@ def run_agent_overhead(
     screen: tuple[int, int] = SCREEN,
     target_bytes: int = TARGET_BYTES,
     workdir: str | Path,
-    memory_factory: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
-    """Median step wall time of the plain and the memory agent, and what the memory adds (see module doc)."""
-    from causalcache_memory.config import parse_config
-    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+    """Median step wall time of the plain and the memory agent, and what the memory adds (see module doc).
 
+    ``repeats`` alternates plain and memory episodes (fresh archive and database each time) and pools
+    their steps, so a change in the machine's load hits both agents alike.
+    """
     root = Path(workdir)
     screens = noise_screens(steps + 1, screen, target_bytes=target_bytes)
     warmup = min(budget, max(0, steps - 1))
     plain: list[float] = []
-    memory_steps: list[float] = []
+    with_memory: list[float] = []
+    images: dict[str, list[int]] = {"plain": [], "memory": []}
     for rep in range(repeats):
-        plain += _episode(None, screens, steps, budget, f"plain-{rep}")[warmup:]
-        home = root / f"memory-{rep}"
-        home.mkdir(parents=True, exist_ok=True)
-        if memory_factory is not None:
-            memory = memory_factory(home)
-        else:
-            config = parse_config(
-                {
-                    "budget": budget,
-                    "archive": {"url": str(home / "archive")},
-                    "checkpointer": {"kind": "sqlite", "path": str(home / "checkpoints.sqlite")},
-                }
-            )
-            memory = CausalCacheMemory(config=config)
-        try:
-            memory_steps += _episode(memory, screens, steps, budget, f"memory-{rep}")[warmup:]
-        finally:
-            close = getattr(memory, "close", None)
-            if callable(close):
-                close()
-    p_med, m_med = statistics.median(plain), statistics.median(memory_steps)
+        times, seen = _episode(None, screens, steps, budget, f"plain-{rep}")
+        plain += times[warmup:]
+        images["plain"] += seen[warmup:]
+        with _default_memory(root / f"memory-{rep}", budget) as memory:
+            times, seen = _episode(memory, screens, steps, budget, f"memory-{rep}")
+        with_memory += times[warmup:]
+        images["memory"] += seen[warmup:]
+    p_med, m_med = statistics.median(plain), statistics.median(with_memory)
     return {
         "plain_step_ms": percentiles(plain),
-        "memory_step_ms": percentiles(memory_steps),
+        "memory_step_ms": percentiles(with_memory),
         "added_ms": round(m_med - p_med, 3),
         "ratio": round(m_med / p_med, 4),
+        "images_per_call": {k: statistics.median(v) for k, v in images.items()},
         "png_bytes": round(statistics.mean(len(s) for s in screens)),
         "screen": list(screen),
         "budget": budget,
-        "steps_measured": len(memory_steps),
+        "steps_measured": len(with_memory),
     }
+
+
+def _default_memory(home: Path, budget: int) -> Any:
+    """The memory with its defaults: a local archive and SQLite checkpoints, under ``home``."""
+    from causalcache_memory.config import parse_config
+    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+
+    home.mkdir(parents=True, exist_ok=True)
+    config = {
+        "budget": budget,
+        "archive": {"url": str(home / "archive")},
+        "checkpointer": {"kind": "sqlite", "path": str(home / "checkpoints.sqlite")},
+    }
+    return CausalCacheMemory(config=parse_config(config))
