@@ -22,6 +22,7 @@ memory step minus the median plain step; ``ratio`` is their quotient.
 import base64
 import io
 import itertools
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -182,6 +183,7 @@ def run_agent_overhead(
         images["plain"] += seen[warmup:]
         with _default_memory(root / f"memory-{rep}", budget) as memory:
             times, seen = _episode(memory, screens, steps, budget, f"memory-{rep}")
+        checkpoint_kb = _checkpoint_kb(root / f"memory-{rep}" / "checkpoints.sqlite", f"memory-{rep}")
         with_memory += times[warmup:]
         images["memory"] += seen[warmup:]
     p_med, m_med = statistics.median(plain), statistics.median(with_memory)
@@ -191,10 +193,41 @@ def run_agent_overhead(
         "added_ms": round(m_med - p_med, 3),
         "ratio": round(m_med / p_med, 4),
         "images_per_call": {k: statistics.median(v) for k, v in images.items()},
+        "checkpoint_kb_per_step": checkpoint_kb,
         "png_bytes": round(statistics.mean(len(s) for s in screens)),
         "screen": list(screen),
         "budget": budget,
         "steps_measured": len(with_memory),
+    }
+
+
+def _checkpoint_kb(db: Path, thread: str, supersteps: int = 3) -> dict[str, float]:
+    """KB the SQLite checkpointer wrote per agent step (checkpoints, metadata and pending writes).
+
+    ``first``/``last``: the first and the last complete step; ``mean`` over all complete steps.
+    """
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT checkpoint_id, length(checkpoint) + length(metadata) FROM checkpoints "
+            "WHERE thread_id = ? ORDER BY checkpoint_id",
+            (thread,),
+        ).fetchall()
+        writes = dict(
+            conn.execute(
+                "SELECT checkpoint_id, sum(length(value)) FROM writes WHERE thread_id = ? GROUP BY checkpoint_id",
+                (thread,),
+            ).fetchall()
+        )
+    sizes = [size + (writes.get(cid) or 0) for cid, size in rows[1:]]  # after the input checkpoint
+    steps = [sum(sizes[i : i + supersteps]) / 1024 for i in range(0, len(sizes) - supersteps + 1, supersteps)]
+    if not steps:
+        return {"first": math.nan, "last": math.nan, "mean": math.nan}
+    return {
+        "first": round(steps[0], 2),
+        "last": round(steps[-1], 2),
+        "mean": round(statistics.mean(steps), 2),
     }
 
 
