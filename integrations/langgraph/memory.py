@@ -38,11 +38,10 @@ from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.archive.deferred import DeferredArchive, can_defer
-from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
+from causalcache_memory.config import CausalCacheConfig, load_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.errors import (
     CausalCacheWarning,
-    ConfigError,
 )
 from causalcache_memory.factory import build_archive, build_controller, build_policy
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
@@ -52,8 +51,10 @@ from causalcache_memory.integrations.langgraph.validation import (
     NoPolicy,
     UnavailableAllocator,
     check_allocator,
+    check_arguments,
     check_coords,
     check_object,
+    memory_config,
 )
 from causalcache_memory.trace import Trace
 from causalcache_memory.trace_store import TraceStore
@@ -66,29 +67,6 @@ __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 
 #: ``event`` field of the custom stream events and episode-log records.
 STEP_EVENT = "causalcache.step"
-
-
-def _memory_config(
-    config: CausalCacheConfig | None, budget: int | None, dedupe: bool | None
-) -> CausalCacheConfig:
-    """``config`` (default config) with the constructor's overrides, validated like the YAML."""
-    config = config or CausalCacheConfig()
-    if not isinstance(config, CausalCacheConfig):
-        raise ConfigError(f"config must be a CausalCacheConfig, got {type(config).__name__}")
-    data = config.model_dump()
-    if budget is not None:
-        data["budget"] = budget
-    if dedupe is not None:
-        data["render"] = {**data["render"], "dedupe_current_screen": bool(dedupe)}
-    return config if data == config.model_dump() else parse_config(data, source="CausalCacheMemory")
-
-
-def _check_arguments(keys: Mapping[str, Any], parse: Any) -> None:
-    for key, value in keys.items():
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"CausalCacheMemory({key}={value!r}): must be a non-empty state key")
-    if parse is not None and not callable(parse):
-        raise ConfigError(f"CausalCacheMemory(parse={parse!r}): must be a function reply -> Action")
 
 
 def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]]) -> None:
@@ -136,9 +114,9 @@ class CausalCacheMemory(ThreadReading):
         warmup: bool = True,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
-        self.config = _memory_config(config, budget, dedupe_current_screen)
+        self.config = memory_config(config, budget, dedupe_current_screen)
         keys = {"goal_key": goal_key, "messages_key": messages_key, "action_key": action_key}
-        _check_arguments({**keys, "app_key": app_key}, parse)
+        check_arguments({**keys, "app_key": app_key}, parse)
         coords = coords if coords is not None else getattr(self.config.policy, "coords", "auto")
         check_coords(coords)
         check_object("policy", policy, ("generate",), "pass a Policy (or use decide_node(model_node))")
@@ -146,8 +124,7 @@ class CausalCacheMemory(ThreadReading):
         self._policy = policy
         self._archive = archive
         self._allocation = check_allocator(allocation) if allocation is not None else None
-        self.goal_key, self.messages_key, self.action_key = goal_key, messages_key, action_key
-        self.app_key = app_key
+        self.goal_key, self.messages_key, self.action_key, self.app_key = (*keys.values(), app_key)
         self.coords: CoordMode = coords  # type: ignore[assignment]
         self.parse = parse
         self.dedupe_current_screen = bool(self.config.render.dedupe_current_screen)
@@ -302,23 +279,17 @@ class CausalCacheMemory(ThreadReading):
         return self._allocation
 
     def controller(self, runtime: Any = None) -> MemoryController:
-        """The memory's :class:`MemoryController` for the resolved archive: one per archive, kept.
-
-        Built once by :func:`causalcache_memory.factory.build_controller` from this memory's config with
-        the (warm) allocator; every step of every thread uses it (the step's model is passed to
-        :meth:`MemoryController.decide`), so one allocator worker thread serves the memory.
-        :meth:`close` stops it.
-        """
+        """The memory's :class:`MemoryController` for the resolved archive (one per archive, built once
+        by :func:`~causalcache_memory.factory.build_controller`; every step of every thread uses it, the
+        step's model passed to :meth:`MemoryController.decide`). :meth:`close` stops its worker."""
         return self._entry(self.resolve_archive(runtime))[2]
 
     def warm_trace(self, trace: Trace, runtime: Any = None) -> None:
         """Before a thread's first timed decision in this process, allocate once untimed on its trace.
 
-        A resumed thread's history was archived by another process: a learned selector has none of its
-        screenshots' thumbnails yet, and decoding them inside the first timed allocation could exceed the
-        time limit and fall back to Recent-B. This untimed call (its result is discarded) fills those
-        caches, so the resumed run allocates as an uninterrupted one. Once per thread and process; only
-        for allocators that take a witness (fixed-rule allocators have nothing to warm).
+        A resumed thread's screenshots have no thumbnails in this process yet; decoding them inside the
+        first timed allocation could exceed the limit and fall back to Recent-B. This untimed call fills
+        those caches (result discarded). Once per thread and process; witness-taking allocators only.
         """
         allocator = self.allocation
         key = trace.episode_id

@@ -13,6 +13,7 @@ from selector_synth import DictArchive, make_trajectories
 
 from causalcache_memory import Action
 from causalcache_memory.allocation import recent_b
+from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.errors import CausalCacheWarning, SchemaMismatchError
 from causalcache_memory.policy import Generation
 
@@ -37,8 +38,8 @@ class _StallingArchive(DictArchive):
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def put(self, data: bytes) -> str:
-        return hashlib.sha256(data).hexdigest()
+    def put(self, data: bytes) -> StoredImage:
+        return StoredImage(hashlib.sha256(data).hexdigest(), "PNG", 8, 8, len(data))
 
     def retain(self, episode: str, shas) -> None:
         pass
