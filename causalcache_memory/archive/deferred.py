@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive.images import open_image_bytes
@@ -90,8 +90,7 @@ class DeferredArchive:
         """Return once every screenshot handed to :meth:`put` so far is durable; re-raise a failure."""
         with self._lock:
             futures = [future for _, future in self._pending.values()]
-        for future in futures:
-            future.result()
+        wait(futures)
         with self._lock:
             failed, self._failed = self._failed, None
         if failed is not None:
