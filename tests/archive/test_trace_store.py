@@ -29,7 +29,9 @@ def _episode(archive, store: TraceStore, steps: int) -> tuple[str, Trace, list[d
         record = {"t": t, "selected": [max(1, t - 2)], "second_pass": t % 2 == 0}
         log.append(record)
         head = store.commit(head, trace, [record])
-        trace.record(Action("click", x=round(0.1 * (t % 9), 1), y=0.5), f"resp {t}", archive.put(_png(t)).sha256)
+        trace.record(
+            Action("click", x=round(0.1 * (t % 9), 1), y=0.5), f"resp {t}", archive.put(_png(t)).sha256
+        )
         head = store.commit(head, trace)
     return head, trace, log
 

@@ -60,7 +60,9 @@ def run_trace(archive, writer: int, ack_path: str, log) -> None:
         trace = store.load_trace(head, episode_id=episode)
     while True:
         step = trace.t
-        trace.record(Action("type", text=str(step)), f"step {step}", archive.put(screenshot(1000 + step)).sha256)
+        trace.record(
+            Action("type", text=str(step)), f"step {step}", archive.put(screenshot(1000 + step)).sha256
+        )
         head = store.commit(head, trace)
         log.write(f"{trace.t} {head}\n")
         log.flush()

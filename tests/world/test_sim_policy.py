@@ -171,7 +171,9 @@ def test_recovers_from_a_visible_misclick(archive):
     trace = Trace(task.goal, platform=task.platform)
     trace.observe(archive.put(world.screenshot()).sha256)
     png, info = world.step(Action("open_app", text="Messages", target="Messages"))
-    trace.record(Action("open_app", text="Messages", target="Messages"), "r", archive.put(png).sha256, app=info.app)
+    trace.record(
+        Action("open_app", text="Messages", target="Messages"), "r", archive.put(png).sha256, app=info.app
+    )
     planned = {s.label for s in task.steps}
     wrong = next(e for e in world.screen().elements if e.kind == "item" and e.label not in planned)
     action = element_action("click", wrong, world.size, target=wrong.label)
