@@ -20,10 +20,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import user_agent as ua  # noqa: E402
+import user_agent as ua
 
-from causalcache_memory.archive.deferred import DeferredArchive  # noqa: E402
-from causalcache_memory.archive.local import LocalArchive  # noqa: E402
+from causalcache_memory.archive.deferred import DeferredArchive
+from causalcache_memory.archive.local import LocalArchive
 
 
 def slow_disk(kill_at: int, slow_s: float) -> None:
