@@ -15,10 +15,11 @@ checkpoint is persisted (its checkpointer waits on it) and, with any other check
 returns. Trace-chain records and retention markers are written at once: a record is reachable only
 through a checkpoint, so one naming a screenshot that a crash lost is never reached (``gc`` collects it).
 
-While a write is in flight, :meth:`DeferredArchive.blob_stamp` is ``("kept", sha256)``: the wire
-encoding built from the kept bytes is cached under it and moved to the file's own stamp when the write
-lands (:meth:`~causalcache_memory.render.messages.WireCache.restamp`), so a screenshot is still
-base64-encoded once.
+While a write is in flight, :meth:`DeferredArchive.blob_stamp` is ``("kept", sha256)``: a wire
+encoding built from the kept bytes is cached under it. When the write lands, the writer thread moves
+that encoding to the file's own stamp (:meth:`~causalcache_memory.render.messages.WireCache.restamp`)
+or, if no step has encoded the screenshot yet, encodes the kept bytes itself: each screenshot is
+base64-encoded once, and the step that sends it never re-reads or re-hashes the file.
 """
 
 from __future__ import annotations
@@ -72,12 +73,9 @@ class DeferredArchive:
         return stored
 
     def _write(self, raw: bytes, stored: StoredImage) -> None:
-        from causalcache_memory.render.messages import WIRE_CACHE
-
         try:
             self.inner.store_image(raw, stored)
-            landed = self.inner.blob_stamp(stored.sha256)
-            WIRE_CACHE.restamp(self.url, stored.sha256, ("kept", stored.sha256), landed)
+            self._encode_for_the_wire(raw, stored.sha256)
         except BaseException as exc:
             with self._lock:
                 self._failed = self._failed or exc
@@ -85,6 +83,20 @@ class DeferredArchive:
         finally:
             with self._lock:
                 self._pending.pop(stored.sha256, None)
+
+    def _encode_for_the_wire(self, raw: bytes, sha: str) -> None:
+        """Leave the landed file's wire encoding in the cache, built from the bytes hashed by ``put``.
+
+        Done here, off the step's critical path: the step that renders this screenshot next neither
+        re-reads nor re-hashes nor re-encodes it. An encoding the step already made from the kept
+        bytes is moved to the file's stamp instead of being made again.
+        """
+        from causalcache_memory.render.messages import WIRE_CACHE, data_url_of
+
+        landed = self.inner.blob_stamp(sha)
+        WIRE_CACHE.restamp(self.url, sha, ("kept", sha), landed)
+        if landed is not None and WIRE_CACHE.get((self.url, sha, landed)) is None:
+            WIRE_CACHE.put((self.url, sha, landed), data_url_of(raw))
 
     def flush(self) -> None:
         """Return once every screenshot handed to :meth:`put` so far is durable; re-raise a failure."""

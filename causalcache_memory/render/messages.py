@@ -31,6 +31,7 @@ __all__ = [
     "RenderedPrompt",
     "TextPart",
     "WireCache",
+    "data_url_of",
     "sniff_mime",
 ]
 
@@ -189,11 +190,15 @@ class BoundPrompt:
         key = (getattr(self.archive, "url", ""), sha, stamp)
         url = WIRE_CACHE.get(key) if stamp is not None else None
         if url is None:
-            data = self.image_bytes(i)  # read and verified
-            url = f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+            url = data_url_of(self.image_bytes(i))  # read and verified
             if stamp is not None:
                 WIRE_CACHE.put(key, url)
         return url
+
+
+def data_url_of(data: bytes) -> str:
+    """``data:<mime>;base64,<data>``: the wire form of an image in OpenAI-style messages."""
+    return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 class WireCache:

@@ -43,6 +43,19 @@ def test_put_returns_before_the_write_and_reads_are_served_meanwhile(tmp_path, m
     view.close()
 
 
+def test_the_landed_screenshot_is_encoded_for_the_wire_once_off_the_step(tmp_path, make_png) -> None:
+    from causalcache_memory.render.messages import WIRE_CACHE, data_url_of
+
+    inner = GatedArchive(tmp_path)
+    inner.gate.set()
+    view = DeferredArchive(inner)
+    png = make_png(color=(3, 4, 5))
+    sha = view.put(png).sha256
+    view.flush()
+    assert WIRE_CACHE.get((inner.url, sha, inner.blob_stamp(sha))) == data_url_of(png)
+    view.close()
+
+
 def test_a_bad_image_is_refused_by_put_itself(tmp_path) -> None:
     view = DeferredArchive(LocalArchive(tmp_path))
     with pytest.raises(ImageRejectedError):
