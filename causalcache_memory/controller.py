@@ -20,6 +20,7 @@ both drive this class.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 import weakref
@@ -35,6 +36,7 @@ from causalcache_memory.allocation.base import (
     make_allocation,
 )
 from causalcache_memory.allocation.simple import RecentAllocator
+from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.errors import CausalCacheWarning, PromptImageError
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
 
@@ -59,20 +61,12 @@ def unparsed_summary(index: int, response: str, app: str | None = None) -> str:
     return f"{index}. (reply not parsed) {text!r}{where}" if text else f"{index}. (reply not parsed){where}"
 
 
-def _pixel_size(screenshot: Any) -> tuple[int, int] | None:
-    """``(width, height)`` of encoded bytes (header only) or of a PIL image; None if unreadable."""
-    size = getattr(screenshot, "size", None)
-    if isinstance(size, tuple) and len(size) == 2:
-        return int(size[0]), int(size[1])
-    try:
-        import io
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """Per-decision state: the policy that acts and the prompt images already checked present."""
 
-        from PIL import Image as _Image
-
-        with _Image.open(io.BytesIO(bytes(screenshot))) as image:
-            return int(image.width), int(image.height)
-    except Exception:  # the archive already validated the bytes; a size is a bonus
-        return None
+    policy: Policy
+    present: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -176,22 +170,19 @@ class MemoryController:
         self.selector_timeout_s = selector_timeout_s
         self._recent = RecentAllocator()
         self._worker: BoundedWorker | None = None
-        self._sizes: dict[str, tuple[int, int] | None] = {}  # screenshots archived or read this step
-        self._present: set[str] = set()  # prompt images checked present this step (both passes)
+        self._worker_lock = threading.Lock()
 
     # ------------------------------------------------------------------ trace bookkeeping
-    def put(self, screenshot: bytes | Image.Image) -> str:
-        """Archive ``screenshot`` (validated once, by the archive) and remember its pixel size.
+    def put(self, screenshot: bytes | Image.Image) -> StoredImage:
+        """Archive ``screenshot`` (validated once, by the archive): its hash with the header's size.
 
-        Pass this as the ``put`` function of code that archives screenshots for this step, so the
-        following :meth:`observe`/:meth:`record` neither re-check nor re-open them.
+        Pass this as the ``put`` function of code that archives screenshots for this step, and hand the
+        :class:`StoredImage` to :meth:`observe`/:meth:`record`, which then neither re-check nor re-open it.
         """
-        sha = self.archive.put(screenshot)
-        self._sizes[sha] = _pixel_size(screenshot)
-        return sha
+        return self.archive.put(screenshot)
 
-    def observe(self, trace: Trace, screenshot: bytes | Image.Image | str) -> str:
-        """Archive ``screenshot`` (bytes/PIL, or an existing hash) and make it the current screen.
+    def observe(self, trace: Trace, screenshot: bytes | Image.Image | StoredImage | str) -> str:
+        """Archive ``screenshot`` (bytes/PIL, a :class:`StoredImage`, or an existing hash); make it current.
 
         The screen's ``(width, height)`` is recorded with it (:attr:`Trace.current_screen_size`).
         """
@@ -203,7 +194,7 @@ class MemoryController:
         self,
         trace: Trace,
         decision_or_action: StepDecision | Action | None,
-        screenshot: bytes | Image.Image | str,
+        screenshot: bytes | Image.Image | StoredImage | str,
         *,
         response: str | None = None,
         app: str | None = None,
@@ -246,23 +237,20 @@ class MemoryController:
         )
 
     def _store(
-        self, trace: Trace, screenshot: bytes | Image.Image | str
+        self, trace: Trace, screenshot: bytes | Image.Image | StoredImage | str
     ) -> tuple[str, tuple[int, int] | None]:
-        if isinstance(screenshot, str):
+        if isinstance(screenshot, str):  # archived elsewhere: one verified read gives existence + size
             sha = screenshot
-            size = self._sizes.get(sha)
-            if sha not in self._sizes:  # not archived by this step: one verified read gives existence + size
-                try:
-                    with self.archive.open_image(sha) as image:
-                        size = (int(image.width), int(image.height))
-                except Exception as exc:
-                    raise PromptImageError(
-                        f"screenshot {sha} cannot be read from the archive at {self.archive.url}: {exc}"
-                    ) from exc
-                self._sizes[sha] = size
+            try:
+                with self.archive.open_image(sha) as image:
+                    size: tuple[int, int] | None = (int(image.width), int(image.height))
+            except Exception as exc:
+                raise PromptImageError(
+                    f"screenshot {sha} cannot be read from the archive at {self.archive.url}: {exc}"
+                ) from exc
         else:
-            sha = self.put(screenshot)
-            size = self._sizes[sha]
+            stored = screenshot if isinstance(screenshot, StoredImage) else self.put(screenshot)
+            sha, size = stored.sha256, stored.size
         self.archive.retain(trace.episode_id, [sha])
         self._prepare(sha)
         return sha, size
@@ -286,19 +274,23 @@ class MemoryController:
             )
 
     # ------------------------------------------------------------------ decisions
-    def decide(self, trace: Trace) -> StepDecision:
-        """Choose the allocation and the action for decision ``t = trace.t``."""
-        self._present.clear()  # each step checks its prompt images once (shared by both passes)
-        if self.allocator.uses_witness and self.two_pass:
-            return self._two_pass(trace)
-        return self._single_pass(trace)
+    def decide(self, trace: Trace, *, policy: Policy | None = None) -> StepDecision:
+        """Choose the allocation and the action for decision ``t = trace.t``.
 
-    def _generate(self, trace: Trace, allocation: Allocation) -> tuple[Generation, float]:
+        ``policy`` overrides the controller's own for this decision (one controller serves every step
+        of a memory, whose model may be a per-call adapter such as a graph node).
+        """
+        step = _Step(policy if policy is not None else self.policy)  # prompt images checked once a step
+        if self.allocator.uses_witness and self.two_pass:
+            return self._two_pass(trace, step)
+        return self._single_pass(trace, step)
+
+    def _generate(self, trace: Trace, allocation: Allocation, step: _Step) -> tuple[Generation, float]:
         prompt = render_prompt(trace, allocation, options=self.render_options).bind(
-            self.archive, present=self._present
+            self.archive, present=step.present
         )
         start = time.perf_counter()
-        generation = self.policy.generate(prompt)
+        generation = step.policy.generate(prompt)
         return generation, time.perf_counter() - start
 
     def _recent_allocation(self, trace: Trace) -> Allocation:
@@ -341,9 +333,9 @@ class MemoryController:
         )
         return self._recent_allocation(trace), time.perf_counter() - start, reason
 
-    def _single_pass(self, trace: Trace) -> StepDecision:
+    def _single_pass(self, trace: Trace, step: _Step) -> StepDecision:
         allocation, sel_s, fallback = self._allocate(trace, None)
-        generation, gen_s = self._generate(trace, allocation)
+        generation, gen_s = self._generate(trace, allocation, step)
         return StepDecision(
             t=trace.t,
             generation=generation,
@@ -353,9 +345,9 @@ class MemoryController:
             fallback=fallback,
         )
 
-    def _two_pass(self, trace: Trace) -> StepDecision:
+    def _two_pass(self, trace: Trace, step: _Step) -> StepDecision:
         recent = self._recent_allocation(trace)
-        proposal, first_s = self._generate(trace, recent)
+        proposal, first_s = self._generate(trace, recent, step)
         allocation, sel_s, fallback = self._allocate(trace, proposal.action)
         if allocation.selected == recent.selected:
             return StepDecision(
@@ -367,7 +359,7 @@ class MemoryController:
                 selector_latency_s=sel_s,
                 fallback=fallback,
             )
-        final, second_s = self._generate(trace, allocation)
+        final, second_s = self._generate(trace, allocation, step)
         return StepDecision(
             t=trace.t,
             generation=final,
@@ -379,10 +371,11 @@ class MemoryController:
         )
 
     def _owned_worker(self) -> BoundedWorker:
-        if self._worker is None:
-            self._worker = BoundedWorker("causalcache-alloc")
-            weakref.finalize(self, self._worker.close, 0.0)  # a dropped controller stops its worker too
-        return self._worker
+        with self._worker_lock:  # one worker, also when threads of one memory decide concurrently
+            if self._worker is None:
+                self._worker = BoundedWorker("causalcache-alloc")
+                weakref.finalize(self, self._worker.close, 0.0)  # a dropped controller stops it too
+            return self._worker
 
     def close(self) -> None:
         """Stop the allocator worker (a hung call is abandoned on its daemon thread). Idempotent."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import io
 
+from causalcache_memory.archive.base import StoredImage
+from causalcache_memory.archive.images import validate_image_bytes
 from causalcache_memory.errors import BlobNotFoundError
 
 
@@ -19,10 +21,10 @@ class DictArchive:
         self.url = url
         self.blobs: dict[str, bytes] = {}
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes) -> StoredImage:
         digest = hashlib.sha256(data).hexdigest()
         self.blobs[digest] = data
-        return digest
+        return StoredImage.of(digest, validate_image_bytes(data), len(data))
 
     def get_bytes(self, sha256: str) -> bytes:
         if sha256 not in self.blobs:

@@ -1,6 +1,6 @@
 """Content-addressed screenshot archive (local directory and fsspec backends)."""
 
-from causalcache_memory.archive.base import GCReport, ScreenshotArchive
+from causalcache_memory.archive.base import GCReport, ScreenshotArchive, StoredImage
 from causalcache_memory.archive.check import CheckReport, check_archive
 from causalcache_memory.archive.factory import open_archive
 from causalcache_memory.archive.local import LocalArchive
@@ -13,6 +13,7 @@ __all__ = [
     "GCReport",
     "LocalArchive",
     "ScreenshotArchive",
+    "StoredImage",
     "ThumbnailCache",
     "check_archive",
     "open_archive",

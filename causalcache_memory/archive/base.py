@@ -14,7 +14,39 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["GCReport", "ScreenshotArchive"]
+    from causalcache_memory.archive.images import ImageInfo
+
+__all__ = ["GCReport", "ScreenshotArchive", "StoredImage"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredImage:
+    """What :meth:`ScreenshotArchive.put` returns: the content hash and what the header said.
+
+    The archive validates the header of every image it stores; returning what it read lets callers
+    record the screen's size without opening the image again.
+    """
+
+    sha256: str
+    """sha256 hex digest of the stored (original) bytes: the address in the archive."""
+    format: str
+    """Container format read from the header: ``"PNG"``, ``"JPEG"`` or ``"WEBP"``."""
+    width: int
+    """Width in pixels, from the header."""
+    height: int
+    """Height in pixels, from the header."""
+    nbytes: int
+    """Length of the stored bytes."""
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(width, height)``."""
+        return self.width, self.height
+
+    @classmethod
+    def of(cls, sha256: str, info: ImageInfo, nbytes: int) -> StoredImage:
+        """From a hash and the :class:`~causalcache_memory.archive.images.ImageInfo` validation returned."""
+        return cls(sha256, info.format, info.width, info.height, nbytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +66,8 @@ class ScreenshotArchive(Protocol):
     Contract (tested for every backend in ``tests/archive``):
 
     * ``put`` stores the original bytes unchanged (no re-encode) after checking they decode as an image
-      within the pixel limit; returns the sha256 hex digest. Storing the same bytes twice stores once.
+      within the pixel limit; returns a :class:`StoredImage` (the sha256 hex digest with the format,
+      pixel size and byte length its header check read). Storing the same bytes twice stores once.
       Writes are atomic: a reader never sees a partial blob.
     * ``get_bytes`` re-hashes what it read and raises ``BlobCorruptError`` on mismatch and
       ``BlobNotFoundError`` when absent: never wrong pixels.
@@ -49,7 +82,7 @@ class ScreenshotArchive(Protocol):
 
     url: str
 
-    def put(self, data: bytes | Image.Image) -> str: ...
+    def put(self, data: bytes | Image.Image) -> StoredImage: ...
 
     def get_bytes(self, sha256: str) -> bytes: ...
 

@@ -35,7 +35,7 @@ from causalcache_memory.archive.images import open_image_bytes, to_bytes
 if TYPE_CHECKING:
     from PIL import Image
 
-    from causalcache_memory.archive.base import GCReport, ScreenshotArchive
+    from causalcache_memory.archive.base import GCReport, ScreenshotArchive, StoredImage
 
 __all__ = ["CachedArchive"]
 
@@ -115,12 +115,12 @@ class CachedArchive:
         return raw
 
     # ------------------------------------------------------------------ blobs and records
-    def put(self, data: bytes | Image.Image) -> str:
+    def put(self, data: bytes | Image.Image) -> StoredImage:
         """Store in the shared archive (returns when it returned), then keep a local copy."""
         raw = to_bytes(data)
-        sha = self.inner.put(raw)
-        self._keep("blobs", sha, raw)
-        return sha
+        stored = self.inner.put(raw)
+        self._keep("blobs", stored.sha256, raw)
+        return stored
 
     def put_record(self, data: bytes) -> str:
         sha = self.inner.put_record(data)

@@ -63,6 +63,7 @@ from causalcache_memory.archive._localfs import (
     list_dir,
     refuse_symlink,
 )
+from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -114,13 +115,21 @@ class LocalArchive(LocalRetention, LocalCollection):
         return f"LocalArchive({str(self.root)!r})"
 
     # ------------------------------------------------------------------ writes
-    def put(self, data: bytes | Image.Image) -> str:
+    def put(self, data: bytes | Image.Image) -> StoredImage:
         """Validate and store ``data`` unchanged; return its sha256 (an existing damaged copy is repaired)."""
+        raw, stored = self.check_image(data)
+        self.store_image(raw, stored)
+        return stored
+
+    def check_image(self, data: bytes | Image.Image) -> tuple[bytes, StoredImage]:
+        """The first half of :meth:`put`: the bytes to store, validated and hashed (nothing written)."""
         raw = to_bytes(data)
-        validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
-        sha = digest(raw)
-        self._store(self._blob(sha), raw, sha, "blob")
-        return sha
+        info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
+        return raw, StoredImage.of(digest(raw), info, len(raw))
+
+    def store_image(self, raw: bytes, stored: StoredImage) -> None:
+        """The second half of :meth:`put`: write ``raw`` (checked by :meth:`check_image`) durably."""
+        self._store(self._blob(stored.sha256), raw, stored.sha256, "blob")
 
     def put_record(self, data: bytes) -> str:
         """Store a small record (any bytes, not image-validated) atomically; return its sha256."""
@@ -241,6 +250,21 @@ class LocalArchive(LocalRetention, LocalCollection):
 
     def __contains__(self, sha256: object) -> bool:
         return is_hash(sha256) and is_regular(self._blob(sha256))  # type: ignore[arg-type]
+
+    def blob_stamp(self, sha256: str) -> tuple[int, int, int] | None:
+        """``(inode, size, mtime_ns)`` of the stored blob (None when absent): changes when the file does.
+
+        Lets a reader reuse what it derived from verified bytes (the wire encoding of a screenshot,
+        :mod:`causalcache_memory.render.messages`) while the file is untouched, and re-read, re-verify
+        and fail loudly once anything replaced or damaged it.
+        """
+        try:
+            st = os.stat(self._blob(check_hash(sha256)), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(exc, f"cannot stat blob {sha256} in archive {self.url}") from exc
+        return st.st_ino, st.st_size, st.st_mtime_ns
 
     def iter_hashes(self) -> Iterator[str]:
         """Every stored blob hash (fan-out order, not sorted)."""

@@ -54,6 +54,7 @@ from causalcache_memory.archive._keys import (
 )
 from causalcache_memory.archive._remote_gc import FsspecCollection
 from causalcache_memory.archive._remote_refs import FsspecRetention
+from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -166,13 +167,13 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
             raise ArchiveError(f"{what} in archive {self.url}: {name}: {exc}") from exc
 
     # ------------------------------------------------------------------ writes
-    def put(self, data: bytes | Image.Image) -> str:
+    def put(self, data: bytes | Image.Image) -> StoredImage:
         """Validate and upload ``data`` unchanged (atomic whole-object write); return its sha256."""
         raw = to_bytes(data)
-        validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
+        info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
         sha = digest(raw)
         self._store(blob_relpath(sha), raw, sha, "blob")
-        return sha
+        return StoredImage.of(sha, info, len(raw))
 
     def put_record(self, data: bytes) -> str:
         """Upload a small record (any bytes, not image-validated) atomically; return its sha256."""

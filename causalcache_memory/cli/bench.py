@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-SCENARIO_NAMES = ("overhead", "selector", "archive", "checkpoint", "two_pass")
+SCENARIO_NAMES = ("overhead", "selector", "archive", "checkpoint", "two_pass", "agent")
 
 
 def _run(args: argparse.Namespace) -> int:

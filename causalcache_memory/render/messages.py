@@ -8,6 +8,9 @@ formats (OpenAI chat, Qwen-VL chat template, SGLang text) live in :mod:`causalca
 from __future__ import annotations
 
 import base64
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -19,7 +22,18 @@ if TYPE_CHECKING:
     from causalcache_memory.allocation.base import Allocation
     from causalcache_memory.archive.base import ScreenshotArchive
 
-__all__ = ["BoundPrompt", "ImagePart", "ImageRef", "Message", "RenderedPrompt", "TextPart", "sniff_mime"]
+__all__ = [
+    "WIRE_CACHE",
+    "BoundPrompt",
+    "ImagePart",
+    "ImageRef",
+    "Message",
+    "RenderedPrompt",
+    "TextPart",
+    "WireCache",
+    "data_url_of",
+    "sniff_mime",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,5 +183,84 @@ class BoundPrompt:
         return [self.pil_image(i) for i in range(len(self.prompt.images))]
 
     def data_url(self, i: int) -> str:
-        data = self.image_bytes(i)
-        return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+        """``data:<mime>;base64,...`` of image ``i``: encoded once per blob (see :class:`WireCache`)."""
+        sha = self.prompt.images[i].sha256
+        stamp_of = getattr(self.archive, "blob_stamp", None)
+        stamp = stamp_of(sha) if callable(stamp_of) else None
+        key = (getattr(self.archive, "url", ""), sha, stamp)
+        url = WIRE_CACHE.get(key) if stamp is not None else None
+        if url is None:
+            url = data_url_of(self.image_bytes(i))  # read and verified
+            if stamp is not None:
+                WIRE_CACHE.put(key, url)
+        return url
+
+
+def data_url_of(data: bytes) -> str:
+    """``data:<mime>;base64,<data>``: the wire form of an image in OpenAI-style messages."""
+    return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+class WireCache:
+    """Bounded LRU of screenshots' wire encodings (base64 data URLs), shared by the process.
+
+    A retained screenshot is sent again at every step it stays in the prompt (up to ``B + 1`` images a
+    call, two calls when pass 2 fires); re-reading, re-hashing and base64-encoding a 2 MB PNG each time
+    costs milliseconds per image. Entries are keyed by ``(archive url, sha256, stamp)``, where the stamp
+    is the archive's ``blob_stamp(sha256)`` (the stored file's inode, size and mtime): a file replaced or
+    damaged after it was cached gets a new stamp, so it is read and verified again and a corrupt blob
+    still raises :class:`PromptImageError`. Archives without ``blob_stamp`` are never cached.
+
+    Args:
+        max_chars: total length of the cached strings kept at most (oldest dropped first).
+    """
+
+    def __init__(self, max_chars: int = 64 * 2**20) -> None:
+        self.max_chars = max_chars
+        self._items: OrderedDict[Hashable, str] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: Hashable) -> str | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: str) -> None:
+        if len(value) > self.max_chars:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._chars -= len(old) if old is not None else 0
+            self._items[key] = value
+            self._chars += len(value)
+            while self._chars > self.max_chars:
+                _, dropped = self._items.popitem(last=False)
+                self._chars -= len(dropped)
+
+    def restamp(self, url: str, sha256: str, old: Hashable, new: Hashable | None) -> None:
+        """Move the entry of ``(url, sha256, old)`` to stamp ``new`` (dropped when ``new`` is None)."""
+        with self._lock:
+            value = self._items.pop((url, sha256, old), None)
+            if value is None:
+                return
+            self._chars -= len(value)
+            if new is None:
+                return
+            existing = self._items.pop((url, sha256, new), None)
+            self._chars += len(value) - (len(existing) if existing is not None else 0)
+            self._items[(url, sha256, new)] = value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+
+#: the process's cache of wire encodings (64 MiB of base64: about 24 retained 2 MB screenshots)
+WIRE_CACHE = WireCache()

@@ -14,9 +14,12 @@ import binascii
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ImageRejectedError
+
+if TYPE_CHECKING:
+    from causalcache_memory.archive.base import StoredImage
 
 __all__ = [
     "SCREENSHOT_REF",
@@ -71,52 +74,53 @@ def _block_payload(block: dict[str, Any]) -> str | None:
     return None
 
 
-Put = Callable[[Any], str]
+Put = Callable[[Any], "StoredImage"]
 
 
-def _strip_content(content: Any, put: Put, found: list[str]) -> Any:
+def _strip_content(content: Any, put: Put, found: list[StoredImage]) -> Any:
     if not isinstance(content, list):
         return content
     out: list[Any] = []
     for block in content:
         payload = _block_payload(block) if isinstance(block, dict) else None
         if payload is not None:
-            sha = put(_decode_b64(payload))
-            found.append(sha)
-            out.append({"type": "text", "text": screenshot_ref(sha)})
+            stored = put(_decode_b64(payload))
+            found.append(stored)
+            out.append({"type": "text", "text": screenshot_ref(stored.sha256)})
         else:
             out.append(block)
     return out
 
 
-def _strip_message(message: Any, put: Put, found: list[str]) -> Any:
+def _strip_message(message: Any, put: Put, found: list[StoredImage]) -> Any:
     update: dict[str, Any] = {}
     content = _strip_content(message.content, put, found)
     if content is not message.content and content != message.content:
         update["content"] = content
     artifact = getattr(message, "artifact", None)
     if artifact is not None and (isinstance(artifact, (bytes, bytearray)) or _is_pil(artifact)):
-        sha = put(bytes(artifact) if isinstance(artifact, bytearray) else artifact)
-        found.append(sha)
-        update["artifact"] = {"screenshot": sha}
+        stored = put(bytes(artifact) if isinstance(artifact, bytearray) else artifact)
+        found.append(stored)
+        update["artifact"] = {"screenshot": stored.sha256}
     return message.model_copy(update=update) if update else message
 
 
-def strip_images(value: Any, put: Put) -> tuple[Any, list[str]]:
+def strip_images(value: Any, put: Put) -> tuple[Any, list[StoredImage]]:
     """Archive every screenshot in ``value`` (an update dict, messages, bytes...) and replace it.
 
-    Returns the value with references instead of pixels and the hashes in traversal order (the last one
-    is taken as the newest screen).
+    Returns the value with references instead of pixels and what ``put`` returned for each screenshot
+    (:class:`~causalcache_memory.archive.base.StoredImage`: hash and size), in traversal order (the last
+    one is taken as the newest screen).
     """
-    found: list[str] = []
+    found: list[StoredImage] = []
     return _strip(value, put, found), found
 
 
-def _strip(value: Any, put: Put, found: list[str]) -> Any:
+def _strip(value: Any, put: Put, found: list[StoredImage]) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)) or _is_pil(value):
-        sha = put(bytes(value) if isinstance(value, (bytearray, memoryview)) else value)
-        found.append(sha)
-        return sha
+        stored = put(bytes(value) if isinstance(value, (bytearray, memoryview)) else value)
+        found.append(stored)
+        return stored.sha256
     if hasattr(value, "content") and hasattr(value, "model_copy") and hasattr(value, "type"):
         return _strip_message(value, put, found)
     if isinstance(value, dict):

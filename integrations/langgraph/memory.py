@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,22 +37,24 @@ from causalcache_memory._optional import require
 from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
 from causalcache_memory.allocation.registry import build_allocator
-from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
+from causalcache_memory.archive.deferred import DeferredArchive, can_defer
+from causalcache_memory.config import CausalCacheConfig, load_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.errors import (
     CausalCacheWarning,
-    ConfigError,
 )
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 from causalcache_memory.integrations.langgraph.validation import (
-    COORD_MODES,
     NoPolicy,
     UnavailableAllocator,
     check_allocator,
+    check_arguments,
+    check_coords,
     check_object,
+    memory_config,
 )
 from causalcache_memory.runtime.registry import build_policy
 from causalcache_memory.trace import Trace
@@ -66,6 +68,14 @@ __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 
 #: ``event`` field of the custom stream events and episode-log records.
 STEP_EVENT = "causalcache.step"
+
+
+def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]]) -> None:
+    for _, _, controller in list(stores.values()):
+        controller.close()
+        if isinstance(controller.archive, DeferredArchive):
+            controller.archive.close()
+    stores.clear()
 
 
 class CausalCacheMemory(ThreadReading):
@@ -105,51 +115,33 @@ class CausalCacheMemory(ThreadReading):
         warmup: bool = True,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
-        config = config or CausalCacheConfig()
-        if not isinstance(config, CausalCacheConfig):
-            raise ConfigError(f"config must be a CausalCacheConfig, got {type(config).__name__}")
-        if budget is not None:
-            config = parse_config({**config.model_dump(), "budget": budget}, source="CausalCacheMemory")
-        for key, value in (
-            ("goal_key", goal_key),
-            ("messages_key", messages_key),
-            ("action_key", action_key),
-            ("app_key", app_key),
-        ):
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"CausalCacheMemory({key}={value!r}): must be a non-empty state key")
-        coords = coords if coords is not None else getattr(config.policy, "coords", "auto")
-        if coords not in COORD_MODES:
-            raise ConfigError(
-                f"CausalCacheMemory(coords={coords!r}): use one of {', '.join(COORD_MODES)} (auto reads "
-                "[0, 1] floats as relative, values on the screen as pixels, else the 0-1000 grid)"
-            )
-        if parse is not None and not callable(parse):
-            raise ConfigError(f"CausalCacheMemory(parse={parse!r}): must be a function reply -> Action")
+        self.config = memory_config(config, budget, dedupe_current_screen)
+        keys = {"goal_key": goal_key, "messages_key": messages_key, "action_key": action_key}
+        check_arguments({**keys, "app_key": app_key}, parse)
+        coords = coords if coords is not None else getattr(self.config.policy, "coords", "auto")
+        check_coords(coords)
         check_object("policy", policy, ("generate",), "pass a Policy (or use decide_node(model_node))")
         check_object("archive", archive, ("put", "get_bytes"), "pass a ScreenshotArchive (open_archive)")
-        self.config = config
         self._policy = policy
         self._archive = archive
         self._allocation = check_allocator(allocation) if allocation is not None else None
-        self.goal_key = goal_key
-        self.messages_key = messages_key
-        self.action_key = action_key
-        self.app_key = app_key
+        self.goal_key, self.messages_key, self.action_key, self.app_key = (*keys.values(), app_key)
         self.coords: CoordMode = coords  # type: ignore[assignment]
         self.parse = parse
-        self.dedupe_current_screen = bool(
-            dedupe_current_screen
-            if dedupe_current_screen is not None
-            else getattr(config.render, "dedupe_current_screen", False)
-        )
-        self._stores: dict[int, tuple[ScreenshotArchive, TraceStore]] = {}
-        self._pending: dict[str, dict[str, Any] | None] = {}
-        self._pending_lock = threading.Lock()
-        self._warm = False
-        self._warm_threads: set[str] = set()
+        self.dedupe_current_screen = bool(self.config.render.dedupe_current_screen)
+        self._init_registries()
         if warmup:
             self.warmup()
+
+    def _init_registries(self) -> None:
+        # per archive object: the archive, its trace store, the one controller (and worker) steps use
+        self._stores: dict[int, tuple[ScreenshotArchive, TraceStore, MemoryController]] = {}
+        self._pending: dict[str, dict[str, Any] | None] = {}
+        self._pending_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._warm = False
+        self._warm_threads: set[str] = set()
+        weakref.finalize(self, _close_controllers, self._stores)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:
@@ -234,13 +226,42 @@ class CausalCacheMemory(ThreadReading):
         return self._store_for(self.resolve_archive(runtime))
 
     def _store_for(self, archive: ScreenshotArchive) -> TraceStore:
-        entry = self._stores.get(id(archive))
-        if entry is None or entry[0] is not archive:
-            entry = (archive, TraceStore(archive))
-            self._stores[id(archive)] = entry
-            while len(self._stores) > 8:  # run-context archives come and go; keep the newest stores
-                self._stores.pop(next(iter(self._stores)))
-        return entry[1]
+        return self._entry(archive)[1]
+
+    def _entry(self, archive: ScreenshotArchive) -> tuple[ScreenshotArchive, TraceStore, MemoryController]:
+        """The trace store and the controller of ``archive``, built once (the newest 8 archives kept)."""
+        with self._lock:
+            entry = self._stores.get(id(archive))
+            if entry is None or entry[0] is not archive:
+                view = DeferredArchive(archive) if can_defer(archive) else archive  # writes overlap
+                controller = build_controller(
+                    self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
+                )  # type: ignore[arg-type]
+                entry = (archive, TraceStore(archive), controller)
+                self._stores[id(archive)] = entry
+                while len(self._stores) > 8:  # run-context archives come and go; keep the newest
+                    old = self._stores.pop(next(iter(self._stores)))
+                    _close_controllers({0: old})
+            return entry
+
+    def flush_writes(self) -> None:
+        """Return once every screenshot this memory archived is durable (see :mod:`.barrier`)."""
+        with self._lock:
+            views = [entry[2].archive for entry in self._stores.values()]
+        for view in views:
+            if isinstance(view, DeferredArchive):
+                view.flush()
+
+    def close(self) -> None:
+        """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them)."""
+        with self._lock:
+            _close_controllers(self._stores)
+
+    def __enter__(self) -> CausalCacheMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def allocation(self) -> Allocator:
@@ -258,30 +279,18 @@ class CausalCacheMemory(ThreadReading):
                 self._allocation = UnavailableAllocator(name, exc)
         return self._allocation
 
-    def controller(self, runtime: Any = None, policy: Policy | None = None) -> MemoryController:
-        """A :class:`MemoryController` for one step (``policy=None``: recording only).
-
-        Built by :func:`causalcache_memory.factory.build_controller` from this memory's config with the
-        resolved archive and the (warm) allocator.
-        """
-        controller = build_controller(
-            self.config,
-            policy=policy if policy is not None else NoPolicy(),  # type: ignore[arg-type]
-            archive=self.resolve_archive(runtime),
-            allocator=self.allocation,
-        )
-        if self.dedupe_current_screen and not controller.render_options.dedupe_current_screen:
-            controller.render_options = replace(controller.render_options, dedupe_current_screen=True)
-        return controller
+    def controller(self, runtime: Any = None) -> MemoryController:
+        """The memory's :class:`MemoryController` for the resolved archive (one per archive, built once
+        by :func:`~causalcache_memory.factory.build_controller`; every step of every thread uses it, the
+        step's model passed to :meth:`MemoryController.decide`). :meth:`close` stops its worker."""
+        return self._entry(self.resolve_archive(runtime))[2]
 
     def warm_trace(self, trace: Trace, runtime: Any = None) -> None:
         """Before a thread's first timed decision in this process, allocate once untimed on its trace.
 
-        A resumed thread's history was archived by another process: a learned selector has none of its
-        screenshots' thumbnails yet, and decoding them inside the first timed allocation could exceed the
-        time limit and fall back to Recent-B. This untimed call (its result is discarded) fills those
-        caches, so the resumed run allocates as an uninterrupted one. Once per thread and process; only
-        for allocators that take a witness (fixed-rule allocators have nothing to warm).
+        A resumed thread's screenshots have no thumbnails in this process yet; decoding them inside the
+        first timed allocation could exceed the limit and fall back to Recent-B. This untimed call fills
+        those caches (result discarded). Once per thread and process; witness-taking allocators only.
         """
         allocator = self.allocation
         key = trace.episode_id
@@ -386,6 +395,6 @@ class CausalCacheMemory(ThreadReading):
 
         from causalcache_memory.integrations.langgraph.images import screenshot_ref
 
-        sha = self.resolve_archive(runtime).put(screenshot)
+        sha = self.resolve_archive(runtime).put(screenshot).sha256
         blocks = [{"type": "text", "text": text}] if text else []
         return HumanMessage(content=[*blocks, {"type": "text", "text": screenshot_ref(sha)}])

@@ -36,65 +36,21 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.types import Command
 
-from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
-from causalcache_memory.integrations.langgraph.nodes import new_trace
-from causalcache_memory.integrations.langgraph.policies import (
-    ActionParser,
-    generation_from_message,
-    prompt_messages,
-    prompt_screen_size,
-)
-from causalcache_memory.integrations.langgraph.state import (
-    CausalCacheState,
-    head_of,
-    load_trace,
-    state_update,
-)
-from causalcache_memory.policy import Generation
+from causalcache_memory.integrations.langgraph.policies import ActionParser
+from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession
+from causalcache_memory.integrations.langgraph.state import CausalCacheState
 
 if TYPE_CHECKING:
+    from causalcache_memory.archive.base import StoredImage
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
-    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["CausalCacheAgentState", "CausalCacheMiddleware"]
 
 
 class CausalCacheAgentState(AgentState, CausalCacheState):  # type: ignore[misc]
     """``create_agent`` state with the memory's ``cc_*`` keys."""
-
-
-class _HandlerPolicy:
-    """The agent's model handler as a policy: each pass calls ``handler`` with the rendered prompt."""
-
-    def __init__(
-        self,
-        request: ModelRequest,
-        handler: Callable[..., Any],
-        parse: ActionParser | None,
-        memory: CausalCacheMemory,
-    ) -> None:
-        self.request, self.handler, self.parse, self.memory = request, handler, parse, memory
-        self.name = getattr(request.model, "model_name", None) or type(request.model).__name__
-        self.last: ModelResponse | AIMessage | None = None
-
-    def generate(self, prompt: BoundPrompt) -> Generation:
-        user = self.request.system_message.text if self.request.system_message is not None else None
-        messages = prompt_messages(prompt, user_system=user)
-        system = messages.pop(0).text if messages and isinstance(messages[0], SystemMessage) else ""
-        request = self.request.override(messages=messages, system_message=SystemMessage(content=system))
-        self.last = self.handler(request)
-        return generation_from_message(
-            _reply(self.last),
-            parse=self.parse or self.memory.parse,
-            screen_size=prompt_screen_size(prompt),
-            coords=self.memory.coords,
-            platform=self.memory.config.policy.platform,
-        )
-
-    def score(self, prompts: Any, targets: Any) -> list[float]:  # pragma: no cover - not used
-        raise NotImplementedError("the agent's model handler cannot score targets")
 
 
 def _reply(result: Any) -> AIMessage:
@@ -106,10 +62,47 @@ def _reply(result: Any) -> AIMessage:
     raise TraceError(f"the model handler returned no AIMessage ({type(result).__name__})")
 
 
-def _plain(result: Any, stripped_update: dict[str, Any], message: Any) -> Any:
-    if isinstance(result, Command):
-        return Command(update=stripped_update, goto=result.goto, graph=result.graph)
-    return message
+def _handler_policy(
+    memory: CausalCacheMemory, request: ModelRequest, handler: Callable[..., Any], parse: Any
+) -> ReplyPolicy:
+    """The agent's model handler as the step's policy: each pass calls it with the memory's prompt."""
+
+    def call(messages: list[Any]) -> Reply:
+        system = messages.pop(0).text if messages and isinstance(messages[0], SystemMessage) else ""
+        result = handler(request.override(messages=messages, system_message=SystemMessage(content=system)))
+        return Reply(_reply(result), payload=result)
+
+    user = request.system_message.text if request.system_message is not None else None
+    name = getattr(request.model, "model_name", None) or type(request.model).__name__
+    return ReplyPolicy(memory, call, name=name, user_system=user, parse=parse)
+
+
+def _strip_request(messages: list[Any], session: StepSession) -> tuple[list[Any], list[Any], dict]:
+    """Messages with screenshots archived; the stripped copies (to write back); what put returned."""
+    stripped_all, replaced, stored = [], [], {}
+    for message in messages:
+        stripped, found = strip_images(message, session.put)
+        stripped_all.append(stripped)
+        if found:
+            replaced.append(stripped)  # keeps its id: add_messages swaps it in place
+            stored.update({s.sha256: s for s in found})
+    return stripped_all, replaced, stored
+
+
+def _new_screen(
+    state: Any, messages: list[Any], session: StepSession, stored: dict[str, StoredImage]
+) -> None:
+    """Observe the newest screen the user sent since the last reply (tool screens are recorded)."""
+    last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
+    refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
+    trace = session.begin({**state, "messages": messages})
+    if refs and refs[-1] != trace.current_screenshot:  # an observation, never a post-action screen
+        session.controller.observe(trace, stored.get(refs[-1], refs[-1]))
+    if trace.current_screenshot is None:
+        raise TraceError(
+            "no screenshot in the conversation: start the run with a message holding the current "
+            "screen (an image block, or memory-archived '[screenshot sha256:...]' reference)"
+        )
 
 
 class CausalCacheMiddleware(AgentMiddleware):
@@ -139,51 +132,19 @@ class CausalCacheMiddleware(AgentMiddleware):
         return result
 
     def _model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
-        memory, runtime, state = self.memory, request.runtime, request.state
-        controller = memory.controller(runtime, _HandlerPolicy(request, handler, self.parse, memory))
-        messages, replaced = [], []  # replaced: stripped copies keeping their ids (add_messages swaps them)
-        for message in request.messages:
-            stripped, shas = strip_images(message, controller.put)
-            messages.append(stripped)
-            if shas:
-                replaced.append(stripped)
-        store = memory.trace_store(runtime)
-        head = head_of(state)
-        trace = load_trace(state, store)
-        if trace is None:  # (test for None: an empty trace is still a trace)
-            trace = new_trace(memory, {**state, "messages": messages}, runtime)
-        last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
-        refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
-        if refs and refs[-1] != trace.current_screenshot:
-            controller.observe(trace, refs[-1])  # the user sent a new screen (tool screens are recorded)
-        if trace.current_screenshot is None:
-            raise TraceError(
-                "no screenshot in the conversation: start the run with a message holding the current "
-                "screen (an image block, or memory-archived '[screenshot sha256:...]' reference)"
-            )
-        memory.warm_trace(trace, runtime)  # a resumed thread: selector caches filled before the timed call
-        try:
-            decision = controller.decide(trace)
-        finally:
-            controller.close()
-        record = memory.step_record(decision, trace)
-        policy = controller.policy
-        assert isinstance(policy, _HandlerPolicy) and policy.last is not None
-        result = policy.last
-        response = result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
-        action = decision.action.to_dict() if decision.action else None
-        calls = _reply(result).tool_calls
-        pending = {
-            "t": trace.t,
-            "response": decision.response,
-            "action": action,
-            "parse_error": decision.generation.parse_error,
-            "tool_call_id": calls[0].get("id") if calls else None,
-        }
-        update = {**state_update(store.commit(head, trace, [record]), trace), "cc_pending": pending}
-        memory.note_pending(trace.episode_id, pending)
+        session = StepSession(self.memory, request.runtime, request.state)
+        messages, replaced, stored = _strip_request(list(request.messages), session)
+        _new_screen(request.state, messages, session, stored)
+        policy = _handler_policy(self.memory, request, handler, self.parse)
+        session.pending = None  # the model is called again: the reply it gives now is the step's action
+        decision = session.decide(policy)
+        assert policy.last is not None
+        result = policy.last.payload
+        calls = policy.last.message.tool_calls
+        update, record = session.commit(decision, tool_call_id=calls[0].get("id") if calls else None)
         if replaced:
             update["messages"] = replaced
+        response = result if isinstance(result, ModelResponse) else ModelResponse(result=[result])
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), record
 
     def wrap_tool_call(self, request: Any, handler: Callable[..., Any]) -> Any:
@@ -195,43 +156,30 @@ class CausalCacheMiddleware(AgentMiddleware):
 
     def _after_tool(self, request: Any, result: Any) -> Any:
         """Archive the screenshot a tool returned and record the executed step with it."""
-        controller = self.memory.controller(request.runtime)
+        state = request.state if isinstance(request.state, dict) else {}
+        session = StepSession(self.memory, request.runtime, state)
         if isinstance(result, Command):
             update = result.update if isinstance(result.update, dict) else {}
-            stripped_update, shas = strip_images(update, controller.put)
-            message = None
+            stripped_update, found = strip_images(update, session.put)
         else:
-            message, shas = strip_images(result, controller.put)
+            message, found = strip_images(result, session.put)
             stripped_update = {"messages": [message]}
-        state = request.state if isinstance(request.state, dict) else {}
-        pending = state.get("cc_pending") or {}
-        call_id = (getattr(request, "tool_call", None) or {}).get("id")
-        if not shas or (pending.get("tool_call_id") and call_id != pending["tool_call_id"]):
+        pending, call_id = session.pending, (getattr(request, "tool_call", None) or {}).get("id")
+        if not found or (pending and pending.tool_call_id and call_id != pending.tool_call_id):
             # no screen, or a parallel tool call that is not the step's action: references only
-            return (
-                result
-                if isinstance(result, Command) and not shas
-                else _plain(result, stripped_update, message)
-            )
-        store = self.memory.trace_store(request.runtime)
-        head = head_of(state)
-        trace = load_trace(state, store)
-        extra: dict[str, Any] = {"cc_screenshot": shas[-1]}
-        if trace is not None:
-            if pending and pending.get("t") == trace.t:  # the step's tool ran: record it, parsed or not
-                action = Action.from_dict(pending["action"]) if pending.get("action") else None
-                controller.record(
-                    trace,
-                    action,
-                    shas[-1],
-                    response=pending.get("response") or "",
-                    parse_error=pending.get("parse_error"),
-                )
-                extra["cc_pending"] = None
-                self.memory.note_pending(trace.episode_id, None)
+            return result if isinstance(result, Command) and not found else _plain(result, stripped_update)
+        extra: dict[str, Any] = {"cc_screenshot": found[-1].sha256}
+        if session.trace is not None:
+            if pending is not None and pending.t != session.trace.t:  # a stale decision is kept as is
+                session.controller.observe(session.trace, found[-1])
             else:
-                controller.observe(trace, shas[-1])
-            extra.update(state_update(store.commit(head, trace), trace))
-        if isinstance(result, Command):
-            return Command(update={**stripped_update, **extra}, goto=result.goto, graph=result.graph)
-        return Command(update={**stripped_update, **extra})
+                session.screen(found[-1])  # the step's tool ran: recorded, parsed or not
+            extra.update(session.commit()[0])
+        goto = {"goto": result.goto, "graph": result.graph} if isinstance(result, Command) else {}
+        return Command(update={**stripped_update, **extra}, **goto)
+
+
+def _plain(result: Any, stripped_update: dict[str, Any]) -> Any:
+    if isinstance(result, Command):
+        return Command(update=stripped_update, goto=result.goto, graph=result.graph)
+    return stripped_update["messages"][0]

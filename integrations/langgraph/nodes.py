@@ -1,9 +1,9 @@
 """StateGraph nodes of :class:`CausalCacheMemory`: observe/record a screenshot, decide the action.
 
-Each node loads the trace at ``state['cc_head']`` through the memory's trace store (cached in process),
-lets :class:`MemoryController` extend it, commits one small chain record (a compare-and-swap on the
-thread's head) and returns the new head: the observe node commits the observation or the recorded step,
-the decide node commits the step's log record.
+Each node is wiring around one :class:`~.session.StepSession` (the lifecycle shared with the
+middleware): the observe node archives the screenshot, observes it or records the pending step with it,
+and commits; the decide node decides through the user's model node (a :class:`~.session.ReplyPolicy`)
+or the configured policy and commits the step's log record.
 
 Every executed step is recorded: when the observe node sees a new screen after a decision, the step is
 an event whether or not its reply could be parsed (an unparsed reply is kept verbatim with its parse
@@ -24,26 +24,14 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from causalcache_memory.actions.mobile import parse_mobile_json
-from causalcache_memory.actions.model import ACTION_TYPES, Action
-from causalcache_memory.errors import ActionParseError, TraceError
-from causalcache_memory.integrations.langgraph.context import episode_id_for
-from causalcache_memory.integrations.langgraph.images import SCREENSHOT_REF, strip_images
-from causalcache_memory.integrations.langgraph.policies import (
-    ActionParser,
-    generation_from_message,
-    message_text,
-    prompt_messages,
-    prompt_screen_size,
-    response_text,
-)
-from causalcache_memory.integrations.langgraph.state import head_of, load_trace, merge_schema, state_update
-from causalcache_memory.policy import Generation
-from causalcache_memory.trace import Trace
+from causalcache_memory.errors import TraceError
+from causalcache_memory.integrations.langgraph.images import strip_images
+from causalcache_memory.integrations.langgraph.policies import ActionParser, message_text
+from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession, new_trace
+from causalcache_memory.integrations.langgraph.state import merge_schema
 
 if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
-    from causalcache_memory.render.messages import BoundPrompt
 
 __all__ = ["is_async_callable", "make_decide_node", "make_observe_node", "new_trace"]
 
@@ -71,6 +59,15 @@ async def acall_node(fn: Callable[..., Any], state: dict[str, Any], runtime: Any
     return await out if inspect.isawaitable(out) else out
 
 
+def _sync_only(label: str, kind: str, out: Any) -> Any:
+    if inspect.isawaitable(out):
+        raise TraceError(
+            f"{kind} node {label!r} returned an awaitable from a plain function: declare it "
+            "'async def' so the memory awaits it (and run the graph with ainvoke/astream)"
+        )
+    return out
+
+
 def _user_schema(fn: Callable[..., Any] | None, schema: type | None) -> type | None:
     if schema is not None or fn is None:
         return schema
@@ -91,73 +88,25 @@ def _annotate(node: Callable[..., Any], schema: type, name: str) -> Callable[...
     return node
 
 
-def new_trace(memory: CausalCacheMemory, state: dict[str, Any], runtime: Any) -> Trace:
-    """Start the episode's trace: goal from ``state[goal_key]`` or the first human message."""
-    goal = state.get(memory.goal_key)
-    if not goal:
-        for message in state.get(memory.messages_key) or ():
-            if getattr(message, "type", None) == "human":
-                goal = SCREENSHOT_REF.sub("", message_text(message)).strip()
-                break
-    if not isinstance(goal, str) or not goal.strip():
-        raise TraceError(
-            f"no task instruction: set state[{memory.goal_key!r}] (or pass goal_key=...) or start the "
-            "run with a human message holding the instruction"
-        )
-    platform = memory.config.policy.platform
-    return Trace(
-        goal, episode_id=episode_id_for(runtime), platform=platform if platform != "auto" else "desktop"
-    )
-
-
 def _observe_step(
-    memory: CausalCacheMemory,
-    state: dict[str, Any],
-    runtime: Any,
-    out: Any,
-    label: str,
-    require_pending: bool,
+    memory: CausalCacheMemory, state: dict[str, Any], runtime: Any, out: Any, spec: tuple[str, bool, bool]
 ) -> dict[str, Any]:
-    controller = memory.controller(runtime)  # recording only: archives (once) and sizes the screens
-    if isinstance(out, str):
-        update, shas = {}, [out]
-    elif isinstance(out, dict):
-        update, shas = strip_images(out, controller.put)
-    else:
-        update, shas = {}, strip_images(out, controller.put)[1]
-    if not shas:
+    """Archive the screenshot the user's node returned; observe it or record the pending step; commit."""
+    label, require_pending, unannotated = spec
+    session = StepSession(memory, runtime, state)
+    update, found = ({}, [out]) if isinstance(out, str) else strip_images(out, session.put)
+    update = update if isinstance(update, dict) else {}
+    if not found:
         raise TraceError(
             f"observe node {label!r} returned no screenshot: return the image (bytes/PIL) or a state "
             "update holding it (raw, or as an image block in a message)"
         )
-    store = memory.trace_store(runtime)
-    head = head_of(state)
-    trace = load_trace(state, store)
-    if trace is None:  # (test for None: an empty trace is still a trace)
-        trace = new_trace(memory, state, runtime)
-    pending = state.get("cc_pending")
-    if require_pending and not pending:
+    session.begin(state, unannotated=label if unannotated else None)
+    if require_pending and session.pending is None:
         raise TraceError(f"record node {label!r} ran with no decided step pending; run decide first")
-    if pending:
-        if pending.get("t") != trace.t:
-            raise TraceError(
-                f"thread {trace.episode_id!r}: pending decision is for step {pending.get('t')} but the "
-                f"trace is at step {trace.t}"
-            )
-        app = state.get(memory.app_key)
-        controller.record(  # an unparsed reply is recorded too: the agent acted on it
-            trace,
-            Action.from_dict(pending["action"]) if pending.get("action") else None,
-            shas[-1],
-            response=pending.get("response") or "",
-            app=app if isinstance(app, str) and app else None,
-            parse_error=pending.get("parse_error"),
-        )
-    else:  # the first screen (or a new screen before any decision)
-        controller.observe(trace, shas[-1])
-    head = store.commit(head, trace)
-    memory.note_pending(trace.episode_id, None)
-    return {**update, **state_update(head, trace), "cc_pending": None}
+    app = state.get(memory.app_key)
+    session.screen(found[-1], app=app if isinstance(app, str) and app else None)
+    return {**update, **session.commit()[0]}
 
 
 def make_observe_node(
@@ -167,27 +116,23 @@ def make_observe_node(
     schema: type | None,
     require_pending: bool,
 ) -> Callable[..., Any]:
-    merged = merge_schema(_user_schema(screenshot_node, schema))
+    user_schema = _user_schema(screenshot_node, schema)
     label = getattr(screenshot_node, "__name__", "screenshot_node")
+    spec = (label, require_pending, user_schema is None)
 
     if is_async_callable(screenshot_node):
 
         async def aobserve(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
             out = await acall_node(screenshot_node, state, runtime)
-            return await asyncio.to_thread(_observe_step, memory, state, runtime, out, label, require_pending)
+            return await asyncio.to_thread(_observe_step, memory, state, runtime, out, spec)
 
-        return _annotate(aobserve, merged, f"causalcache_observe[{label}]")
+        return _annotate(aobserve, merge_schema(user_schema), f"causalcache_observe[{label}]")
 
     def observe(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        out = call_node(screenshot_node, state, runtime)
-        if inspect.isawaitable(out):
-            raise TraceError(
-                f"observe node {label!r} returned an awaitable from a plain function: declare it "
-                "'async def' so the memory awaits it (and run the graph with ainvoke/astream)"
-            )
-        return _observe_step(memory, state, runtime, out, label, require_pending)
+        out = _sync_only(label, "observe", call_node(screenshot_node, state, runtime))
+        return _observe_step(memory, state, runtime, out, spec)
 
-    return _annotate(observe, merged, f"causalcache_observe[{label}]")
+    return _annotate(observe, merge_schema(user_schema), f"causalcache_observe[{label}]")
 
 
 def _system_texts(messages: Any) -> str:
@@ -200,129 +145,61 @@ def _system_texts(messages: Any) -> str:
     return "\n\n".join(t for t in texts if t.strip())
 
 
-def _raw_action(raw: Any, screen_size: tuple[int, int] | None) -> Action:
-    """An action a model node wrote to ``state[action_key]``: an Action, or a dict (own or JSON form)."""
-    if isinstance(raw, Action):
-        return raw
-    if raw.get("type") in ACTION_TYPES and all(
-        isinstance(raw.get(k), (int, float)) and 0 <= raw[k] <= 1 for k in ("x", "y", "x2", "y2") if k in raw
-    ):
-        return Action.from_dict(raw)
-    data = dict(raw)
-    if "action" not in data and "action_type" not in data and "type" in data:
-        data["action"] = data.pop("type")
-    return parse_mobile_json(data, screen_size=screen_size)
-
-
-class NodePolicy:
-    """The user's own model node as a :class:`~causalcache_memory.policy.Policy` for one step.
-
-    ``call(state)`` runs the node (directly, or awaited on the graph's event loop for an async node).
-    """
-
-    def __init__(
-        self,
-        memory: CausalCacheMemory,
-        node: Callable[..., Any],
-        state: dict,
-        runtime: Any,
-        *,
-        call: Callable[[dict[str, Any]], Any] | None = None,
-        parse: ActionParser | None = None,
-    ) -> None:
-        self.memory, self.node, self.state, self.runtime = memory, node, state, runtime
-        self.name = getattr(node, "__name__", "model_node")
-        self.call = call or (lambda s: call_node(node, s, runtime))
-        self.parse = parse
-        self.user_system = _system_texts(state.get(memory.messages_key))
-        self.last_update: dict[str, Any] = {}
-
-    def generate(self, prompt: BoundPrompt) -> Generation:
-        messages = prompt_messages(prompt, user_system=self.user_system or None)
-        state = {**self.state, self.memory.messages_key: messages}
-        update = self.call(state) or {}
-        if not isinstance(update, dict):
-            raise TraceError(
-                f"model node {self.name!r} returned {type(update).__name__}; return a state update dict "
-                f"(e.g. {{{self.memory.messages_key!r}: [reply]}})"
-            )
-        self.last_update = dict(update)
-        replies = update.get(self.memory.messages_key) or []
-        replies = replies if isinstance(replies, list) else [replies]
-        reply = replies[-1] if replies else None
-        raw = update.get(self.memory.action_key)
-        size = prompt_screen_size(prompt)
-        if isinstance(raw, (dict, Action)):
-            text = response_text(reply) if reply is not None else str(raw)
-            try:
-                return Generation(response=text, action=_raw_action(raw, size))
-            except (ActionParseError, ValueError, TypeError) as exc:
-                return Generation(response=text, action=None, parse_error=f"{type(exc).__name__}: {exc}")
-        if reply is None:
-            return Generation(response="", action=None, parse_error="model node returned no reply")
-        return generation_from_message(
-            reply,
-            parse=self.parse or self.memory.parse,
-            screen_size=size,
-            coords=self.memory.coords,
-            platform=self.memory.config.policy.platform,
+def _node_reply(memory: CausalCacheMemory, label: str, update: Any) -> Reply:
+    """A model node's update as a :class:`Reply`: its last message and any ``state[action_key]``."""
+    update = update or {}
+    if not isinstance(update, dict):
+        raise TraceError(
+            f"model node {label!r} returned {type(update).__name__}; return a state update dict "
+            f"(e.g. {{{memory.messages_key!r}: [reply]}})"
         )
+    replies = update.get(memory.messages_key) or []
+    replies = replies if isinstance(replies, list) else [replies]
+    return Reply(replies[-1] if replies else None, update.get(memory.action_key), dict(update))
 
-    def score(self, prompts: Any, targets: Any) -> list[float]:  # pragma: no cover - not used by decide
-        raise NotImplementedError("a model node cannot score targets")
+
+def _node_policy(
+    memory: CausalCacheMemory, state: dict[str, Any], label: str, call: Callable[..., Any], parse: Any
+) -> ReplyPolicy:
+    def reply(messages: list[Any]) -> Reply:
+        return _node_reply(memory, label, call({**state, memory.messages_key: messages}))
+
+    user_system = _system_texts(state.get(memory.messages_key))
+    return ReplyPolicy(memory, reply, name=label, user_system=user_system, parse=parse)
+
+
+def _policy_update(memory: CausalCacheMemory, decision: Any, user_keys: set[str]) -> dict[str, Any]:
+    """Without a model node: the decided action and reply, under the user's keys that exist."""
+    update: dict[str, Any] = {}
+    if memory.action_key in user_keys:
+        update[memory.action_key] = decision.action.to_dict() if decision.action else None
+    if memory.messages_key in user_keys:
+        from langchain_core.messages import AIMessage
+
+        update[memory.messages_key] = [AIMessage(content=decision.response)]
+    return update
 
 
 def _decide_step(
     memory: CausalCacheMemory,
-    model_node: Callable[..., Any] | None,
     state: dict[str, Any],
     runtime: Any,
-    user_keys: set[str],
     call: Callable[[dict[str, Any]], Any] | None,
-    parse: ActionParser | None,
+    spec: tuple[str, set[str], ActionParser | None],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One decision; returns the state update and the step record (streamed by the caller)."""
-    store = memory.trace_store(runtime)
-    head = head_of(state)
-    trace = load_trace(state, store)
-    if trace is None or trace.current_screenshot is None:
+    label, user_keys, parse = spec
+    session = StepSession(memory, runtime, state)
+    if session.trace is None:
         raise TraceError("decide ran before any screenshot was observed; put the observe node first")
-    if state.get("cc_pending"):
-        raise TraceError(
-            f"thread {trace.episode_id!r}: step {trace.t} was already decided and not recorded; observe "
-            "the post-action screen before deciding again"
-        )
-    node_policy = (
-        NodePolicy(memory, model_node, state, runtime, call=call, parse=parse) if model_node else None
-    )
-    policy = node_policy or memory.resolve_policy(runtime)
-    memory.warm_trace(trace, runtime)  # a resumed thread: selector caches filled before the timed call
-    controller = memory.controller(runtime, policy)
-    try:
-        decision = controller.decide(trace)
-    finally:
-        controller.close()
-    record = memory.step_record(decision, trace)
-    action = decision.action.to_dict() if decision.action else None
-    if node_policy is not None:
-        update, _ = strip_images(node_policy.last_update, memory.resolve_archive(runtime).put)
+    node = _node_policy(memory, state, label, call, parse) if call is not None else None
+    decision = session.decide(node or memory.resolve_policy(runtime))
+    if node is not None and node.last is not None:
+        update = strip_images(node.last.payload, session.put)[0]
     else:
-        update = {}
-        if memory.action_key in user_keys:
-            update[memory.action_key] = action
-        if memory.messages_key in user_keys:
-            from langchain_core.messages import AIMessage
-
-            update[memory.messages_key] = [AIMessage(content=decision.response)]
-    pending = {
-        "t": trace.t,
-        "response": decision.response,
-        "action": action,
-        "parse_error": decision.generation.parse_error,
-    }
-    head = store.commit(head, trace, [record])
-    memory.note_pending(trace.episode_id, pending)
-    return {**update, **state_update(head, trace), "cc_pending": pending}, record
+        update = _policy_update(memory, decision, user_keys)
+    cc_update, record = session.commit(decision)
+    return {**update, **cc_update}, record  # type: ignore[return-value]
 
 
 def make_decide_node(
@@ -333,9 +210,10 @@ def make_decide_node(
     parse: ActionParser | None = None,
 ) -> Callable[..., Any]:
     user_schema = _user_schema(model_node, schema)
-    merged = merge_schema(user_schema)
     user_keys = set(getattr(user_schema, "__annotations__", {})) if user_schema else set()
     label = getattr(model_node, "__name__", "policy") if model_node else "policy"
+    spec = (label, user_keys, parse)
+    name = f"causalcache_decide[{label}]"
 
     if model_node is not None and is_async_callable(model_node):
 
@@ -345,26 +223,18 @@ def make_decide_node(
             def call(s: dict[str, Any]) -> Any:  # runs in the worker thread; the node runs on the loop
                 return asyncio.run_coroutine_threadsafe(acall_node(model_node, s, runtime), loop).result()
 
-            update, record = await asyncio.to_thread(
-                _decide_step, memory, model_node, state, runtime, user_keys, call, parse
-            )
+            update, record = await asyncio.to_thread(_decide_step, memory, state, runtime, call, spec)
             runtime.stream_writer(record)  # on the loop thread (stream_mode="custom")
             return update
 
-        return _annotate(adecide, merged, f"causalcache_decide[{label}]")
+        return _annotate(adecide, merge_schema(user_schema), name)
 
     def decide(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         def call(s: dict[str, Any]) -> Any:
-            out = call_node(model_node, s, runtime)  # type: ignore[arg-type]
-            if inspect.isawaitable(out):
-                raise TraceError(
-                    f"model node {label!r} returned an awaitable from a plain function: declare it "
-                    "'async def' so the memory awaits it (and run the graph with ainvoke/astream)"
-                )
-            return out
+            return _sync_only(label, "model", call_node(model_node, s, runtime))  # type: ignore[arg-type]
 
-        update, record = _decide_step(memory, model_node, state, runtime, user_keys, call, parse)
+        update, record = _decide_step(memory, state, runtime, call if model_node else None, spec)
         runtime.stream_writer(record)
         return update
 
-    return _annotate(decide, merged, f"causalcache_decide[{label}]")
+    return _annotate(decide, merge_schema(user_schema), name)

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 __all__ = ["ThreadReading"]
 
 
+@contextlib.asynccontextmanager
+async def _waiting(opened: Any, memory: Any) -> Any:
+    """An async saver context whose saver waits for ``memory``'s screenshot writes (:mod:`.barrier`)."""
+    from causalcache_memory.integrations.langgraph.barrier import waiting_saver
+
+    async with opened as saver:
+        yield waiting_saver(saver, memory)
+
+
 def _has_record(archive: Any, sha: str) -> bool:
     has = getattr(archive, "has_record", None)
     return bool(has(sha)) if callable(has) else False
@@ -48,9 +57,13 @@ class ThreadReading:
         ``config.checkpointer.durability``, ``"sync"`` by default, their default) when the agent's actions
         have side effects (docs/LANGGRAPH.md, "Durability").
         """
+        from causalcache_memory.integrations.langgraph.barrier import waiting_saver
         from causalcache_memory.integrations.langgraph.savers import build_checkpointer
 
-        return build_checkpointer(self.config.checkpointer)
+        return waiting_saver(build_checkpointer(self.config.checkpointer), self)
+
+    def flush_writes(self) -> None:  # pragma: no cover - implemented by CausalCacheMemory
+        raise NotImplementedError
 
     def compile(self, builder: Any, **kwargs: Any) -> Any:
         """``builder.compile(checkpointer=self.checkpointer(), **kwargs)`` whose runs default to
@@ -70,7 +83,7 @@ class ThreadReading:
         """
         from causalcache_memory.integrations.langgraph.savers import open_async_checkpointer
 
-        return open_async_checkpointer(self.config.checkpointer)
+        return _waiting(open_async_checkpointer(self.config.checkpointer), self)
 
     @staticmethod
     def _values(graph_or_state: Any, config: dict[str, Any] | None) -> dict[str, Any]:
@@ -140,7 +153,7 @@ class ThreadReading:
         run-context archive included), else the constructor's/config's archive."""
         if archive is not None:
             return self._store_for(archive)
-        for known, store in reversed(list(self._stores.values())):
+        for known, store, *_ in reversed(list(self._stores.values())):
             if store.cached(head) or _has_record(known, head):
                 return store
         return self.trace_store()

@@ -8,7 +8,9 @@ Every key is prefixed ``cc_`` so it merges into a user's schema without clashing
 * ``cc_episode``: the episode id (the run's ``thread_id``, made archive-safe), named in error messages;
 * ``cc_t``: index of the next decision ``t`` (events recorded + 1);
 * ``cc_screenshot``: sha256 of the current screen ``x_t``;
-* ``cc_pending``: the decided, not yet recorded step ``{"t", "response", "action"}`` (None after recording).
+* ``cc_pending``: the decided, not yet recorded step (None after recording): a
+  :class:`~.session.PendingStep` stored as its dict ``{"t", "response", "action", "parse_error"}``
+  (plus ``"tool_call_id"`` under ``create_agent``).
 
 No key grows with ``t``, so a checkpointer that stores the whole state at every step (``SqliteSaver``)
 writes the same few hundred bytes per step at step 5 and at step 500. Pixels never enter state either:
@@ -48,7 +50,7 @@ class CausalCacheState(TypedDict, total=False):
     cc_screenshot: str | None
     """sha256 of the current screen ``x_t``."""
     cc_pending: dict[str, Any] | None
-    """The decided step awaiting its post-action screenshot: ``{"t", "response", "action"}``."""
+    """The decided step awaiting its post-action screenshot (:meth:`PendingStep.to_state`)."""
 
 
 STATE_KEYS: tuple[str, ...] = tuple(CausalCacheState.__annotations__)

@@ -16,10 +16,10 @@ CLICK = Action(type="click", x=0.5, y=0.5)
 
 def _trace(archive, colors, current, make_png) -> Trace:
     trace = Trace("find the orders page", episode_id="rgb-test")
-    trace.observe(archive.put(make_png((0, 0, 0), text="start")))
+    trace.observe(archive.put(make_png((0, 0, 0), text="start")).sha256)
     for i, color in enumerate(colors):
-        trace.record(CLICK, f"response {i + 1}", archive.put(make_png(color, text=str(i))))
-    trace.observe(archive.put(make_png(current, text="now")))
+        trace.record(CLICK, f"response {i + 1}", archive.put(make_png(color, text=str(i))).sha256)
+    trace.observe(archive.put(make_png(current, text="now")).sha256)
     return trace
 
 
@@ -50,10 +50,10 @@ def test_ranks_by_similarity(archive, make_png):
 def test_ties_go_to_recent_events(archive, make_png):
     png = make_png((40, 40, 40))
     trace = Trace("goal", episode_id="ties")
-    sha = archive.put(png)
+    sha = archive.put(png).sha256
     for i in range(6):
         trace.record(CLICK, f"r{i}", sha)
-    trace.observe(archive.put(make_png((90, 90, 90))))
+    trace.observe(archive.put(make_png((90, 90, 90))).sha256)
     alloc = RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=2, archive=archive))
     assert alloc.selected == (5, 6) and alloc.is_recent
 
@@ -62,20 +62,20 @@ def test_ties_go_to_recent_events(archive, make_png):
 def test_exact_b_for_every_t(archive, make_png, budget):
     allocator = RGBSimilarityAllocator(size=4)
     trace = Trace("goal", episode_id="exact-b")
-    trace.observe(archive.put(make_png((0, 0, 0))))
+    trace.observe(archive.put(make_png((0, 0, 0))).sha256)
     for t in range(1, 11):
         assert trace.t == t
         alloc = allocator.allocate(AllocationContext(trace=trace, budget=budget, archive=archive))
         assert len(alloc.selected) == exact_b_size(t, budget) == min(budget, t - 1)
         assert all(1 <= j < t for j in alloc.selected)
         assert alloc.k == len(set(alloc.selected) - set(recent_b(t, budget)))
-        trace.record(CLICK, f"r{t}", archive.put(make_png(((37 * t) % 256, 0, 0))))
+        trace.record(CLICK, f"r{t}", archive.put(make_png(((37 * t) % 256, 0, 0))).sha256)
 
 
 def test_needs_archive_and_current_screen(archive, make_png):
     trace = Trace("goal")
-    trace.record(CLICK, "r", archive.put(make_png()))
-    trace.record(CLICK, "r", archive.put(make_png((1, 1, 1))))
+    trace.record(CLICK, "r", archive.put(make_png()).sha256)
+    trace.record(CLICK, "r", archive.put(make_png((1, 1, 1))).sha256)
     with pytest.raises(AllocationError, match="archive is None"):
         RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=1))
     trace.current_screenshot = None
@@ -86,8 +86,8 @@ def test_needs_archive_and_current_screen(archive, make_png):
 def test_missing_screenshot_is_a_clear_error(tmp_path, archive, make_png):
     other = LocalArchive(tmp_path / "other")
     trace = Trace("goal")
-    trace.record(CLICK, "r", other.put(make_png((3, 3, 3))))  # stored elsewhere
-    trace.record(CLICK, "r", archive.put(make_png((4, 4, 4))))
+    trace.record(CLICK, "r", other.put(make_png((3, 3, 3))).sha256)  # stored elsewhere
+    trace.record(CLICK, "r", archive.put(make_png((4, 4, 4))).sha256)
     with pytest.raises(AllocationError, match="event 1"):
         RGBSimilarityAllocator().allocate(AllocationContext(trace=trace, budget=1, archive=archive))
 

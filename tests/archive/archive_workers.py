@@ -19,6 +19,6 @@ def put_many(root: str, ids: list[int], episode: str) -> dict[int, str]:
     from causalcache_memory.archive import LocalArchive
 
     archive = LocalArchive(root)
-    hashes = {i: archive.put(screenshot(i)) for i in ids}
+    hashes = {i: archive.put(screenshot(i)).sha256 for i in ids}
     archive.retain(episode, hashes.values())
     return hashes

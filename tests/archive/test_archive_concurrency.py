@@ -48,7 +48,7 @@ def test_concurrent_writers_from_threads(make_archive):
     batches = _overlapping_batches(workers=8, per_worker=15)
 
     def work(batch: list[int]) -> dict[int, str]:
-        return {i: archive.put(screenshot(i)) for i in batch}
+        return {i: archive.put(screenshot(i)).sha256 for i in batch}
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(work, batches))

@@ -27,7 +27,7 @@ def test_backends_satisfy_protocol(archive):
 
 def test_round_trip_keeps_original_bytes(archive, make_png):
     data = make_png((1, 2, 3), text="orders")
-    sha = archive.put(data)
+    sha = archive.put(data).sha256
     assert len(sha) == 64
     assert archive.get_bytes(sha) == data
     assert sha in archive
@@ -40,14 +40,14 @@ def test_jpeg_and_webp_are_stored_without_reencoding(archive):
         buf = io.BytesIO()
         image.save(buf, format=fmt)
         data = buf.getvalue()
-        sha = archive.put(data)
+        sha = archive.put(data).sha256
         assert archive.get_bytes(sha) == data
         with archive.open_image(sha) as opened:
             assert opened.format == fmt and opened.size == (40, 30)
 
 
 def test_pil_image_is_encoded_as_png(archive):
-    sha = archive.put(Image.new("RGB", (8, 6), (5, 6, 7)))
+    sha = archive.put(Image.new("RGB", (8, 6), (5, 6, 7))).sha256
     with archive.open_image(sha) as opened:
         assert opened.format == "PNG"
         assert opened.convert("RGB").getpixel((3, 3)) == (5, 6, 7)
@@ -55,20 +55,20 @@ def test_pil_image_is_encoded_as_png(archive):
 
 def test_same_bytes_stored_once(archive, make_png):
     data = make_png((9, 9, 9))
-    assert archive.put(data) == archive.put(data)
-    other = archive.put(make_png((9, 9, 10)))
-    assert sorted(archive.iter_hashes()) == sorted({archive.put(data), other})
+    assert archive.put(data).sha256 == archive.put(data).sha256
+    other = archive.put(make_png((9, 9, 10))).sha256
+    assert sorted(archive.iter_hashes()) == sorted({archive.put(data).sha256, other})
 
 
 def test_open_image_is_lazy_and_correct(archive, make_png):
-    sha = archive.put(make_png((12, 34, 56), size=(20, 10)))
+    sha = archive.put(make_png((12, 34, 56), size=(20, 10))).sha256
     image = archive.open_image(sha)
     assert image.size == (20, 10)
     assert image.convert("RGB").getpixel((5, 5)) == (12, 34, 56)
 
 
 def test_corruption_is_detected(archive, make_png):
-    sha = archive.put(make_png((1, 1, 1), size=(64, 64)))
+    sha = archive.put(make_png((1, 1, 1), size=(64, 64))).sha256
     corrupt(archive, sha)
     with pytest.raises(BlobCorruptError, match=sha):
         archive.get_bytes(sha)
@@ -109,7 +109,7 @@ def _truncated_png(make_png) -> bytes:
     ],
 )
 def test_bad_input_rejected_and_nothing_stored(archive, make_png, label, match):
-    kept = archive.put(make_png((7, 7, 7)))
+    kept = archive.put(make_png((7, 7, 7))).sha256
     if label == "text":
         data: object = b"hello, this is not a screenshot"
     elif label == "empty":
@@ -137,11 +137,11 @@ def test_oversized_image_rejected(make_archive, make_png):
     with pytest.raises(ImageRejectedError, match="max_pixels=3071"):
         archive.put(make_png(size=(64, 48)))
     assert list(archive.iter_hashes()) == []
-    assert len(archive.put(make_png(size=(32, 48)))) == 64
+    assert len(archive.put(make_png(size=(32, 48))).sha256) == 64
 
 
 def test_decode_enforces_pixel_limit(make_archive, make_png):
-    sha = make_archive().put(make_png(size=(64, 48)))
+    sha = make_archive().put(make_png(size=(64, 48))).sha256
     strict = make_archive(max_pixels=100)
     assert strict.get_bytes(sha)  # bytes are still readable
     with pytest.raises(ImageRejectedError, match="max_pixels=100"):
@@ -162,7 +162,7 @@ def test_format_allow_list(make_archive):
     "episode", ["../x", "a/b", "..", ".", "", "a\\b", "/abs", ".hidden", "x" * 129, "a b"]
 )
 def test_path_like_episode_ids_rejected(archive, make_png, episode):
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     with pytest.raises(ArchiveKeyError, match="episode_id="):
         archive.retain(episode, [sha])
     with pytest.raises(ArchiveKeyError):
@@ -171,16 +171,16 @@ def test_path_like_episode_ids_rejected(archive, make_png, episode):
 
 
 def test_retain_validates_all_hashes_before_writing(archive, make_png):
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     with pytest.raises(ArchiveKeyError):
         archive.retain("ep-1", [sha, "not-a-hash"])
     assert archive.live_episodes() == []
 
 
 def test_retain_release_and_gc(archive, make_png):
-    keep = archive.put(make_png((1, 0, 0)))
-    shared = archive.put(make_png((2, 0, 0)))
-    drop = archive.put(make_png((3, 0, 0)))
+    keep = archive.put(make_png((1, 0, 0))).sha256
+    shared = archive.put(make_png((2, 0, 0))).sha256
+    drop = archive.put(make_png((3, 0, 0))).sha256
     archive.retain("ep-1", [keep, shared])
     archive.retain("ep_2.b", [shared])
     archive.retain("ep_2.b", [shared])  # idempotent
@@ -206,8 +206,8 @@ def test_retain_release_and_gc(archive, make_png):
 
 
 def test_gc_grace_uses_blob_age(archive, make_png):
-    old = archive.put(make_png((1, 1, 0)))
-    new = archive.put(make_png((1, 1, 1)))
+    old = archive.put(make_png((1, 1, 0))).sha256
+    new = archive.put(make_png((1, 1, 1))).sha256
     if isinstance(archive, LocalArchive):
         past = time.time() - 7200
         os.utime(blob_file(archive, old), (past, past))

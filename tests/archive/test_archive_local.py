@@ -15,7 +15,7 @@ from causalcache_memory.errors import ArchiveKeyError
 
 def test_layout(tmp_path, make_png):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     archive.retain("ep1", [sha])
     assert (tmp_path / "blobs" / sha[:2] / sha).read_bytes() == make_png()
     marker = tmp_path / "refs" / "ep1" / sha
@@ -27,7 +27,7 @@ def test_layout(tmp_path, make_png):
 
 def test_path_like_ids_write_nothing(tmp_path, make_png):
     archive = LocalArchive(tmp_path / "a")
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     for bad in ("../x", "../../etc", "a/b"):
         with pytest.raises(ArchiveKeyError):
             archive.retain(bad, [sha])
@@ -37,7 +37,7 @@ def test_path_like_ids_write_nothing(tmp_path, make_png):
 
 def test_reput_refreshes_grace_period(tmp_path, make_png):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     path = tmp_path / "blobs" / sha[:2] / sha
     past = time.time() - 7200
     os.utime(path, (past, past))
@@ -61,7 +61,7 @@ def test_gc_sweeps_only_stale_temp_files(tmp_path):
 
 def test_release_then_gc_ignores_unknown_files(tmp_path, make_png):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     (tmp_path / "blobs" / "README").write_text("not a blob")
     archive.retain("ep", [sha])
     archive.release("ep")

@@ -24,7 +24,7 @@ def test_thumbnail_is_area_average(archive):
     # left half black, right half white: a 2x2 thumbnail is exact, 1x1 is the mean 0.5
     image = Image.new("RGB", (64, 32), (0, 0, 0))
     image.paste((255, 255, 255), (32, 0, 64, 32))
-    sha = archive.put(_png(image))
+    sha = archive.put(_png(image)).sha256
     thumb = ThumbnailCache(archive, size=2).get(sha)
     assert thumb.shape == (2, 2, 3) and thumb.dtype == np.float32
     np.testing.assert_allclose(thumb[:, 0], 0.0)
@@ -36,7 +36,7 @@ def test_thumbnail_is_area_average(archive):
 def test_large_screenshot_downsampled_exactly(archive):
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, size=(256, 512, 3), dtype=np.uint8)
-    sha = archive.put(_png(Image.fromarray(pixels)))
+    sha = archive.put(_png(Image.fromarray(pixels))).sha256
     thumb = ThumbnailCache(archive, size=16).get(sha)
     assert thumb.shape == (16, 16, 3)
     # mean colour is preserved by area averaging
@@ -46,7 +46,7 @@ def test_large_screenshot_downsampled_exactly(archive):
 
 def test_lru_eviction_and_hits(archive, make_png):
     cache = ThumbnailCache(archive, size=4, capacity=2)
-    a, b, c = (archive.put(make_png((i, 0, 0))) for i in (1, 2, 3))
+    a, b, c = (archive.put(make_png((i, 0, 0))).sha256 for i in (1, 2, 3))
     cache.get(a)
     cache.get(b)
     cache.get(a)  # a most recently used
@@ -56,7 +56,7 @@ def test_lru_eviction_and_hits(archive, make_png):
 
 
 def test_thread_safe(archive, make_png):
-    hashes = [archive.put(make_png((i, i, i))) for i in range(12)]
+    hashes = [archive.put(make_png((i, i, i))).sha256 for i in range(12)]
     cache = ThumbnailCache(archive, size=8, capacity=5)
     with ThreadPoolExecutor(max_workers=6) as pool:
         arrays = list(pool.map(cache.get, hashes * 4))
@@ -67,7 +67,7 @@ def test_thread_safe(archive, make_png):
 
 
 def test_corrupt_blob_raises(archive, make_png):
-    sha = archive.put(make_png((4, 5, 6)))
+    sha = archive.put(make_png((4, 5, 6))).sha256
     corrupt(archive, sha)
     with pytest.raises(BlobCorruptError):
         ThumbnailCache(archive).get(sha)

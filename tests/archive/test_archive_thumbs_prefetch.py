@@ -29,7 +29,7 @@ def _pixels(seed: int, shape=(270, 480, 3)) -> np.ndarray:
 
 
 def test_prefetch_then_get_equals_cold_get(archive):
-    sha = archive.put(_png(_pixels(1)))
+    sha = archive.put(_png(_pixels(1))).sha256
     cold = ThumbnailCache(archive, size=32).get(sha)
     warm = ThumbnailCache(archive, size=32)
     future = warm.prefetch(sha)
@@ -45,7 +45,7 @@ def test_prefetch_then_get_equals_cold_get(archive):
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P"])
 def test_rgb_fast_path_matches_explicit_conversion(archive, mode):
     data = _png(_pixels(2), mode)
-    sha = archive.put(data)
+    sha = archive.put(data).sha256
     got = ThumbnailCache(archive, size=16).get(sha)
     with Image.open(io.BytesIO(data)) as image:
         reference = Image.fromarray(np.asarray(image.convert("RGB")).copy())
@@ -69,7 +69,7 @@ class _SlowArchive:
 
 
 def test_concurrent_get_during_prefetch_computes_once(archive):
-    sha = archive.put(_png(_pixels(3)))
+    sha = archive.put(_png(_pixels(3))).sha256
     slow = _SlowArchive(archive)
     cache = ThumbnailCache(slow, size=8)  # type: ignore[arg-type]
     future = cache.prefetch(sha)
@@ -88,7 +88,7 @@ def test_concurrent_get_during_prefetch_computes_once(archive):
 
 
 def test_prefetch_error_is_raised_by_get_and_not_cached(archive):
-    sha = archive.put(_png(_pixels(4)))
+    sha = archive.put(_png(_pixels(4))).sha256
     corrupt(archive, sha)
     cache = ThumbnailCache(archive, size=8)
     future = cache.prefetch(sha)
@@ -100,11 +100,11 @@ def test_prefetch_error_is_raised_by_get_and_not_cached(archive):
 
 
 def test_prefetch_after_close_falls_back_to_get(archive):
-    sha = archive.put(_png(_pixels(5)))
+    sha = archive.put(_png(_pixels(5))).sha256
     cache = ThumbnailCache(archive, size=8)
     cache.prefetch(sha).result(10.0)
     cache.close()
-    other = archive.put(_png(_pixels(6)))
+    other = archive.put(_png(_pixels(6))).sha256
     cache.prefetch(other).result(10.0)  # a fresh pool is made on demand
     assert other in cache
     cache.close()

@@ -22,14 +22,16 @@ def _png(i: int) -> bytes:
 def _episode(archive, store: TraceStore, steps: int) -> tuple[str, Trace, list[dict]]:
     """Observe, then per step: a decision log record and the recorded step (two nodes per step)."""
     trace = Trace("open the settings", episode_id="ep-1")
-    trace.observe(archive.put(_png(0)))
+    trace.observe(archive.put(_png(0)).sha256)
     head = store.commit(None, trace)
     log = []
     for t in range(1, steps + 1):
         record = {"t": t, "selected": [max(1, t - 2)], "second_pass": t % 2 == 0}
         log.append(record)
         head = store.commit(head, trace, [record])
-        trace.record(Action("click", x=round(0.1 * (t % 9), 1), y=0.5), f"resp {t}", archive.put(_png(t)))
+        trace.record(
+            Action("click", x=round(0.1 * (t % 9), 1), y=0.5), f"resp {t}", archive.put(_png(t)).sha256
+        )
         head = store.commit(head, trace)
     return head, trace, log
 
@@ -77,7 +79,7 @@ def test_append_to_cached_head_reads_nothing_and_cold_load_walks_once(archive):
     head, trace, _ = _episode(archive, store, 5)
     assert counting.reads == 0
     loaded = store.load_trace(head)
-    trace.record(Action("type", text="x"), "r", archive.put(_png(99)))
+    trace.record(Action("type", text="x"), "r", archive.put(_png(99)).sha256)
     store.commit(head, trace, [{"t": 6}])
     assert counting.reads == 0 and len(loaded) == 5
     cold = TraceStore(counting)
@@ -139,7 +141,7 @@ def test_gc_keeps_live_chains_and_drops_released_ones(archive):
     store = TraceStore(archive)
     head, _, _ = _episode(archive, store, 3)
     dead = Trace("other task", episode_id="ep-dead")
-    dead.observe(archive.put(_png(50)))
+    dead.observe(archive.put(_png(50)).sha256)
     dead_head = store.commit(None, dead, [{"t": 1}])
     archive.release("ep-dead")
     archive.gc(grace_seconds=0)

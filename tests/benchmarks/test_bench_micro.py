@@ -28,17 +28,17 @@ def pool() -> tuple[bytes, ...]:
 def trace_200(tmp_path, pool):
     archive = LocalArchive(tmp_path / "archive")
     trace = Trace(GOAL, episode_id="micro")
-    trace.observe(archive.put(unique_variant(pool[0], 0)))
+    trace.observe(archive.put(unique_variant(pool[0], 0)).sha256)
     for j in range(1, N_EVENTS + 1):
         action = step_action(j)
-        trace.record(action, step_response(j, action), archive.put(unique_variant(pool[j % 3], j)))
+        trace.record(action, step_response(j, action), archive.put(unique_variant(pool[j % 3], j)).sha256)
     return trace, archive
 
 
 def test_archive_put(benchmark, tmp_path, pool) -> None:
     archive = LocalArchive(tmp_path / "archive")
     counter = itertools.count()
-    sha = benchmark(lambda: archive.put(unique_variant(pool[0], next(counter))))
+    sha = benchmark(lambda: archive.put(unique_variant(pool[0], next(counter))).sha256)
     assert sha in archive
 
 

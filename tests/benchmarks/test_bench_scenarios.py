@@ -165,3 +165,25 @@ def test_two_pass_accounting_takes_any_runtime_from_a_config(tmp_path, selector_
 
     with pytest.raises(ConfigError, match="config YAML"):
         run_two_pass(budgets=(1,), episodes=1, policy="nope", selector_model=selector_model, workdir=tmp_path)
+
+
+def test_agent_overhead_sends_the_same_images_either_way(benchmark, tmp_path) -> None:
+    pytest.importorskip("langgraph")
+    from causalcache_memory.lab.bench import run_agent_overhead
+
+    result = benchmark.pedantic(
+        run_agent_overhead,
+        kwargs=dict(steps=7, budget=2, screen=SMALL_SCREEN, target_bytes=20_000, workdir=tmp_path),
+        rounds=1,
+        iterations=1,
+    )
+    _finite_stats(result["plain_step_ms"])
+    _finite_stats(result["memory_step_ms"])
+    assert result["images_per_call"] == {"plain": 3, "memory": 3}  # B + 1 images, decoded, both agents
+    assert result["steps_measured"] == 7 - 2  # every step after the first B (fewer images then)
+    assert math.isclose(
+        result["added_ms"], result["memory_step_ms"]["p50"] - result["plain_step_ms"]["p50"], abs_tol=1e-2
+    )
+    assert result["png_bytes"] > 15_000  # the noise panel makes the PNG as large as asked
+    kb = result["checkpoint_kb_per_step"]
+    assert 0 < kb["first"] <= kb["mean"] <= kb["last"]  # the agent's own messages grow its state

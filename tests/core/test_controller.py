@@ -70,7 +70,7 @@ class SlowAllocator:
 def setup(tmp_path, make_png):
     archive = LocalArchive(tmp_path / "a")
     trace = Trace("Send the code to Alice", episode_id="ep")
-    controller_shots = [archive.put(make_png((i * 9, 0, 0))) for i in range(9)]
+    controller_shots = [archive.put(make_png((i * 9, 0, 0))).sha256 for i in range(9)]
     trace.observe(controller_shots[0])
     for i in range(1, 9):
         trace.record(Action("click", x=0.5, y=0.5), f"r{i}", controller_shots[i])

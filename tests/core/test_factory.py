@@ -13,10 +13,10 @@ from causalcache_memory.runtime.registry import build_policy
 def test_archive_from_config(tmp_path, make_png) -> None:
     cfg = parse_config({"archive": {"url": str(tmp_path / "a"), "formats": ["png"], "max_pixels": 10_000}})
     archive = build_archive(cfg.archive)
-    sha = archive.put(make_png())
+    sha = archive.put(make_png()).sha256
     assert archive.get_bytes(sha) == make_png()
     mem = build_archive(parse_config({"archive": {"url": "memory://factory-test"}}).archive)
-    assert mem.get_bytes(mem.put(make_png())) == make_png()
+    assert mem.get_bytes(mem.put(make_png()).sha256) == make_png()
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ def test_unparsed_step_is_recorded_with_reply_and_error(archive):
 def test_a_string_screenshot_is_read_once_and_a_missing_one_is_refused(archive):
     ctl = _controller(archive)
     trace = Trace("task", episode_id="ep")
-    sha = archive.put(_png(3, (30, 20)))
+    sha = archive.put(_png(3, (30, 20))).sha256
     ctl.observe(trace, sha)
     assert trace.current_screen_size == (30, 20)
     with pytest.raises(Exception, match="cannot be read"):
@@ -100,13 +100,13 @@ def test_a_string_screenshot_is_read_once_and_a_missing_one_is_refused(archive):
 def test_commit_is_a_compare_and_swap_per_episode(archive):
     store = TraceStore(archive)
     trace = Trace("task", episode_id="thread-cas")
-    trace.observe(archive.put(_png(0)))
+    trace.observe(archive.put(_png(0)).sha256)
     h1 = store.commit(None, trace)
     first = store.load_trace(h1)
     second = store.load_trace(h1)
-    first.record(Action("click", x=0.1, y=0.1), "r1", archive.put(_png(1)))
+    first.record(Action("click", x=0.1, y=0.1), "r1", archive.put(_png(1)).sha256)
     h2 = store.commit(h1, first)
-    second.record(Action("click", x=0.9, y=0.9), "r2", archive.put(_png(2)))
+    second.record(Action("click", x=0.9, y=0.9), "r2", archive.put(_png(2)).sha256)
     with pytest.raises(TraceConflictError, match="thread 'thread-cas'"):
         store.commit(h1, second)  # extends a head that is no longer the head
     assert TraceStore(archive).load_trace(h2).events[0].response == "r1"  # nothing lost
@@ -119,9 +119,9 @@ def test_commit_is_a_compare_and_swap_per_episode(archive):
 def test_concurrent_commits_on_one_episode_let_exactly_one_win(archive):
     store = TraceStore(archive)
     trace = Trace("task", episode_id="race")
-    trace.observe(archive.put(_png(0)))
+    trace.observe(archive.put(_png(0)).sha256)
     h0 = store.commit(None, trace)
-    shots = [archive.put(_png(10 + i)) for i in range(8)]
+    shots = [archive.put(_png(10 + i)).sha256 for i in range(8)]
     results: list[object] = []
 
     def writer(i: int) -> None:

@@ -80,7 +80,7 @@ def test_recorded_threads(tmp_path, archive) -> None:
     from causalcache_memory.trace_store import TraceStore
 
     deployed = open_archive(tmp_path / "deployed")
-    shots = [deployed.put(png(n)) for n in range(20, 24)]
+    shots = [deployed.put(png(n)).sha256 for n in range(20, 24)]
     trace = Trace("Reply to Ana", episode_id="thread-9", platform="mobile")
     trace.observe(shots[0])
     trace.record(Action("open_app", text="Mail"), "open Mail", shots[1], app="Home", screen_size=(200, 100))

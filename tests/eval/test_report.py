@@ -119,7 +119,8 @@ def expected_counts(results: dict) -> dict[str, int]:
 def archive(tmp_path, make_png):
     arch = LocalArchive(tmp_path / "archive")
     shas = [
-        arch.put(make_png((40 * i, 90, 200 - 30 * i), size=(360, 640), text=f"screen {i}")) for i in range(5)
+        arch.put(make_png((40 * i, 90, 200 - 30 * i), size=(360, 640), text=f"screen {i}")).sha256
+        for i in range(5)
     ]
     return arch, shas
 

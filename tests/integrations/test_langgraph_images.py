@@ -41,9 +41,10 @@ def test_image_blocks_become_references(archive, block):
     png = screen_png(5)
     message = HumanMessage(content=[{"type": "text", "text": "hi"}, block(png)], id="m1")
     assert find_image_data(message)
-    stripped, shas = strip_images({"messages": [message]}, archive.put)
+    stripped, stored = strip_images({"messages": [message]}, archive.put)
+    shas = [s.sha256 for s in stored]
     out = stripped["messages"][0]
-    assert shas == [archive.put(png)] and out.id == "m1"
+    assert shas == [archive.put(png).sha256] and out.id == "m1"
     assert out.content[1] == {"type": "text", "text": screenshot_ref(shas[0])}
     assert find_screenshot_refs([out]) == shas and find_image_data(stripped) == []
 
@@ -52,7 +53,8 @@ def test_raw_values_pil_and_artifacts(archive):
     png = screen_png(6)
     pil = Image.new("RGB", (20, 10), (1, 2, 3))
     tool = ToolMessage(content="ok", tool_call_id="c1", artifact=png)
-    stripped, shas = strip_images({"shot": png, "thumb": pil, "messages": [tool], "n": 3}, archive.put)
+    stripped, stored = strip_images({"shot": png, "thumb": pil, "messages": [tool], "n": 3}, archive.put)
+    shas = [s.sha256 for s in stored]
     assert len(shas) == 3 and stripped["shot"] == shas[0] and stripped["n"] == 3
     assert stripped["messages"][0].artifact == {"screenshot": shas[2]}
     assert all(sha in archive for sha in shas) and find_image_data(stripped) == []

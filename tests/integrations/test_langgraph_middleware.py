@@ -49,7 +49,7 @@ def _first_message(screens: Screens) -> dict[str, Any]:
 
 
 def test_create_agent_two_pass_and_references(archive, saver_factory):
-    key = archive.put(screen_png(1, key=True))
+    key = archive.put(screen_png(1, key=True)).sha256
     memory = CausalCacheMemory(
         config=relaxed_config(), budget=BUDGET, archive=archive, allocation=PromoteKeyOnWitness(lambda: key)
     )
@@ -122,7 +122,7 @@ def test_middleware_selector_failure_falls_back(archive):
 def test_async_agent_runs_both_passes(archive):
     import asyncio
 
-    key = archive.put(screen_png(1, key=True))
+    key = archive.put(screen_png(1, key=True)).sha256
     memory = CausalCacheMemory(
         config=relaxed_config(), budget=BUDGET, archive=archive, allocation=PromoteKeyOnWitness(lambda: key)
     )
@@ -171,6 +171,6 @@ def test_parallel_tool_calls_record_only_the_action(archive):
     )
     state = agent.invoke({"messages": [_first_message(screens)]})
     trace = memory.trace(state)
-    assert len(trace) == 3 and trace.current_screenshot == archive.put(screens.screenshot())
-    assert archive.put(screen_png(77)) not in trace.screenshots()
+    assert len(trace) == 3 and trace.current_screenshot == archive.put(screens.screenshot()).sha256
+    assert archive.put(screen_png(77)).sha256 not in trace.screenshots()
     assert find_image_data(state["messages"]) == []

@@ -20,7 +20,7 @@ STEPS, BUDGET = 7, 2
 
 
 def _key_sha(archive: LocalArchive) -> str:
-    return archive.put(screen_png(1, key=True))
+    return archive.put(screen_png(1, key=True)).sha256
 
 
 def _memory(archive, allocation, policy=None, budget=BUDGET):

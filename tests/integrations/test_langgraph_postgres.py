@@ -20,7 +20,7 @@ pytestmark = [
 
 
 def _memory(archive) -> CausalCacheMemory:
-    key = archive.put(screen_png(1, key=True))
+    key = archive.put(screen_png(1, key=True)).sha256
     config = CausalCacheConfig(checkpointer={"kind": "postgres", "uri": URI})
     return CausalCacheMemory(
         budget=2,

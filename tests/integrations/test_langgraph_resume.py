@@ -15,7 +15,7 @@ TIMING = ("pass_latency_ms", "selector_latency_ms")
 
 def _memory(root) -> CausalCacheMemory:
     archive = LocalArchive(root)  # a fresh object on the same directory, as after a process restart
-    key = archive.put(screen_png(1, key=True))
+    key = archive.put(screen_png(1, key=True)).sha256
     return CausalCacheMemory(
         config=relaxed_config(),
         budget=2,

@@ -41,7 +41,7 @@ def test_checkpoint_bytes_are_flat_in_t_and_cold_reload_is_identical(tmp_path):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     archive = LocalArchive(tmp_path / "archive")
-    key = archive.put(screen_png(1, key=True))
+    key = archive.put(screen_png(1, key=True)).sha256
     memory = CausalCacheMemory(
         config=relaxed_config(),
         budget=2,

@@ -49,7 +49,7 @@ def test_a_malformed_key_is_never_present_and_never_read(archive, bad, make_png)
 
 
 def test_presence_is_per_kind(archive, make_png) -> None:
-    blob = archive.put(make_png((1, 2, 3)))
+    blob = archive.put(make_png((1, 2, 3))).sha256
     record = archive.put_record(b'{"kind": "record"}')
     assert blob in archive and archive.has_record(record) is True
     assert record not in archive and archive.has_record(blob) is False
@@ -64,7 +64,7 @@ def test_presence_is_per_kind(archive, make_png) -> None:
 @pytest.mark.parametrize("kind", ["records", "blobs"])
 def test_a_changed_byte_is_refused_with_both_hashes(archive, make_png, kind) -> None:
     data = b'{"t": 1, "selected": [1, 2]}' if kind == "records" else make_png((9, 9, 9))
-    sha = archive.put_record(data) if kind == "records" else archive.put(data)
+    sha = archive.put_record(data) if kind == "records" else archive.put(data).sha256
     read = archive.get_record if kind == "records" else archive.get_bytes
     assert read(sha) == data
     flipped = bytearray(data)
@@ -87,7 +87,7 @@ def test_a_symlink_in_place_of_a_stored_file_is_never_followed(tmp_path, make_pn
 
     archive = LocalArchive(tmp_path / "a")
     data = make_png((3, 3, 3))
-    sha = archive.put(data)
+    sha = archive.put(data).sha256
     record = archive.put_record(b'{"r": 1}')
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -43,9 +43,9 @@ class FixedAllocator:
 def trace_archive(tmp_path, make_png):
     archive = LocalArchive(tmp_path / "a")
     trace = Trace("goal", episode_id="ep")
-    trace.observe(archive.put(make_png((0, 0, 0))))
+    trace.observe(archive.put(make_png((0, 0, 0))).sha256)
     for i in range(1, 9):  # t = 9, Recent-4 = (5, 6, 7, 8)
-        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", archive.put(make_png((i * 20, 0, 0))))
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", archive.put(make_png((i * 20, 0, 0))).sha256)
     return trace, archive
 
 
@@ -97,9 +97,9 @@ def test_early_steps_accept_the_clipped_size_only(tmp_path, make_png) -> None:
     """At t=3 with B=4 the exact size is min(B, t-1) = 2: a 2-set is used, a 1-set falls back."""
     archive = LocalArchive(tmp_path / "a")
     trace = Trace("goal", episode_id="ep")
-    trace.observe(archive.put(make_png((0, 0, 0))))
+    trace.observe(archive.put(make_png((0, 0, 0))).sha256)
     for i in (1, 2):
-        trace.record(Action("back"), f"r{i}", archive.put(make_png((i * 40, 0, 0))))
+        trace.record(Action("back"), f"r{i}", archive.put(make_png((i * 40, 0, 0))).sha256)
     ok = MemoryController(
         policy=CountingPolicy(),
         archive=archive,

@@ -111,7 +111,7 @@ def test_a_writer_removes_a_dead_collectors_marker_and_stores_its_object(tmp_pat
     marker = archive.root / "gc" / f"{sha}.{int((time.time() - 31) * 1000)}.{uuid.uuid4().hex}"
     marker.touch()
     started = time.monotonic()
-    assert archive.put(data) == sha
+    assert archive.put(data).sha256 == sha
     assert time.monotonic() - started < 5.0
     assert not marker.exists() and archive.get_bytes(sha) == data
 
@@ -296,7 +296,7 @@ def test_a_malformed_episode_id_of_any_type_is_an_archive_key_error(tmp_path, ma
     """Callers catch ``ArchiveKeyError`` (a ``ValueError``) for bad ids: a non-string id must not escape
     as a ``TypeError`` from deep inside the validation, and nothing is written for it."""
     archive = LocalArchive(tmp_path / "a")
-    sha = archive.put(make_png((5, 5, 5)))
+    sha = archive.put(make_png((5, 5, 5))).sha256
     with pytest.raises(ArchiveKeyError, match="is not a valid archive episode id"):
         keys.check_episode_id(bad)
     with pytest.raises(ArchiveKeyError, match="is not a valid archive episode id"):
@@ -310,7 +310,7 @@ def test_a_corrupt_object_is_refused_with_the_fix_for_its_kind(tmp_path, make_pn
     cannot be re-derived from a screenshot, so its message only says to delete it."""
     archive = LocalArchive(tmp_path / "a")
     data = make_png((9, 8, 7)) if kind == "blob" else b'{"node": 1}'
-    sha = archive.put(data) if kind == "blob" else archive.put_record(data)
+    sha = archive.put(data).sha256 if kind == "blob" else archive.put_record(data)
     path = archive.root / f"{kind}s" / sha[:2] / sha
     path.write_bytes(data + b"!")
     actual = keys.digest(data + b"!")

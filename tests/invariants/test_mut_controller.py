@@ -93,9 +93,9 @@ class HungAllocator:
 def history(archive: LocalArchive, png, steps: int, *, episode_id: str = "ep") -> Trace:
     """A trace at ``t = steps + 1`` whose events have distinct archived screenshots."""
     trace = Trace("Send the code to Alice", episode_id=episode_id)
-    trace.observe(archive.put(png((0, 0, 0))))
+    trace.observe(archive.put(png((0, 0, 0))).sha256)
     for i in range(1, steps + 1):
-        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", archive.put(png((i * 20 % 256, i, 0))))
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", archive.put(png((i * 20 % 256, i, 0))).sha256)
     return trace
 
 
@@ -290,7 +290,7 @@ def test_encoded_screenshots_record_their_pixel_size(archive, make_png, two_step
 
 def test_an_archived_hash_is_read_once_for_its_size(archive, make_png, two_steps) -> None:
     """A hash archived elsewhere (another process, a previous run) is checked and sized on first use."""
-    sha = archive.put(make_png((7, 7, 7)))
+    sha = archive.put(make_png((7, 7, 7))).sha256
     ctl = controller(archive, budget=1)
     assert ctl.observe(two_steps, sha) == sha
     assert two_steps.current_screen_size == SHOT_SIZE
@@ -417,7 +417,7 @@ def test_a_fallback_reports_the_time_lost_in_the_failed_allocator(archive, two_s
 def test_a_valid_allocation_late_in_a_long_episode_is_used(archive, make_png) -> None:
     """Decision indices past 256 are compared by value (CPython caches small ints only up to 256)."""
     trace = Trace("goal", episode_id="long")
-    shot = archive.put(make_png((1, 1, 1)))
+    shot = archive.put(make_png((1, 1, 1))).sha256
     trace.observe(shot)
     for i in range(300):
         trace.record(Action("back"), f"r{i}", shot)

@@ -37,7 +37,7 @@ def run_archive(archive, writer: int, seed: int, log) -> None:
     rng = random.Random(seed)
     while True:
         i = rng.randrange(0, 400)  # shared id space: writers race on the same objects
-        sha = archive.put(screenshot(i, size=(48 + i % 16, 32)))
+        sha = archive.put(screenshot(i, size=(48 + i % 16, 32))).sha256
         archive.retain(f"writer-{writer}", [sha])
         log.write(f"{i} {sha}\n")
         log.flush()
@@ -53,14 +53,16 @@ def run_trace(archive, writer: int, ack_path: str, log) -> None:
     previous = last_ack(ack_path)
     if previous is None:
         head, trace = None, Trace("goal", episode_id=episode)
-        trace.observe(archive.put(screenshot(writer)))
+        trace.observe(archive.put(screenshot(writer)).sha256)
     else:
         head = previous[1]
         store.reset_head(episode, head)
         trace = store.load_trace(head, episode_id=episode)
     while True:
         step = trace.t
-        trace.record(Action("type", text=str(step)), f"step {step}", archive.put(screenshot(1000 + step)))
+        trace.record(
+            Action("type", text=str(step)), f"step {step}", archive.put(screenshot(1000 + step)).sha256
+        )
         head = store.commit(head, trace)
         log.write(f"{trace.t} {head}\n")
         log.flush()

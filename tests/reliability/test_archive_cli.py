@@ -14,7 +14,7 @@ from causalcache_memory.cli.main import main
 
 def test_check_reports_then_repairs_a_corrupt_blob(tmp_path, capsys):
     archive = LocalArchive(tmp_path)
-    good, bad = archive.put(screenshot(1)), archive.put(screenshot(2))
+    good, bad = archive.put(screenshot(1)).sha256, archive.put(screenshot(2)).sha256
     archive.retain("ep", [good, bad, "c" * 64])
     write_raw(archive, bad, b"torn")
     assert main(["archive", "check", str(tmp_path), "--json"]) == 1
@@ -30,7 +30,7 @@ def test_check_reports_then_repairs_a_corrupt_blob(tmp_path, capsys):
 
 def test_gc_releases_idle_episodes_and_collects(tmp_path, capsys):
     archive = LocalArchive(tmp_path)
-    old, new = archive.put(screenshot(3)), archive.put(screenshot(4))
+    old, new = archive.put(screenshot(3)).sha256, archive.put(screenshot(4)).sha256
     archive.retain("idle", [old])
     archive.retain("busy", [new])
     past = time.time() - 3 * 86400

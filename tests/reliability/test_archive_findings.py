@@ -28,7 +28,7 @@ from causalcache_memory.errors import (
 def test_dedup_put_refreshes_age_so_gc_keeps_it(any_archive, kind):
     archive = any_archive
     data = screenshot(1) if kind == "blob" else b'{"node": 1}'
-    put = archive.put if kind == "blob" else archive.put_record
+    put = (lambda d: archive.put(d).sha256) if kind == "blob" else archive.put_record
     sha = put(data)
     age(archive, sha, 7200, kind)
     assert put(data) == sha  # acknowledged again: must not be collectable before retain
@@ -43,12 +43,12 @@ def test_dedup_put_refreshes_age_so_gc_keeps_it(any_archive, kind):
 def test_reput_repairs_a_damaged_object(any_archive, damage):
     archive = any_archive
     data = screenshot(2)
-    sha = archive.put(data)
+    sha = archive.put(data).sha256
     bad = {"torn": data[: len(data) // 2], "flipped": data[:-1] + bytes([data[-1] ^ 1]), "empty": b""}[damage]
     write_raw(archive, sha, bad)
     with pytest.raises(BlobCorruptError):
         archive.get_bytes(sha)
-    assert archive.put(data) == sha
+    assert archive.put(data).sha256 == sha
     assert archive.get_bytes(sha) == data
 
 
@@ -62,7 +62,7 @@ def test_reput_repairs_a_damaged_record(any_archive):
 def test_local_fsspec_url_needs_no_auto_mkdir(tmp_path):
     archive = open_archive(f"local://{tmp_path}/a")
     assert isinstance(archive, FsspecArchive) and not archive.atomic_put
-    sha = archive.put(screenshot(3))
+    sha = archive.put(screenshot(3)).sha256
     archive.retain("ep", [sha])
     assert archive.get_bytes(sha) == screenshot(3)
 
@@ -81,14 +81,14 @@ def test_non_atomic_store_never_exposes_a_partial_object(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         archive.put(data)
     monkeypatch.undo()
-    sha = archive.put(data)
+    sha = archive.put(data).sha256
     assert archive.get_bytes(sha) == data
 
 
 # ---------------------------------------------------------------- 3: the local gc race
 def test_gc_between_existence_check_and_touch_cannot_lose_the_put(tmp_path, monkeypatch):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(screenshot(5))
+    sha = archive.put(screenshot(5)).sha256
     age(archive, sha, 7200)
     real_utime = os.utime
     fired = []
@@ -99,7 +99,7 @@ def test_gc_between_existence_check_and_touch_cannot_lose_the_put(tmp_path, monk
         return real_utime(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "utime", gc_then_utime)
-    assert archive.put(screenshot(5)) == sha
+    assert archive.put(screenshot(5)).sha256 == sha
     monkeypatch.undo()
     assert fired == [1]  # the collector did delete the old copy in between
     assert archive.get_bytes(sha) == screenshot(5)
@@ -107,14 +107,14 @@ def test_gc_between_existence_check_and_touch_cannot_lose_the_put(tmp_path, monk
 
 def test_put_returning_between_gc_decision_and_unlink_is_kept(tmp_path, monkeypatch):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(screenshot(6))
+    sha = archive.put(screenshot(6)).sha256
     age(archive, sha, 7200)
     real_unlink = Path.unlink
     done = threading.Event()
     acked: list[str] = []
 
     def writer():
-        acked.append(LocalArchive(tmp_path).put(screenshot(6)))
+        acked.append(LocalArchive(tmp_path).put(screenshot(6)).sha256)
         done.set()
 
     def unlink_after_a_put(self, *args, **kwargs):
@@ -197,7 +197,7 @@ def test_temp_files_of_killed_writers_are_removed_at_once(tmp_path):
 
 def test_release_idle_then_gc_reclaims_space(any_archive):
     archive = any_archive
-    old, new = archive.put(screenshot(7)), archive.put(screenshot(8))
+    old, new = archive.put(screenshot(7)).sha256, archive.put(screenshot(8)).sha256
     archive.retain("old-thread", [old])
     archive.retain("new-thread", [new])
     now = time.time()
@@ -228,7 +228,7 @@ def test_read_only_parent_is_a_named_error(tmp_path, monkeypatch):
 
 def test_retain_on_read_only_refs_is_a_named_error(tmp_path, monkeypatch):
     archive = LocalArchive(tmp_path)
-    sha = archive.put(screenshot(9))
+    sha = archive.put(screenshot(9)).sha256
 
     def refuse(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
@@ -251,5 +251,5 @@ def test_record_write_error_names_a_record(tmp_path, monkeypatch):
 
 
 def test_object_paths_live_under_the_root(any_archive):
-    sha = any_archive.put(screenshot(10))
+    sha = any_archive.put(screenshot(10)).sha256
     assert sha in object_path(any_archive, sha)

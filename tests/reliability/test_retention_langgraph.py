@@ -32,7 +32,7 @@ class RecordingSaver:
 
 def _thread_with_trace(archive, thread: str, i: int) -> tuple[str, str]:
     episode = episode_id_for_thread(thread)
-    sha = archive.put(screenshot(i))
+    sha = archive.put(screenshot(i)).sha256
     archive.retain(episode, [sha])
     trace = Trace("goal", episode_id=episode)
     trace.observe(sha)

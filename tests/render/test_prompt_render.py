@@ -25,9 +25,9 @@ def archive(tmp_path) -> LocalArchive:
 
 def make_trace(archive: LocalArchive, make_png, n: int = 8) -> Trace:
     trace = Trace("Send the order number to Alice", episode_id="golden")
-    trace.observe(archive.put(make_png((0, 0, 0))))
+    trace.observe(archive.put(make_png((0, 0, 0))).sha256)
     for i in range(n):
-        shot = archive.put(make_png((20 * i, 10, 200 - 10 * i)))
+        shot = archive.put(make_png((20 * i, 10, 200 - 10 * i))).sha256
         trace.record(
             Action("click", x=0.1 * (i % 9), y=0.5, target=f"Row {i}"),
             f"Thought: open row {i}.\nAction: click",

@@ -61,9 +61,9 @@ def episode() -> tuple[Trace, DictArchive]:
     """A 6-event desktop episode whose screenshots all differ."""
     archive = DictArchive()
     trace = Trace("Open the settings and enable dark mode", episode_id="ep-runtime")
-    trace.observe(archive.put(screenshot((0, 0, 0))))
+    trace.observe(archive.put(screenshot((0, 0, 0))).sha256)
     for i in range(6):
-        shot = archive.put(screenshot((30 * i + 20, 90, 200 - 25 * i)))
+        shot = archive.put(screenshot((30 * i + 20, 90, 200 - 25 * i))).sha256
         trace.record(
             Action("click", x=0.1 * i + 0.05, y=0.5), f"pyautogui.click(x={0.1 * i:.2f}, y=0.5)", shot
         )

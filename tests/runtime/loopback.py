@@ -36,6 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from causalcache_memory.allocation.base import make_allocation
+from causalcache_memory.archive.base import StoredImage
+from causalcache_memory.archive.images import validate_image_bytes
 from causalcache_memory.errors import BlobNotFoundError
 from causalcache_memory.render import BoundPrompt, ImagePart, ImageRef, Message, RenderedPrompt, TextPart
 
@@ -596,10 +598,10 @@ class MemoryArchive:
     def __init__(self) -> None:
         self._blobs: dict[str, bytes] = {}
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes) -> StoredImage:
         sha = hashlib.sha256(data).hexdigest()
         self._blobs[sha] = data
-        return sha
+        return StoredImage.of(sha, validate_image_bytes(data), len(data))
 
     def get_bytes(self, sha256: str) -> bytes:
         try:
@@ -636,9 +638,9 @@ def make_prompt(
     images: list[ImageRef] = []
     for j, data in enumerate(history, start=1):
         messages.append(Message("assistant", (TextPart(f"pyautogui.click(x=0.{j}, y=0.5)"),)))
-        images.append(ImageRef("history", archive.put(data), j))
+        images.append(ImageRef("history", archive.put(data).sha256, j))
         messages.append(Message("user", (TextPart(f"Screen after step {j}:"), ImagePart(len(images) - 1))))
-    images.append(ImageRef("current", archive.put(current), None))
+    images.append(ImageRef("current", archive.put(current).sha256, None))
     messages.append(
         Message("user", (TextPart("Current screen:"), ImagePart(len(images) - 1), TextPart("Next action?")))
     )

@@ -110,7 +110,7 @@ def bench_archive(steps: int) -> dict:
             hashes, put_ms, read_ms = [], [], []
             for step in range(steps):
                 t0 = time.perf_counter()
-                sha = archive.put(unique_variant(pool[step % 4], step))
+                sha = archive.put(unique_variant(pool[step % 4], step)).sha256
                 archive.retain("bench", [sha])
                 rec = archive.put_record(json.dumps({"step": step, "sha": sha}).encode())
                 archive.retain("bench", [rec])

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     archive = open_archive(url)
     if mode == "write":
         episode, seed, n = argv[2], int(argv[3]), int(argv[4])
-        hashes = [archive.put(png(seed, i)) for i in range(n)] + [archive.put(png(999, 0))]
+        hashes = [archive.put(png(seed, i)).sha256 for i in range(n)] + [archive.put(png(999, 0)).sha256]
         record = archive.put_record(json.dumps({"episode": episode, "hashes": hashes}).encode())
         archive.retain(episode, [*hashes, record])
         print(json.dumps({"hashes": hashes, "record": record}))

@@ -72,7 +72,7 @@ def test_integrity_a_changed_object_is_refused(s3):
     import boto3
 
     archive = open_archive(f"s3://{s3.bucket}/integrity")
-    sha = archive.put(_png(1))
+    sha = archive.put(_png(1)).sha256
     key = f"integrity/blobs/{sha[:2]}/{sha}"
     boto3.client("s3").put_object(Bucket=s3.bucket, Key=key, Body=_png(2))  # same key, other bytes
     fresh = open_archive(f"s3://{s3.bucket}/integrity")
@@ -86,7 +86,7 @@ def test_gc_keeps_live_and_young_blobs_and_collects_released_ones(s3):
     url = f"s3://{s3.bucket}/gc"
     writer = _run(s3, "write", url, "ep-live", "5", "2")
     archive = open_archive(url)
-    orphan = archive.put(_png(77))  # stored, never retained: only the grace period protects it
+    orphan = archive.put(_png(77)).sha256  # stored, never retained: only the grace period protects it
     report = archive.gc(grace_seconds=3600)
     assert report.deleted == 0 and report.skipped_recent == 1  # young orphan kept by the grace rule
     assert orphan in archive
@@ -102,7 +102,7 @@ def test_write_through_cache_returns_after_the_shared_store_and_reads_locally(s3
     url = f"s3://{s3.bucket}/cached"
     cached = open_archive(url, cache_dir=tmp_path / "cache")
     assert isinstance(cached, CachedArchive) and cached.url == url
-    sha = cached.put(_png(3))
+    sha = cached.put(_png(3)).sha256
     assert sha in open_archive(url)  # already in the shared archive when put returned
     assert cached.get_bytes(sha) == _png(3) and cached.hits == 1 and cached.misses == 0
     (tmp_path / "cache" / "blobs" / sha[:2] / sha).write_bytes(b"torn")  # a bad local copy is not served
@@ -131,7 +131,7 @@ def test_cache_is_bounded(s3, tmp_path):
     cached = CachedArchive(
         open_archive(f"s3://{s3.bucket}/bounded"), tmp_path / "c", max_bytes=3 * len(_png(0)) + 50
     )
-    hashes = [cached.put(_png(i)) for i in range(6)]
+    hashes = [cached.put(_png(i)).sha256 for i in range(6)]
     kept = [h for h in hashes if (tmp_path / "c" / "blobs" / h[:2] / h).exists()]
     assert 1 <= len(kept) <= 3 and kept == hashes[-len(kept) :]  # the oldest copies went first
     assert all(cached.get_bytes(h) for h in hashes)  # evicted copies are read from S3 again

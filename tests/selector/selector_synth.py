@@ -76,7 +76,9 @@ def make_trajectories(
             else:
                 actions.append(Action("click", x=round(rng.random(), 3), y=round(rng.random(), 3)))
         names = [f"{tid}:screen:{k}" for k in range(length + 1)]
-        screens = [archive.put(png(x)) for x in names] if archive is not None else [sha(x) for x in names]
+        screens = (
+            [archive.put(png(x)).sha256 for x in names] if archive is not None else [sha(x) for x in names]
+        )
         steps = []
         for t, a in enumerate(actions, 1):
             response = f"{tid} step {t}: click ({a.x:.3f}, {a.y:.3f})"

@@ -13,6 +13,7 @@ from selector_synth import DictArchive, make_trajectories
 
 from causalcache_memory import Action
 from causalcache_memory.allocation import recent_b
+from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.errors import CausalCacheWarning, SchemaMismatchError
 from causalcache_memory.policy import Generation
 
@@ -37,8 +38,8 @@ class _StallingArchive(DictArchive):
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def put(self, data: bytes) -> str:
-        return hashlib.sha256(data).hexdigest()
+    def put(self, data: bytes) -> StoredImage:
+        return StoredImage(hashlib.sha256(data).hexdigest(), "PNG", 8, 8, len(data))
 
     def retain(self, episode: str, shas) -> None:
         pass
@@ -74,7 +75,7 @@ def test_a_stalled_thumbnail_read_does_not_block_the_next_record(trained):
         done = threading.Event()
 
         def next_screenshot() -> None:  # what the controller runs when the next screen is archived
-            selector.prepare(archive, archive.put(b"next screen"))
+            selector.prepare(archive, archive.put(b"next screen").sha256)
             done.set()
 
         worker = threading.Thread(target=next_screenshot, daemon=True)

@@ -49,9 +49,9 @@ def test_the_bundled_selector_reads_no_pixels(tmp_path):
 
     archive = CountingArchive(tmp_path / "a")
     trace = Trace("goal", episode_id="ep")
-    trace.observe(archive.put(_png(0)))
+    trace.observe(archive.put(_png(0)).sha256)
     for i in range(1, 8):
-        sha = archive.put(_png(i))
+        sha = archive.put(_png(i)).sha256
         selector.prepare(archive, sha)
         trace.record(Action("click", x=0.1 * i, y=0.2), "click", sha, app="Mail")
     allocation = selector.allocate(
@@ -63,7 +63,7 @@ def test_the_bundled_selector_reads_no_pixels(tmp_path):
 
 def test_prepare_prefetches_the_thumbnail(learned, tmp_path):
     archive = LocalArchive(tmp_path / "a")
-    sha = archive.put(_png(1))
+    sha = archive.put(_png(1)).sha256
     learned.prepare(archive, sha)
     thumbs = learned._extractor.thumbnails
     assert isinstance(thumbs, ThumbnailCache) and thumbs.archive is archive

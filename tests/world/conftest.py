@@ -7,6 +7,8 @@ import io
 
 import pytest
 
+from causalcache_memory.archive.base import StoredImage
+from causalcache_memory.archive.images import validate_image_bytes
 from causalcache_memory.lab.world import generate_tasks
 
 
@@ -18,10 +20,10 @@ class MemoryArchive:
     def __init__(self) -> None:
         self.blobs: dict[str, bytes] = {}
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes) -> StoredImage:
         sha = hashlib.sha256(data).hexdigest()
         self.blobs[sha] = bytes(data)
-        return sha
+        return StoredImage.of(sha, validate_image_bytes(data), len(data))
 
     def get_bytes(self, sha256: str) -> bytes:
         return self.blobs[sha256]

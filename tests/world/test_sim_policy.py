@@ -169,14 +169,16 @@ def test_recovers_from_a_visible_misclick(archive):
     task = next(t for t in generate_tasks(120, seed=1) if t.family.startswith("control:send"))
     world = GuiWorld(task)
     trace = Trace(task.goal, platform=task.platform)
-    trace.observe(archive.put(world.screenshot()))
+    trace.observe(archive.put(world.screenshot()).sha256)
     png, info = world.step(Action("open_app", text="Messages", target="Messages"))
-    trace.record(Action("open_app", text="Messages", target="Messages"), "r", archive.put(png), app=info.app)
+    trace.record(
+        Action("open_app", text="Messages", target="Messages"), "r", archive.put(png).sha256, app=info.app
+    )
     planned = {s.label for s in task.steps}
     wrong = next(e for e in world.screen().elements if e.kind == "item" and e.label not in planned)
     action = element_action("click", wrong, world.size, target=wrong.label)
     png, info = world.step(action)
-    trace.record(action, "r", archive.put(png), app=info.app)
+    trace.record(action, "r", archive.put(png).sha256, app=info.app)
     prompt = render_prompt(trace, make_allocation(recent_b(trace.t, 4), t=trace.t, budget=4, allocator="r"))
     generation = SimulatedPolicy().generate(prompt.bind(archive))
     assert generation.action.type == "back"

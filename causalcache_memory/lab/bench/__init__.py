@@ -4,6 +4,7 @@ Each ``run_*`` function is one scenario of ``causalcache bench``; :func:`run_ben
 Heavy dependencies (onnxruntime, LangGraph, the synthetic world) are imported when a scenario runs.
 """
 
+from causalcache_memory.lab.bench.agent_overhead import run_agent_overhead
 from causalcache_memory.lab.bench.archive_io import run_archive_io
 from causalcache_memory.lab.bench.checkpoints import run_checkpoint_growth
 from causalcache_memory.lab.bench.overhead import run_step_overhead
@@ -26,6 +27,7 @@ __all__ = [
     "check_targets",
     "format_table",
     "make_screenshot",
+    "run_agent_overhead",
     "run_archive_io",
     "run_benchmarks",
     "run_checkpoint_growth",

@@ -76,7 +76,7 @@ def _validate_hash_ms(items: Sequence[bytes], n: int = 20) -> dict[str, float]:
 def _measure(archive: Any, items: Sequence[bytes]) -> dict[str, Any]:
     total = sum(map(len, items))
     start = time.perf_counter()
-    hashes = [archive.put(data) for data in items]
+    hashes = [archive.put(data).sha256 for data in items]
     write_s = time.perf_counter() - start
     start = time.perf_counter()
     read = [archive.get_bytes(sha) for sha in hashes]

@@ -141,7 +141,7 @@ def _record_step(
 ) -> tuple[float, float, float]:
     """Archive the new screen, warm or prefetch its thumbnail, record the event: ``(ms, ms, ms)`` of each."""
     start = time.perf_counter()
-    sha = archive.put(png)
+    sha = archive.put(png).sha256
     archive.retain(trace.episode_id, [sha])
     archive_ms = (time.perf_counter() - start) * 1000.0
     start = time.perf_counter()

@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["SCENARIOS", "BenchSizes", "check_targets", "format_table", "run_benchmarks"]
 
-SCENARIOS = ("overhead", "selector", "archive", "checkpoint", "two_pass")
+SCENARIOS = ("overhead", "selector", "archive", "checkpoint", "two_pass", "agent")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class BenchSizes:
     archive_items: int = 1000
     checkpoint_steps: int = 50
     two_pass_episodes: int = 12
+    agent_steps: int = 44
+    agent_repeats: int = 2
 
     @classmethod
     def quick(cls) -> BenchSizes:
@@ -43,6 +45,8 @@ class BenchSizes:
             archive_items=50,
             checkpoint_steps=10,
             two_pass_episodes=2,
+            agent_steps=8,
+            agent_repeats=1,
         )
 
 
@@ -149,6 +153,11 @@ def _run_one(
 
         ts = sorted({t for t in (1, 10, 25, 50) if t <= sizes.checkpoint_steps} | {sizes.checkpoint_steps})
         return run_checkpoint_growth(steps=sizes.checkpoint_steps, workdir=root, sample_ts=ts)
+    if name == "agent":
+        from causalcache_memory.lab.bench.agent_overhead import run_agent_overhead
+
+        agent = run_agent_overhead(steps=sizes.agent_steps, repeats=sizes.agent_repeats, workdir=root)
+        return {"agent_overhead": agent}
     if model is None:
         raise ImportError("the learned selector (causalcache_memory.selector) cannot be loaded")
     if name == "selector":
@@ -206,6 +215,8 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
             early, late = sum(series[1:half]) / max(half - 1, 1), sum(series[half:]) / (len(series) - half)
             ratio = round(late / max(early, 1e-9), 3)
             out[f"checkpoint_growth_flat_late_over_early.{variant}"] = target(ratio, 1.25)
+    out["agent_added_ms_per_step"] = target(_get(results, "agent_overhead", "added_ms"), 15.0)
+    out["agent_step_ratio"] = target(_get(results, "agent_overhead", "ratio"), 1.25)
     for backend in ("local", "memory"):
         same = _get(results, "archive", backend, "stored_equals_input")
         out[f"archive_stores_input_bytes.{backend}"] = {"value": same, "limit": True, "met": same}
@@ -254,6 +265,15 @@ def format_table(results: dict[str, Any]) -> str:
                 f"two_pass.{budget}",
                 f"added {r['added_model_ms']} ms/step, share {100 * r['added_share']:.2f}%, "
                 f"fire rate {100 * r['fire_rate']:.1f}%",
+            )
+        )
+    agent = results.get("agent_overhead")
+    if agent:
+        rows.append(
+            (
+                "agent_overhead",
+                f"plain p50 {agent['plain_step_ms']['p50']:.1f} ms, memory p50 {agent['memory_step_ms']['p50']:.1f} "
+                f"ms: +{agent['added_ms']:.1f} ms/step (x{agent['ratio']:.2f}), {agent['png_bytes'] / 1e6:.2f} MB PNGs",
             )
         )
     for name, reason in (results.get("skipped") or {}).items():

@@ -28,9 +28,9 @@ def _trace(n: int, archive: Any, pool: Sequence[bytes], counter: itertools.count
     from causalcache_memory.trace import Trace
 
     trace = Trace(GOAL, episode_id=f"selector-{n}", platform="desktop")
-    trace.observe(archive.put(unique_variant(pool[0], next(counter))))
+    trace.observe(archive.put(unique_variant(pool[0], next(counter))).sha256)
     for j in range(1, n + 1):
-        sha = archive.put(unique_variant(pool[j % len(pool)], next(counter)))
+        sha = archive.put(unique_variant(pool[j % len(pool)], next(counter))).sha256
         action = step_action(j)
         trace.record(action, step_response(j, action), sha, app="Shop", screen_size=(1920, 1080))
     return trace

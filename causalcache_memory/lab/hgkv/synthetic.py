@@ -61,9 +61,9 @@ def colour_recall_trajectories(
     """``n`` colour-recall trajectories of ``colours`` steps; screenshots are stored in ``archive``."""
     rng = random.Random(seed)
     names = list(COLOURS)[:colours]
-    shots = {name: archive.put(_png(COLOURS[name], size)) for name in names}
-    grey = archive.put(_png(_GREY, size))
-    done = archive.put(_png((255, 255, 255), size))
+    shots = {name: archive.put(_png(COLOURS[name], size)).sha256 for name in names}
+    grey = archive.put(_png(_GREY, size)).sha256
+    done = archive.put(_png((255, 255, 255), size)).sha256
     out = []
     for k in range(n):
         order = rng.sample(names, colours - 1)

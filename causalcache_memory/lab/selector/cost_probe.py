@@ -26,7 +26,7 @@ def thumbnail_cpu_ms(n: int = 40) -> float:
 
     archive = LocalArchive(tempfile.mkdtemp(prefix="causalcache-cost-"))
     pool = screenshot_pool(4, (1920, 1080))
-    shas = [archive.put(unique_variant(pool[i % 4], i)) for i in range(n)]
+    shas = [archive.put(unique_variant(pool[i % 4], i)).sha256 for i in range(n)]
     cache = ThumbnailCache(archive, size=32)
     cpu = []
     for sha in shas:

@@ -70,7 +70,7 @@ def _reskin(trajectories: Sequence[Any], archive: Any) -> dict[str, str]:
             for sha in (step.screenshot_before, step.screenshot_after):
                 if sha is not None and sha not in remap:
                     n = next(counter)
-                    remap[sha] = archive.put(unique_variant(pool[n % len(pool)], n))
+                    remap[sha] = archive.put(unique_variant(pool[n % len(pool)], n)).sha256
     return remap
 
 

@@ -117,7 +117,7 @@ def run_episode(
     start = time.perf_counter()
     world = GuiWorld(task)
     trace = Trace(task.goal, episode_id=task.task_id, platform=task.platform)
-    trace.observe(archive.put(world.screenshot()))
+    trace.observe(archive.put(world.screenshot()).sha256)
     cap = max_steps if max_steps is not None else len(task.steps) + 6
     allocations: list[Allocation] = []
     typed: list[str] = []
@@ -134,7 +134,7 @@ def run_episode(
         trace.record(
             action,
             generation.response,
-            archive.put(png),
+            archive.put(png).sha256,
             app=info.app,
             screen_size=world.size,
             metadata={EVIDENCE_KEY: list(info.evidence)},

@@ -90,14 +90,14 @@ def run_expert(task: Task, archive: ScreenshotArchive | None = None) -> tuple[Tr
     """Execute ``task``'s plan; returns the demonstration (None without an archive) and the final world."""
     world = GuiWorld(task)
     shot = world.screenshot()
-    before = archive.put(shot) if archive is not None else None
+    before = archive.put(shot).sha256 if archive is not None else None
     steps: list[Step] = []
     for i, step in enumerate(task.steps, 1):
         action = expert_action(world, step, task.value, task.target.get("contact"))
         response = respond(thought_for(step), action, world.size)
         shot, info = world.step(action)
         if archive is not None:
-            after = archive.put(shot)
+            after = archive.put(shot).sha256
             meta = {
                 "plan_step": i,
                 "evidence": i == task.evidence_step,

@@ -15,7 +15,6 @@ sha256). Two timing conventions exist in the wild and both are mapped onto the p
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -116,16 +115,12 @@ class ScreenStore:
         self.sizes: dict[str, tuple[int, int]] = {}
 
     def put(self, data: bytes, *, where: str) -> str:
-        from PIL import Image
-
         try:
-            sha = self.archive.put(bytes(data))
+            stored = self.archive.put(bytes(data))
         except (ArchiveError, ValueError) as exc:
             raise DatasetFormatError(f"{where}: screenshot rejected by the archive: {exc}") from exc
-        if sha not in self.sizes:
-            with Image.open(io.BytesIO(data)) as img:
-                self.sizes[sha] = (int(img.width), int(img.height))
-        return sha
+        self.sizes[stored.sha256] = stored.size  # read from the header by the archive's check
+        return stored.sha256
 
     def put_file(self, path: Path) -> str:
         try:

@@ -1,0 +1,81 @@
+"""DeferredArchive: check and hash now, write durably in the background, serve reads meanwhile, flush."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from causalcache_memory.archive import LocalArchive
+from causalcache_memory.archive.deferred import DeferredArchive, can_defer
+from causalcache_memory.errors import ArchiveError, ImageRejectedError
+
+
+class GatedArchive(LocalArchive):
+    """Blob writes wait for ``gate``; ``fail`` makes them raise."""
+
+    def __init__(self, root) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(root)
+        self.gate = threading.Event()
+        self.fail = False
+
+    def store_image(self, raw, stored) -> None:  # type: ignore[no-untyped-def]
+        assert self.gate.wait(10)
+        if self.fail:
+            raise ArchiveError("disk full")
+        super().store_image(raw, stored)
+
+
+def test_put_returns_before_the_write_and_reads_are_served_meanwhile(tmp_path, make_png) -> None:
+    inner = GatedArchive(tmp_path)
+    view = DeferredArchive(inner)
+    png = make_png(size=(20, 10))
+    stored = view.put(png)
+    assert stored.size == (20, 10) and stored.sha256 not in inner  # not written yet
+    assert stored.sha256 in view and view.get_bytes(stored.sha256) == png
+    assert view.open_image(stored.sha256).size == (20, 10)
+    assert view.blob_stamp(stored.sha256) == ("kept", stored.sha256)
+    inner.gate.set()
+    view.flush()
+    assert inner.get_bytes(stored.sha256) == png and view.blob_stamp(stored.sha256) == inner.blob_stamp(
+        stored.sha256
+    )
+    view.close()
+
+
+def test_the_landed_screenshot_is_encoded_for_the_wire_once_off_the_step(tmp_path, make_png) -> None:
+    from causalcache_memory.render.messages import WIRE_CACHE, data_url_of
+
+    inner = GatedArchive(tmp_path)
+    inner.gate.set()
+    view = DeferredArchive(inner)
+    png = make_png(color=(3, 4, 5))
+    sha = view.put(png).sha256
+    view.flush()
+    assert WIRE_CACHE.get((inner.url, sha, inner.blob_stamp(sha))) == data_url_of(png)
+    view.close()
+
+
+def test_a_bad_image_is_refused_by_put_itself(tmp_path) -> None:
+    view = DeferredArchive(LocalArchive(tmp_path))
+    with pytest.raises(ImageRejectedError):
+        view.put(b"not an image")
+    view.close()
+
+
+def test_a_failed_write_is_raised_by_the_next_flush_once(tmp_path, make_png) -> None:
+    inner = GatedArchive(tmp_path)
+    inner.fail = True
+    view = DeferredArchive(inner)
+    view.put(make_png())
+    inner.gate.set()
+    with pytest.raises(ArchiveError, match="disk full"):
+        view.flush()
+    view.flush()  # reported once
+    view.close()
+
+
+def test_only_archives_that_split_put_can_be_deferred(tmp_path) -> None:
+    assert can_defer(LocalArchive(tmp_path))
+    with pytest.raises(TypeError, match="check_image"):
+        DeferredArchive(object())
