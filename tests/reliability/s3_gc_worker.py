@@ -51,7 +51,7 @@ def writer(archive, folder: Path, index: int, generation: int, grace: float) -> 
     with open(folder / f"w{index}-g{generation}.log", "a", encoding="utf-8") as log:
         while True:
             i = rng.randrange(IDS)
-            sha = archive.put(screenshot(i, size=(40 + i % 9, 24)))
+            sha = archive.put(screenshot(i, size=(40 + i % 9, 24))).sha256
             time.sleep(rng.uniform(0, grace / 2))
             try:
                 archive.retain(f"w{index}-g{generation}", [sha], require_stored=True)

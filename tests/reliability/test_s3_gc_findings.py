@@ -25,9 +25,9 @@ def _ref_key(archive: FsspecArchive, episode: str, sha: str) -> str:
 
 def test_gc_sees_a_reference_another_process_wrote_after_its_listing(s3, s3_url):
     archive = FsspecArchive(s3_url, **s3.options)
-    kept = archive.put(screenshot(1))
+    kept = archive.put(screenshot(1)).sha256
     archive.retain("mine", [kept])
-    theirs = archive.put(screenshot(2))
+    theirs = archive.put(screenshot(2)).sha256
     assert archive.live_episodes() == ["mine"]  # this process has listed refs/ once
     s3.client().put_object(Bucket=s3.bucket, Key=_ref_key(archive, "theirs", theirs), Body=b"")
     archive.gc(grace_seconds=0)
@@ -37,7 +37,7 @@ def test_gc_sees_a_reference_another_process_wrote_after_its_listing(s3, s3_url)
 
 def test_retain_writes_its_reference_even_if_a_listing_remembers_it(s3, s3_url):
     archive = FsspecArchive(s3_url, **s3.options)
-    sha = archive.put(screenshot(3))
+    sha = archive.put(screenshot(3)).sha256
     archive.retain("ep", [sha])
     assert archive.references("ep") == {sha}  # listed (and cached) here ...
     s3.client().delete_object(Bucket=s3.bucket, Key=_ref_key(archive, "ep", sha))  # ... released there
@@ -48,7 +48,7 @@ def test_retain_writes_its_reference_even_if_a_listing_remembers_it(s3, s3_url):
 
 def test_release_removes_references_another_process_added(s3, s3_url):
     archive = FsspecArchive(s3_url, **s3.options)
-    first, second = archive.put(screenshot(4)), archive.put(screenshot(5))
+    first, second = archive.put(screenshot(4)).sha256, archive.put(screenshot(5)).sha256
     archive.retain("ep", [first])
     assert archive.references("ep") == {first}
     s3.client().put_object(Bucket=s3.bucket, Key=_ref_key(archive, "ep", second), Body=b"")
@@ -70,7 +70,7 @@ def test_whole_second_stamps_never_shorten_the_grace(memory_url, monkeypatch, gr
     """A stamp ``s`` (whole seconds, as S3 keeps them) may name a write at ``s + 0.99``: keep it until
     ``s + 1 + grace``; collect it after."""
     archive = FsspecArchive(memory_url)
-    sha = archive.put(screenshot(6))
+    sha = archive.put(screenshot(6)).sha256
     stamp = 1_700_000_000.0
     path = f"{archive.root}/blobs/{sha[:2]}/{sha}"
     archive.fs.store[path].created = datetime.fromtimestamp(stamp, tz=UTC)
@@ -90,7 +90,7 @@ def test_retain_between_the_scan_and_the_marks_is_seen(tmp_path, monkeypatch, s3
         archive = LocalArchive(tmp_path / "archive")
     else:
         archive = FsspecArchive(s3_url, **s3.options)
-    sha = archive.put(screenshot(7))
+    sha = archive.put(screenshot(7)).sha256
     if backend == "local":
         age(archive, sha, 7200)
     scan = archive._stored
@@ -110,7 +110,7 @@ def test_retain_between_the_scan_and_the_marks_is_seen(tmp_path, monkeypatch, s3
 def test_retain_can_require_the_objects_to_be_stored(any_archive):
     """A retain that comes after its object was collected (later than the grace) can say so instead of
     recording a reference to nothing: the writer then knows to put the object again."""
-    stored = any_archive.put(screenshot(8))
+    stored = any_archive.put(screenshot(8)).sha256
     missing = "d" * 64
     with pytest.raises(BlobNotFoundError, match=f"object {missing} is not stored"):
         any_archive.retain("ep", [stored, missing], require_stored=True)
@@ -141,7 +141,7 @@ def test_gc_decides_nothing_once_its_markers_are_half_stale(tmp_path, monkeypatc
     from causalcache_memory.archive import _gc
 
     archive = LocalArchive(tmp_path / "archive")
-    sha = archive.put(screenshot(10))
+    sha = archive.put(screenshot(10)).sha256
     age(archive, sha, 7200)
     monkeypatch.setattr(_gc, "time", _SlowCollectorClock())
     report = archive.gc(grace_seconds=3600)

@@ -35,7 +35,7 @@ def _target(backend: str, tmp_path: Path, s3, s3_url: str):
 
 def _step(store: TraceStore, archive, head: str, i: int) -> str:
     trace = store.load_trace(head)
-    trace.record(Action("type", text=f"mine {i}"), f"mine {i}", archive.put(screenshot(700 + i)))
+    trace.record(Action("type", text=f"mine {i}"), f"mine {i}", archive.put(screenshot(700 + i)).sha256)
     return store.commit(head, trace)
 
 
@@ -73,11 +73,11 @@ def test_a_run_taken_over_elsewhere_fails_at_its_next_commit(tmp_path):
     store = TraceStore(archive)
     trace = store.load_trace(_root(store, archive))
     base = store.head_of("thread-2")
-    trace.record(Action("type", text="a"), "a", archive.put(screenshot(801)))
+    trace.record(Action("type", text="a"), "a", archive.put(screenshot(801)).sha256)
     head = store.commit(base, trace)
     foreign = {"v": 1, "child": "f" * 64, "owner": "other-host.4242.0123456789ab"}  # a live run elsewhere
     archive.claim("thread-2", f"head.{base}", json.dumps(foreign).encode(), exclusive=False)
-    trace.record(Action("type", text="b"), "b", archive.put(screenshot(802)))
+    trace.record(Action("type", text="b"), "b", archive.put(screenshot(802)).sha256)
     with pytest.raises(TraceConflictError, match=r"other-host\.4242.* took this thread over"):
         store.commit(head, trace)
     store.reset_head("thread-2", head)  # a deliberate take-over back
@@ -88,7 +88,7 @@ def _root(store: TraceStore, archive) -> str:
     from causalcache_memory.trace import Trace
 
     trace = Trace("goal", episode_id="thread-2")
-    trace.observe(archive.put(screenshot(800)))
+    trace.observe(archive.put(screenshot(800)).sha256)
     return store.commit(None, trace)
 
 

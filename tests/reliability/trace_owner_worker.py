@@ -28,15 +28,17 @@ def main() -> None:
     archive = open_archive(target)
     store = TraceStore(archive)
     trace = Trace("goal", episode_id=thread)
-    trace.observe(archive.put(screenshot(500)))
+    trace.observe(archive.put(screenshot(500)).sha256)
     root = store.commit(None, trace)
-    trace.record(Action("type", text="first"), "step 1", archive.put(screenshot(501)))
+    trace.record(Action("type", text="first"), "step 1", archive.put(screenshot(501)).sha256)
     head = store.commit(root, trace)
     print(json.dumps({"root": root, "head": head}), flush=True)
     for line in sys.stdin:
         if line.strip() != "go":
             continue
-        trace.record(Action("type", text="again"), f"step {trace.t}", archive.put(screenshot(500 + trace.t)))
+        trace.record(
+            Action("type", text="again"), f"step {trace.t}", archive.put(screenshot(500 + trace.t)).sha256
+        )
         try:
             head = store.commit(head, trace)
             print(f"ok {head}", flush=True)

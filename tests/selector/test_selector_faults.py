@@ -118,7 +118,9 @@ def test_non_finite_scores_are_refused_with_a_named_reason(trained, kind):
         return scores
 
     _patched_scores(selector, transform)
-    ctl = MemoryController(policy=_Fixed(), archive=DictArchive(), allocator=selector, budget=2)
+    ctl = MemoryController(
+        policy=_Fixed(), archive=DictArchive(), allocator=selector, budget=2, selector_timeout_s=30.0
+    )  # a loaded machine must not turn this into a time-out fallback
     traj = make_trajectories(1, length=12, seed=5)[0][0]
     for t in (9, 12):
         with pytest.warns(CausalCacheWarning, match="NonFiniteScoreError"):
