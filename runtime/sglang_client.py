@@ -35,6 +35,10 @@ one URL may be an SGLang Model Gateway that keeps an episode on one worker; with
 client itself picks the server by rendezvous hashing of the key. The key is, in order, the ``route_key``
 argument, ``prompt.prompt.meta["episode_id"]``, else the task goal text. A scoring call sends one batch
 per (server, key), so each batch is routed whole.
+
+Images: the first image request to each URL is preceded by a two-request probe (:mod:`.image_check`,
+``meta_info.prompt_tokens`` with and without one image); a server (or a gateway in front of it) that
+drops images raises :class:`~causalcache_memory.errors.ImagesIgnoredError`.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ConfigError, PolicyInputError, PolicyResponseError, RenderError
 from causalcache_memory.policy import Generation
+from causalcache_memory.render.messages import ImagePart, Message, TextPart
 from causalcache_memory.runtime._http import (
     HttpClient,
     check_image_limit,
@@ -58,6 +63,12 @@ from causalcache_memory.runtime._http import (
     snippet,
 )
 from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
+from causalcache_memory.runtime.image_check import (
+    DEFAULT_MIN_IMAGE_TOKENS,
+    PROBE_TEXT,
+    ImageCheck,
+    probe_image_url,
+)
 from causalcache_memory.runtime.routing import (
     EpisodeRouter,
     rendezvous_route,
@@ -90,6 +101,9 @@ class SGLangPolicy:
         sampling_params: extra sampling parameters merged into generation requests.
         gateway: ``urls`` is one SGLang Model Gateway: batches go as single-prompt requests (the
             gateway's ``/generate`` takes a string ``text`` only), each with the episode's routing key.
+        check_images: probe each URL once before its first image request and raise
+            :class:`~causalcache_memory.errors.ImagesIgnoredError` when images are dropped;
+            ``min_image_tokens`` is the fewest tokens an encoded image must add.
     """
 
     def __init__(
@@ -109,6 +123,8 @@ class SGLangPolicy:
         backoff_s: float = 0.25,
         prompt_len_cache_size: int = 4096,
         gateway: bool = False,
+        check_images: bool = True,
+        min_image_tokens: int = DEFAULT_MIN_IMAGE_TOKENS,
     ) -> None:
         url_list = [urls] if isinstance(urls, str) else list(urls)
         problems = []
@@ -148,6 +164,9 @@ class SGLangPolicy:
         self._prompt_lens: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._cache_size = prompt_len_cache_size
         self._lock = threading.Lock()
+        self._image_check = (
+            ImageCheck(min_image_tokens=min_image_tokens, hint=_IMAGES_HINT) if check_images else None
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -189,12 +208,35 @@ class SGLangPolicy:
             h.update(ref.sha256.encode())
         return h.hexdigest()
 
+    # ------------------------------------------------------------------ image check
+    def _check_images(self, url: str, prompts: Sequence[BoundPrompt], headers: dict[str, str]) -> None:
+        if self._image_check is None or not any(p.images for p in prompts):
+            return
+
+        def count(with_image: bool) -> int:
+            parts = (ImagePart(0), TextPart(PROBE_TEXT)) if with_image else (TextPart(PROBE_TEXT),)
+            payload: dict[str, Any] = {
+                "text": self.chat_format.format([Message("user", parts)]).text,
+                "sampling_params": {"temperature": 0, "max_new_tokens": 0},
+            }
+            if with_image:
+                payload["image_data"] = [probe_image_url()]
+                payload["mm_processor_kwargs"] = {ROLES_KWARG: ["current"]}
+            body = self._http.post_json(f"{url}/generate", payload, headers=headers)
+            if isinstance(body, list) and len(body) == 1:
+                body = body[0]
+            return get_field(body, "meta_info.prompt_tokens", url=url, kind=int)
+
+        self._image_check.ensure(url, count)
+
     # ------------------------------------------------------------------ generate
     def generate(self, prompt: BoundPrompt, *, route_key: str | None = None) -> Generation:
         """Greedy decoding of the next response; the action is parsed, never raising on bad output."""
         check_image_limit([prompt], self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
         url = self.route(prompt, route_key)
         text, images = self._format(prompt)
+        headers = routing_headers(routing_key(prompt, route_key))
+        self._check_images(url, [prompt], headers)
         payload: dict[str, Any] = {
             "text": text,
             "sampling_params": {
@@ -207,7 +249,6 @@ class SGLangPolicy:
             payload["image_data"] = images
             payload["mm_processor_kwargs"] = {ROLES_KWARG: self._roles(prompt)}
         start = time.perf_counter()
-        headers = routing_headers(routing_key(prompt, route_key))
         body = self._http.post_json(f"{url}/generate", payload, headers=headers)
         latency = time.perf_counter() - start
         if isinstance(body, list) and len(body) == 1:
@@ -245,6 +286,7 @@ class SGLangPolicy:
         scores: list[float] = [0.0] * len(prompts)
         for (url, key), indices in groups.items():
             headers = routing_headers(key)
+            self._check_images(url, [prompts[i] for i in indices], headers)
             for start in range(0, len(indices), self.score_batch_size):
                 chunk = indices[start : start + self.score_batch_size]
                 values = self._score_batch(
@@ -336,6 +378,13 @@ class SGLangPolicy:
                 f"batch /generate at {url} should answer a list of {n} objects; body: {snippet(body)}"
             )
         return body
+
+
+_IMAGES_HINT = (
+    "Serve a vision-language model whose processor encodes images; behind the SGLang Model Gateway, run "
+    "the gateway in HTTP mode (worker URLs http://..., not grpc://): in gRPC mode it rebuilds requests "
+    "from the fields it knows."
+)
 
 
 def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:
