@@ -22,10 +22,23 @@ import io
 import threading
 from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ConfigError, ImagesIgnoredError
 
-__all__ = ["DEFAULT_MIN_IMAGE_TOKENS", "PROBE_TEXT", "ImageCheck", "probe_image_url"]
+if TYPE_CHECKING:
+    from causalcache_memory.runtime.chat_format import ChatFormat
+
+__all__ = [
+    "DEFAULT_MIN_IMAGE_TOKENS",
+    "OPENAI_HINT",
+    "PROBE_TEXT",
+    "SGLANG_HINT",
+    "ImageCheck",
+    "openai_probe_messages",
+    "probe_image_url",
+    "sglang_probe",
+]
 
 #: fewest tokens one encoded image must add; a bare placeholder is at most 3-4 tokens
 DEFAULT_MIN_IMAGE_TOKENS = 5
@@ -48,6 +61,44 @@ def probe_image_url() -> str:
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+OPENAI_HINT = (
+    "Serve the model with its image processor: for `transformers serve` the model directory needs the "
+    "processor's config (processor_config.json beside preprocessor_config.json, so AutoProcessor loads the "
+    "model's processor and not its tokenizer); for vLLM/SGLang serve a vision-language model "
+    "(vLLM: --limit-mm-per-prompt image=N). Pass check_images=False only for an endpoint that encodes "
+    "images but reports no usage.prompt_tokens."
+)
+SGLANG_HINT = (
+    "Serve a vision-language model whose processor encodes images; behind the SGLang Model Gateway, run "
+    "the gateway in HTTP mode (worker URLs http://..., not grpc://): in gRPC mode it rebuilds requests "
+    "from the fields it knows."
+)
+
+
+def openai_probe_messages(with_image: bool) -> list[dict[str, Any]]:
+    """The probe as OpenAI chat messages (one user turn)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": PROBE_TEXT}]
+    if with_image:
+        content.insert(0, {"type": "image_url", "image_url": {"url": probe_image_url()}})
+    return [{"role": "user", "content": content}]
+
+
+def sglang_probe(chat_format: ChatFormat, with_image: bool) -> dict[str, Any]:
+    """The probe as an SGLang ``/generate`` request (prompt only: ``max_new_tokens`` 0)."""
+    from causalcache_memory.render.messages import ImagePart, Message, TextPart
+    from causalcache_memory.runtime.sglang_server.roles import ROLES_KWARG
+
+    parts = (ImagePart(0), TextPart(PROBE_TEXT)) if with_image else (TextPart(PROBE_TEXT),)
+    payload: dict[str, Any] = {
+        "text": chat_format.format([Message("user", parts)]).text,
+        "sampling_params": {"temperature": 0, "max_new_tokens": 0},
+    }
+    if with_image:
+        payload["image_data"] = [probe_image_url()]
+        payload["mm_processor_kwargs"] = {ROLES_KWARG: ["current"]}
+    return payload
 
 
 class ImageCheck:

@@ -48,9 +48,9 @@ from causalcache_memory.runtime._http import (
 from causalcache_memory.runtime.chat_format import openai_messages
 from causalcache_memory.runtime.image_check import (
     DEFAULT_MIN_IMAGE_TOKENS,
-    PROBE_TEXT,
+    OPENAI_HINT,
     ImageCheck,
-    probe_image_url,
+    openai_probe_messages,
 )
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class OpenAIPolicy:
         self._prompt_lens: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._image_check = (
-            ImageCheck(min_image_tokens=min_image_tokens, hint=_IMAGES_HINT) if check_images else None
+            ImageCheck(min_image_tokens=min_image_tokens, hint=OPENAI_HINT) if check_images else None
         )
 
     @property
@@ -195,13 +195,10 @@ class OpenAIPolicy:
             self._image_check.ensure(self.url, self._probe_prompt_tokens)
 
     def _probe_prompt_tokens(self, with_image: bool) -> int:
-        content: list[dict[str, Any]] = [{"type": "text", "text": PROBE_TEXT}]
-        if with_image:
-            content.insert(0, {"type": "image_url", "image_url": {"url": probe_image_url()}})
         payload = {
             **self.extra_body,
             "model": self.model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": openai_probe_messages(with_image),
             "temperature": 0,
             "max_tokens": 1,
         }
@@ -292,15 +289,6 @@ class OpenAIPolicy:
             for k in range(first, len(entries))
         ]
         return sum(values) / len(values)
-
-
-_IMAGES_HINT = (
-    "Serve the model with its image processor: for `transformers serve` the model directory needs the "
-    "processor's config (processor_config.json beside preprocessor_config.json, so AutoProcessor loads the "
-    "model's processor and not its tokenizer); for vLLM/SGLang serve a vision-language model "
-    "(vLLM: --limit-mm-per-prompt image=N). Pass check_images=False only for an endpoint that encodes "
-    "images but reports no usage.prompt_tokens."
-)
 
 
 def _entry_logprob(entry: Any, token_id: int | None, *, url: str, k: int) -> float:

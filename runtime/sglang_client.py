@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ConfigError, PolicyInputError, PolicyResponseError, RenderError
 from causalcache_memory.policy import Generation
-from causalcache_memory.render.messages import ImagePart, Message, TextPart
 from causalcache_memory.runtime._http import (
     HttpClient,
     check_image_limit,
@@ -65,9 +64,9 @@ from causalcache_memory.runtime._http import (
 from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, get_chat_format
 from causalcache_memory.runtime.image_check import (
     DEFAULT_MIN_IMAGE_TOKENS,
-    PROBE_TEXT,
+    SGLANG_HINT,
     ImageCheck,
-    probe_image_url,
+    sglang_probe,
 )
 from causalcache_memory.runtime.routing import (
     EpisodeRouter,
@@ -165,7 +164,7 @@ class SGLangPolicy:
         self._cache_size = prompt_len_cache_size
         self._lock = threading.Lock()
         self._image_check = (
-            ImageCheck(min_image_tokens=min_image_tokens, hint=_IMAGES_HINT) if check_images else None
+            ImageCheck(min_image_tokens=min_image_tokens, hint=SGLANG_HINT) if check_images else None
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -214,17 +213,9 @@ class SGLangPolicy:
             return
 
         def count(with_image: bool) -> int:
-            parts = (ImagePart(0), TextPart(PROBE_TEXT)) if with_image else (TextPart(PROBE_TEXT),)
-            payload: dict[str, Any] = {
-                "text": self.chat_format.format([Message("user", parts)]).text,
-                "sampling_params": {"temperature": 0, "max_new_tokens": 0},
-            }
-            if with_image:
-                payload["image_data"] = [probe_image_url()]
-                payload["mm_processor_kwargs"] = {ROLES_KWARG: ["current"]}
+            payload = sglang_probe(self.chat_format, with_image)
             body = self._http.post_json(f"{url}/generate", payload, headers=headers)
-            if isinstance(body, list) and len(body) == 1:
-                body = body[0]
+            body = body[0] if isinstance(body, list) and len(body) == 1 else body
             return get_field(body, "meta_info.prompt_tokens", url=url, kind=int)
 
         self._image_check.ensure(url, count)
@@ -378,13 +369,6 @@ class SGLangPolicy:
                 f"batch /generate at {url} should answer a list of {n} objects; body: {snippet(body)}"
             )
         return body
-
-
-_IMAGES_HINT = (
-    "Serve a vision-language model whose processor encodes images; behind the SGLang Model Gateway, run "
-    "the gateway in HTTP mode (worker URLs http://..., not grpc://): in gRPC mode it rebuilds requests "
-    "from the fields it knows."
-)
 
 
 def _mean_logprob(entries: list[Any], *, url: str, item: int) -> float:

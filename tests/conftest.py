@@ -8,6 +8,8 @@ import random
 import numpy as np
 import pytest
 
+pytest_plugins = ["ci_services"]  # services .ci/run starts must not skip under CI=true
+
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:
