@@ -29,12 +29,6 @@ def expected_services() -> set[str]:
     return {name.strip() for name in listed.split(",") if name.strip()}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "service(name): needs a service .ci/run starts (" + ", ".join(SERVICES) + ")"
-    )
-
-
 def _service(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("service")
     return str(marker.args[0]) if marker is not None and marker.args else None

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-pytest_plugins = ["ci_services"]  # services .ci/run starts must not skip under CI=true
+pytest_plugins = ["ci_services", "pytester"]  # services .ci/run starts must not skip under CI=true
 
 
 @pytest.fixture(autouse=True)
