@@ -5,7 +5,8 @@ and lists them in ``CAUSALCACHE_CI_SERVICES`` (comma-separated); under ``CI=true
 listed service and skips is reported as **failed** (its skip reason kept), so a broken service setup
 cannot pass as "skipped", and a listed service none of whose tests passed (a test module skipped at
 import, a marker lost) fails the session. The terminal summary ends with one line per run: which services ran and
-how their tests ended.
+how their tests ended. Only the outermost pytest session enforces: pytest runs started by tests run
+subsets of the suite.
 """
 
 from __future__ import annotations
@@ -18,15 +19,39 @@ import pytest
 #: what ``.ci/run`` can start (docs/TESTING.md)
 SERVICES = ("postgres", "langgraph-server", "transformers-serve", "chromium")
 
+#: set by the enforcing session for its child processes: a pytest run started by a test (the planted-bug
+#: table, pytester) runs a subset and must not demand every service
+NESTED_ENV = "CAUSALCACHE_CI_SERVICES_SESSION"
+
 _outcomes: defaultdict[str, Counter[str]] = defaultdict(Counter)
+_enforcing: set[str] = set()
 
 
-def expected_services() -> set[str]:
+def listed_services() -> set[str]:
     """Services listed in ``CAUSALCACHE_CI_SERVICES`` when ``CI`` is true, else none."""
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         return set()
     listed = os.environ.get("CAUSALCACHE_CI_SERVICES", "")
     return {name.strip() for name in listed.split(",") if name.strip()}
+
+
+def expected_services() -> set[str]:
+    """The services this session enforces (none in a pytest run nested in another one)."""
+    return set(_enforcing)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(NESTED_ENV):
+        return
+    _enforcing.update(listed_services())
+    if _enforcing:
+        os.environ[NESTED_ENV] = str(os.getpid())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _enforcing and os.environ.get(NESTED_ENV) == str(os.getpid()):
+        del os.environ[NESTED_ENV]
+    _enforcing.clear()
 
 
 def _service(item: pytest.Item) -> str | None:

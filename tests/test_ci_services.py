@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ci_services import NESTED_ENV
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -27,6 +28,7 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, se
     monkeypatch.setenv("CI", ci)
     monkeypatch.setenv("CAUSALCACHE_CI_SERVICES", services)
     monkeypatch.setenv("PYTHONPATH", TESTS)
+    monkeypatch.delenv(NESTED_ENV, raising=False)  # as the outermost session (CI sets it for children)
     pytester.makeini("[pytest]\nmarkers =\n    service(name): a CI service\n")
     pytester.makepyfile(test_services=SKIPPING)
     return pytester.runpytest_subprocess("-p", "ci_services", "-p", "no:cacheprovider")
@@ -58,3 +60,15 @@ def test_a_listed_service_without_tests_fails_the_run(pytester, monkeypatch):
         ["*langgraph-server DID NOT RUN (no tests)*", "CI services FAILED: langgraph-server *"]
     )
     assert result.ret != 0
+
+
+def test_a_pytest_run_nested_in_the_ci_session_does_not_enforce(pytester, monkeypatch):
+    monkeypatch.setenv(NESTED_ENV, "1")
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("CAUSALCACHE_CI_SERVICES", "postgres,langgraph-server")
+    monkeypatch.setenv("PYTHONPATH", TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    service(name): a CI service\n")
+    pytester.makepyfile(test_services=SKIPPING)
+    result = pytester.runpytest_subprocess("-p", "ci_services", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert result.ret == 0
