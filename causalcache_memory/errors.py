@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "ImageRejectedError",
     "ImageSpanMismatchError",
+    "ImagesIgnoredError",
     "MissingDependencyError",
     "PolicyError",
     "PolicyInputError",
@@ -138,6 +139,10 @@ class PolicyUnavailableError(PolicyError, ConnectionError):
 
 class PolicyResponseError(PolicyError, ValueError):
     """A policy server answered with something that is not the expected response."""
+
+
+class ImagesIgnoredError(PolicyResponseError):
+    """A policy server answered a prompt with images but did not encode them (its token count shows it)."""
 
 
 class ActionParseError(CausalCacheError, ValueError):

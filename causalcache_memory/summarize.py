@@ -10,11 +10,13 @@ A summarizer is any callable ``(index, action, app, screen_size, instruction) ->
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from causalcache_memory.actions.model import Action
 
-__all__ = ["Summarizer", "default_summarizer", "instruction_summarizer", "summarize_action"]
+__all__ = ["Summarizer", "action_text", "default_summarizer", "instruction_summarizer", "summarize_action"]
 
 _MAX_TEXT = 40
 
@@ -46,7 +48,7 @@ def _clip(text: str) -> str:
 
 
 def summarize_action(action: Action, screen_size: tuple[int, int] | None = None) -> str:
-    """The action part of a summary, e.g. ``click (412, 88) "Orders"``."""
+    """The action part of a summary, e.g. ``click (412, 88) "Orders"`` or ``scroll (640, 400) down 3``."""
     parts = [action.type]
     if action.type in ("drag", "swipe") and action.x2 is not None and action.y2 is not None:
         parts.append(
@@ -60,6 +62,8 @@ def summarize_action(action: Action, screen_size: tuple[int, int] | None = None)
             parts.append(point)
     if action.direction:
         parts.append(action.direction)
+    if action.type == "scroll" and action.amount:
+        parts.append(f"{abs(action.amount):g}")  # clicks (pixels on mobile); the sign is the direction
     if action.keys:
         parts.append("+".join(action.keys))
     if action.text is not None:
@@ -69,6 +73,20 @@ def summarize_action(action: Action, screen_size: tuple[int, int] | None = None)
     if action.status:
         parts.append(action.status)
     return " ".join(parts)
+
+
+def action_text(action: Action | Mapping[str, Any] | None, screen_size: tuple[int, int] | None) -> str | None:
+    """A recorded action (an :class:`Action` or its dict) written as the summaries write it: pixels on
+    ``screen_size`` (the screen the action acted on), e.g. ``click (1650, 1040)``; None for no action.
+    A dict that is not a valid action is shown as JSON."""
+    if action is None:
+        return None
+    if isinstance(action, Mapping):
+        try:
+            action = Action.from_dict(dict(action))
+        except (TypeError, ValueError, KeyError):
+            return json.dumps(action, sort_keys=True, default=str)
+    return summarize_action(action, screen_size)
 
 
 def default_summarizer(

@@ -17,6 +17,10 @@ does, through its ``prompt_logprobs`` extension of the chat API; the client then
 An endpoint that answers without ``prompt_logprobs`` (OpenAI, SGLang ``/v1``), or rejects the field,
 raises :class:`PromptLogprobsUnsupportedError`; use :class:`SGLangPolicy` (native API) or the embedded
 ``TransformersPolicy`` to score. ``prompt_logprobs=False`` raises it without sending anything.
+
+Images: the first request with images to an endpoint is preceded by a two-request probe
+(:mod:`.image_check`): a server that does not spend tokens on an image (a tokenizer-only processor, a
+text-only model) raises :class:`~causalcache_memory.errors.ImagesIgnoredError` instead of answering blind.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ from causalcache_memory.runtime._http import (
     snippet,
 )
 from causalcache_memory.runtime.chat_format import openai_messages
+from causalcache_memory.runtime.image_check import (
+    DEFAULT_MIN_IMAGE_TOKENS,
+    OPENAI_HINT,
+    ImageCheck,
+    openai_probe_messages,
+)
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
@@ -71,6 +81,9 @@ class OpenAIPolicy:
         target_suffix: appended to each scored target (e.g. ``"<|im_end|>"`` to match SGLangPolicy's
             end-of-turn scoring on a Qwen-VL server).
         extra_body: extra JSON fields merged into every request.
+        check_images: probe the endpoint once before its first image request and raise
+            :class:`~causalcache_memory.errors.ImagesIgnoredError` when it drops images
+            (:mod:`.image_check`); ``min_image_tokens`` is the fewest tokens an encoded image must add.
     """
 
     def __init__(
@@ -91,6 +104,8 @@ class OpenAIPolicy:
         extra_body: dict[str, Any] | None = None,
         backoff_s: float = 0.25,
         name: str | None = None,
+        check_images: bool = True,
+        min_image_tokens: int = DEFAULT_MIN_IMAGE_TOKENS,
     ) -> None:
         problems = []
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
@@ -126,6 +141,9 @@ class OpenAIPolicy:
         )
         self._prompt_lens: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
+        self._image_check = (
+            ImageCheck(min_image_tokens=min_image_tokens, hint=OPENAI_HINT) if check_images else None
+        )
 
     @property
     def url(self) -> str:
@@ -147,6 +165,7 @@ class OpenAIPolicy:
     def generate(self, prompt: BoundPrompt) -> Generation:
         """Greedy decoding; an unparsable response gives ``action=None`` and ``parse_error``."""
         check_image_limit([prompt], self.max_images_per_prompt, server=f"endpoint {self.url}")
+        self._check_images([prompt])
         payload = {
             **self.extra_body,
             "model": self.model,
@@ -170,6 +189,22 @@ class OpenAIPolicy:
             meta["finish_reason"] = finish
         return Generation(response, action, error, latency, meta)
 
+    # ------------------------------------------------------------------ image check
+    def _check_images(self, prompts: Sequence[BoundPrompt]) -> None:
+        if self._image_check is not None and any(p.images for p in prompts):
+            self._image_check.ensure(self.url, self._probe_prompt_tokens)
+
+    def _probe_prompt_tokens(self, with_image: bool) -> int:
+        payload = {
+            **self.extra_body,
+            "model": self.model,
+            "messages": openai_probe_messages(with_image),
+            "temperature": 0,
+            "max_tokens": 1,
+        }
+        body = self._http.post_json(self.url, payload)
+        return get_field(body, "usage.prompt_tokens", url=self.url, kind=int)
+
     # ------------------------------------------------------------------ score
     def _unsupported(self, detail: str) -> PromptLogprobsUnsupportedError:
         return PromptLogprobsUnsupportedError(
@@ -190,6 +225,7 @@ class OpenAIPolicy:
         if self.prompt_logprobs is False:
             raise self._unsupported("prompt_logprobs=False was configured")
         check_image_limit(prompts, self.max_images_per_prompt, server=f"endpoint {self.url}")
+        self._check_images(prompts)
         return [self._score_one(p, t) for p, t in zip(prompts, targets, strict=True)]
 
     def _post_scoring(self, payload: dict[str, Any]) -> Any:

@@ -35,6 +35,10 @@ one URL may be an SGLang Model Gateway that keeps an episode on one worker; with
 client itself picks the server by rendezvous hashing of the key. The key is, in order, the ``route_key``
 argument, ``prompt.prompt.meta["episode_id"]``, else the task goal text. A scoring call sends one batch
 per (server, key), so each batch is routed whole.
+
+Images: the first image request to each URL is preceded by a two-request probe (:mod:`.image_check`,
+``meta_info.prompt_tokens`` with and without one image); a server (or a gateway in front of it) that
+drops images raises :class:`~causalcache_memory.errors.ImagesIgnoredError`.
 """
 
 from __future__ import annotations
@@ -58,6 +62,12 @@ from causalcache_memory.runtime._http import (
     snippet,
 )
 from causalcache_memory.runtime.chat_format import QWEN_VL, ChatFormat, lookup_chat_format
+from causalcache_memory.runtime.image_check import (
+    DEFAULT_MIN_IMAGE_TOKENS,
+    SGLANG_HINT,
+    ImageCheck,
+    sglang_probe,
+)
 from causalcache_memory.runtime.routing import (
     EpisodeRouter,
     rendezvous_route,
@@ -90,6 +100,9 @@ class SGLangPolicy:
         sampling_params: extra sampling parameters merged into generation requests.
         gateway: ``urls`` is one SGLang Model Gateway: batches go as single-prompt requests (the
             gateway's ``/generate`` takes a string ``text`` only), each with the episode's routing key.
+        check_images: probe each URL once before its first image request and raise
+            :class:`~causalcache_memory.errors.ImagesIgnoredError` when images are dropped;
+            ``min_image_tokens`` is the fewest tokens an encoded image must add.
     """
 
     def __init__(
@@ -109,6 +122,8 @@ class SGLangPolicy:
         backoff_s: float = 0.25,
         prompt_len_cache_size: int = 4096,
         gateway: bool = False,
+        check_images: bool = True,
+        min_image_tokens: int = DEFAULT_MIN_IMAGE_TOKENS,
     ) -> None:
         url_list = [urls] if isinstance(urls, str) else list(urls)
         problems = []
@@ -148,6 +163,9 @@ class SGLangPolicy:
         self._prompt_lens: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._cache_size = prompt_len_cache_size
         self._lock = threading.Lock()
+        self._image_check = (
+            ImageCheck(min_image_tokens=min_image_tokens, hint=SGLANG_HINT) if check_images else None
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -189,12 +207,27 @@ class SGLangPolicy:
             h.update(ref.sha256.encode())
         return h.hexdigest()
 
+    # ------------------------------------------------------------------ image check
+    def _check_images(self, url: str, prompts: Sequence[BoundPrompt], headers: dict[str, str]) -> None:
+        if self._image_check is None or not any(p.images for p in prompts):
+            return
+
+        def count(with_image: bool) -> int:
+            payload = sglang_probe(self.chat_format, with_image)
+            body = self._http.post_json(f"{url}/generate", payload, headers=headers)
+            body = body[0] if isinstance(body, list) and len(body) == 1 else body
+            return get_field(body, "meta_info.prompt_tokens", url=url, kind=int)
+
+        self._image_check.ensure(url, count)
+
     # ------------------------------------------------------------------ generate
     def generate(self, prompt: BoundPrompt, *, route_key: str | None = None) -> Generation:
         """Greedy decoding of the next response; the action is parsed, never raising on bad output."""
         check_image_limit([prompt], self.max_images_per_prompt, server=f"SGLang policy {self.name!r}")
         url = self.route(prompt, route_key)
         text, images = self._format(prompt)
+        headers = routing_headers(routing_key(prompt, route_key))
+        self._check_images(url, [prompt], headers)
         payload: dict[str, Any] = {
             "text": text,
             "sampling_params": {
@@ -207,7 +240,6 @@ class SGLangPolicy:
             payload["image_data"] = images
             payload["mm_processor_kwargs"] = {ROLES_KWARG: self._roles(prompt)}
         start = time.perf_counter()
-        headers = routing_headers(routing_key(prompt, route_key))
         body = self._http.post_json(f"{url}/generate", payload, headers=headers)
         latency = time.perf_counter() - start
         if isinstance(body, list) and len(body) == 1:
@@ -245,6 +277,7 @@ class SGLangPolicy:
         scores: list[float] = [0.0] * len(prompts)
         for (url, key), indices in groups.items():
             headers = routing_headers(key)
+            self._check_images(url, [prompts[i] for i in indices], headers)
             for start in range(0, len(indices), self.score_batch_size):
                 chunk = indices[start : start + self.score_batch_size]
                 values = self._score_batch(

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.summarize import action_text
+
 __all__ = ["find_thread_head", "register", "thread_steps", "write_thread_report"]
 
 
@@ -151,6 +153,8 @@ def thread_steps(trace: Any, log: Sequence[Mapping[str, Any]]) -> list[dict[str,
                 }
             )
         current = events[t - 1].pre_screenshot if t - 1 < len(events) else trace.current_screenshot
+        # the action at t acted on the screen of event t (pixels, as the summaries write them)
+        size = events[t - 1].screen_size if t - 1 < len(events) else trace.current_screen_size
         steps.append(
             {
                 "t": t,
@@ -158,8 +162,8 @@ def thread_steps(trace: Any, log: Sequence[Mapping[str, Any]]) -> list[dict[str,
                 "second_pass": record.get("second_pass"),
                 "events": cards,
                 "current_screenshot": current,
-                "action": _action_text(record.get("action")),
-                "proposal": _action_text(record.get("proposal")),
+                "action": action_text(record.get("action"), size),
+                "proposal": action_text(record.get("proposal"), size),
                 "summary_lines": [e.summary for e in events[: max(0, t - 1)]],
                 "fallback": record.get("fallback"),
                 "parse_error": record.get("parse_error"),
@@ -167,12 +171,6 @@ def thread_steps(trace: Any, log: Sequence[Mapping[str, Any]]) -> list[dict[str,
             }
         )
     return steps
-
-
-def _action_text(action: Any) -> str | None:
-    if action is None:
-        return None
-    return json.dumps(action, sort_keys=True)
 
 
 def write_thread_report(

@@ -14,7 +14,11 @@ Runs ``python -m sglang.launch_server`` with
 
 Then it waits for ``/health``, runs :func:`~causalcache_memory.runtime.sglang_server.selfcheck.self_check`
 (SGLang only logs a failed plugin import and serves the stock model) and prints the URL only if the plugin
-is proven active; otherwise it stops the server and exits 1. Arguments after ``--`` go to SGLang.
+is proven active; otherwise it stops the server and exits 1. With ``--gateway-url`` (an SGLang Model
+Gateway already routing to this server) the same probes then go through the gateway
+(:func:`~causalcache_memory.runtime.sglang_server.selfcheck.gateway_self_check`): a gateway that drops the
+image roles (smg in gRPC mode) stops the server too, with what to change. Arguments after ``--`` go to
+SGLang.
 """
 
 from __future__ import annotations
@@ -130,14 +134,17 @@ def launch(
     adapter: bool,
     startup_timeout_s: float,
     wait: bool = True,
+    gateway_url: str | None = None,
 ) -> tuple[int, subprocess.Popen[Any] | None]:
-    """Start ``argv``, wait for health, run the self-check; ``(exit code, process or None when stopped)``."""
-    from causalcache_memory.runtime.sglang_server.selfcheck import self_check
+    """Start ``argv``, wait for health, run the self-check (also through ``gateway_url`` when given);
+    ``(exit code, process or None when stopped)``."""
+    from causalcache_memory.runtime.sglang_server.selfcheck import gateway_self_check, self_check
 
     proc = subprocess.Popen(argv, env={**os.environ, **env})
     try:
         _wait_healthy(url, proc, startup_timeout_s)
         report = self_check(url, adapter=adapter)
+        via = gateway_self_check(gateway_url, adapter=adapter) if report.ok and gateway_url else None
     except BaseException:
         _stop(proc)
         raise
@@ -148,6 +155,16 @@ def launch(
             file=sys.stderr,
         )
         return 1, None
+    if via is not None and not via.ok:
+        _stop(proc)
+        print(
+            f"causalcache serve: the plugin is active but NOT through the gateway, server stopped: "
+            f"{via.summary()}",
+            file=sys.stderr,
+        )
+        return 1, None
+    if via is not None:
+        report.details.append(via.summary())
     print(f"causalcache serve: ready at {url} ({report.summary()})", flush=True)
     if not wait:
         return 0, proc
@@ -174,7 +191,14 @@ def _serve(args: argparse.Namespace) -> int:
         require(
             "sglang", purpose="causalcache serve (pip install 'causalcache-memory[sglang]' on a GPU machine)"
         )
-    code, _ = launch(argv, env, url, adapter=bool(args.adapter), startup_timeout_s=args.startup_timeout)
+    code, _ = launch(
+        argv,
+        env,
+        url,
+        adapter=bool(args.adapter),
+        startup_timeout_s=args.startup_timeout,
+        gateway_url=args.gateway_url,
+    )
     return code
 
 
@@ -192,6 +216,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--expect-rank", type=int, default=None, help="refuse an adapter of another rank")
     p.add_argument("--expect-alpha", type=float, default=None, help="refuse an adapter of another alpha")
     p.add_argument("--expect-layers", type=int, default=None, help="refuse an adapter of another layer count")
+    p.add_argument(
+        "--gateway-url",
+        default=None,
+        help="SGLang Model Gateway routing to this server: run the self-check through it too",
+    )
     p.add_argument("--vlm-cache-mb", type=int, default=2048, help="SGLANG_VLM_CACHE_SIZE_MB")
     p.add_argument("--startup-timeout", type=float, default=1800.0, help="seconds to wait for /health")
     p.add_argument("--allow-zero-adapter", action="store_true", help="serve an adapter whose B is all zero")

@@ -28,6 +28,7 @@ from causalcache_memory.errors import ActionParseError, PolicyError
 from causalcache_memory.policy import Generation
 from causalcache_memory.render.prompt import merge_system_prompts
 from causalcache_memory.runtime.chat_format import openai_messages
+from causalcache_memory.summarize import summarize_action
 
 if TYPE_CHECKING:
     from causalcache_memory.render.messages import BoundPrompt
@@ -150,12 +151,19 @@ def message_text(message: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content)
 
 
-def response_text(message: Any) -> str:
-    """The verbatim response ``r`` kept in the trace: reply text plus its first tool call as JSON."""
+def response_text(
+    message: Any, action: Action | None = None, screen_size: tuple[int, int] | None = None
+) -> str:
+    """The response ``r`` kept in the trace (and shown again in retained turns): the reply text plus its
+    first tool call, written as the summaries write actions (``click (960, 540) "Orders"``, pixels on
+    ``screen_size``) when ``action`` is the parsed call, else as JSON (a call that did not parse)."""
     text = message_text(message)
     calls = getattr(message, "tool_calls", None) or []
     if calls:
-        call = json.dumps({"name": calls[0].get("name"), "args": calls[0].get("args")}, sort_keys=True)
+        if action is not None:
+            call = summarize_action(action, screen_size)
+        else:
+            call = json.dumps({"name": calls[0].get("name"), "args": calls[0].get("args")}, sort_keys=True)
         text = f"{text}\n{call}" if text else call
     return text
 
@@ -202,7 +210,8 @@ def generation_from_message(
         error = None if action is not None else "the parse= hook found no action in the reply"
     except (ActionParseError, ValueError, TypeError) as exc:
         action, error = None, f"{type(exc).__name__}: {exc}"
-    return Generation(response=response_text(message), action=action, parse_error=error, latency_s=latency_s)
+    response = response_text(message, action, screen_size)
+    return Generation(response=response, action=action, parse_error=error, latency_s=latency_s)
 
 
 class ChatModelPolicy:

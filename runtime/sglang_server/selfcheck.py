@@ -11,6 +11,11 @@ with two small images (:func:`probe_images`):
 2. **the adapter changes history tokens** (the model plugin; only with an adapter): the prompt is scored
    with ``logprob_start_len = 0`` once per role assignment; the logprobs after the history image must
    differ. An adapter whose ``B`` is all zero cannot be checked this way (the launcher refuses it).
+
+Behind the SGLang Model Gateway the same probes go through the gateway (:func:`gateway_self_check`), all
+with one routing key so they reach one worker: a gateway that rebuilds requests from the fields it knows
+(smg in gRPC mode) drops ``mm_processor_kwargs``, the plugin then sees no roles and runs the frozen model
+for every request, and the check fails saying to run the gateway in HTTP mode.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from causalcache_memory.runtime.routing import ROUTING_KEY_HEADER
 from causalcache_memory.runtime.sglang_server.roles import ROLES_KWARG
 
-__all__ = ["SelfCheckReport", "probe_images", "probe_text", "self_check"]
+__all__ = ["SelfCheckReport", "gateway_self_check", "probe_images", "probe_text", "self_check"]
 
 IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 
@@ -94,11 +100,22 @@ def _meta(body: Any) -> dict[str, Any]:
     return meta
 
 
-def _http_post(url: str, timeout_s: float) -> Post:
+#: the routing key of every self-check request sent through a gateway (keeps the probes on one worker)
+SELFCHECK_ROUTING_KEY = "causalcache-selfcheck"
+
+GATEWAY_HINT = (
+    "the history-image roles did not reach the server through the gateway at {url}: run the SGLang Model "
+    "Gateway in HTTP mode (register the workers as http://host:port, not grpc://; in gRPC mode smg rebuilds "
+    "requests from the fields it knows and drops mm_processor_kwargs, so HGKV is silently off), and start "
+    "it with --routing-key-override so an episode stays on one worker"
+)
+
+
+def _http_post(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Post:
     import httpx
 
     def post(path: str, payload: dict[str, Any]) -> Any:
-        response = httpx.post(url.rstrip("/") + path, json=payload, timeout=timeout_s)
+        response = httpx.post(url.rstrip("/") + path, json=payload, headers=headers, timeout=timeout_s)
         response.raise_for_status()
         return response.json()
 
@@ -145,4 +162,21 @@ def self_check(
     report.ok = bool(report.checks) and all(report.checks.values())
     if not report.checks:
         report.details.append("nothing could be checked (no adapter and no radix cache): not proven active")
+    return report
+
+
+def gateway_self_check(
+    gateway_url: str, *, adapter: bool, post: Post | None = None, timeout_s: float = 120.0
+) -> SelfCheckReport:
+    """:func:`self_check` through the gateway at ``gateway_url`` (one routing key for every probe).
+
+    Run it after the server itself passed :func:`self_check`: a failure here is the gateway's, and the
+    report's last detail says what to change.
+    """
+    headers = {ROUTING_KEY_HEADER: SELFCHECK_ROUTING_KEY}
+    send = post or _http_post(gateway_url, timeout_s, headers)
+    report = self_check(gateway_url, adapter=adapter, post=send, timeout_s=timeout_s)
+    report.details.insert(0, f"through the gateway {gateway_url}")
+    if not report.ok:
+        report.details.append(GATEWAY_HINT.format(url=gateway_url))
     return report

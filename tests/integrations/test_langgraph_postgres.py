@@ -15,6 +15,7 @@ from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_im
 URI = os.environ.get("CAUSALCACHE_POSTGRES_URI")
 pytestmark = [
     pytest.mark.postgres,
+    pytest.mark.service("postgres"),
     pytest.mark.skipif(not URI, reason="set CAUSALCACHE_POSTGRES_URI to run the PostgreSQL tests"),
 ]
 

@@ -1,7 +1,10 @@
 """One thread through LangGraph's own server (``langgraph dev``, in-memory runtime) with the deployable
-example ``examples/langgraph_deploy``; the memory's trace is read back from the archive.
+example ``examples/langgraph_deploy``, driven over HTTP; the memory's trace is read back from the archive.
 
-Needs the ``langgraph-server`` extra (``langgraph-cli[inmem]``); skipped without it."""
+The server needs the ``langgraph-server`` extra (``langgraph-cli[inmem]``), whose protobuf/grpcio pins
+conflict with the test environment's, so it lives in a virtual environment of its own: the test runs the
+``langgraph`` command named by ``CAUSALCACHE_LANGGRAPH_CLI`` (``.ci/run`` creates that environment), else
+the one next to this Python; skipped when there is none."""
 
 from __future__ import annotations
 
@@ -17,12 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("langgraph_api")
-pytest.importorskip("langgraph_runtime_inmem")
-sdk = pytest.importorskip("langgraph_sdk")
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_deploy"
-CLI = Path(sys.executable).with_name("langgraph")
+CLI = Path(os.environ.get("CAUSALCACHE_LANGGRAPH_CLI") or Path(sys.executable).with_name("langgraph"))
 
 
 def _free_port() -> int:
@@ -32,22 +31,28 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CLI.exists(), reason="the langgraph CLI is not installed next to this Python")
+@pytest.mark.service("langgraph-server")
+@pytest.mark.skipif(
+    not CLI.exists(), reason=f"no langgraph CLI at {CLI} (set CAUSALCACHE_LANGGRAPH_CLI; see .ci/run)"
+)
 def test_one_thread_through_langgraph_dev_records_every_step(tmp_path):
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.cli.report import find_thread_head
     from causalcache_memory.trace_store import TraceStore
 
+    sdk = pytest.importorskip("langgraph_sdk")  # the HTTP client (a langgraph dependency)
     app = tmp_path / "app"
     shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns(".causalcache", "__pycache__"))
     port = _free_port()
-    server = subprocess.Popen(
-        [str(CLI), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        cwd=app,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    log = tmp_path / "langgraph-dev.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(CLI), "dev", "--no-browser", "--no-reload", "--port", str(port)],
+            cwd=app,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -57,8 +62,8 @@ def test_one_thread_through_langgraph_dev_records_every_step(tmp_path):
                         break
             except OSError:
                 pass
-            assert server.poll() is None, "langgraph dev exited"
-            assert time.monotonic() < deadline, "langgraph dev did not start"
+            assert server.poll() is None, f"langgraph dev exited: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"langgraph dev did not start: {log.read_text()[-3000:]}"
             time.sleep(0.5)
         with sdk.get_sync_client(url=f"http://127.0.0.1:{port}") as client:
             thread = client.threads.create()["thread_id"]

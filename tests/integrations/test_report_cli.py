@@ -43,6 +43,10 @@ def test_report_from_archive_and_thread(tmp_path, capsys):
     assert len(set(re.findall(r"\.im\d+\{", page))) >= 3  # screenshots embedded
     assert "Reply not parsed" in page and ua.UNPARSEABLE.replace("'", "&#x27;") in page
     assert "(reply not parsed)" in page
+    # actions in the summaries' units (pixels on the recorded screen), never 0-1 fractions or JSON
+    actions = re.findall(r"<p>Action: <code>(.*?)</code>", page)
+    assert actions and all("&quot;" not in a and not re.search(r"\(0\.\d+, 0\.\d+\)", a) for a in actions)
+    assert any(re.fullmatch(r"click \(\d{2,4}, \d{2,4}\)", a) for a in actions), actions
 
 
 def test_report_from_config_and_checkpointer_last_steps(tmp_path, capsys):

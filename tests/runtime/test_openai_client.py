@@ -26,6 +26,7 @@ def _policy(server, **kw) -> OpenAIPolicy:
     kw.setdefault("timeout_s", 5)
     kw.setdefault("max_retries", 0)
     kw.setdefault("backoff_s", 0.001)
+    kw.setdefault("check_images", False)  # the image probe's requests are tested in test_image_check.py
     return OpenAIPolicy(server.url + "/v1", "fake-vl", **kw)
 
 

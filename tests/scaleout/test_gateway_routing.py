@@ -53,8 +53,9 @@ def test_each_episode_sticks_to_one_worker_and_episodes_spread(workers, gateway)
     assert all(len(ws) == 1 for ws in owners.values()), owners  # sticky: one worker per episode
     used = Counter(next(iter(ws)) for ws in owners.values())
     assert len(used) >= 2, used  # spread: more than one worker serves episodes
-    # every request went through the gateway with its key: 3 steps x (generate + 2 probes + 2 scores)
-    assert sum(len(k) for k in keys_by_worker(workers)) == 16 * 3 * 5
+    # every request went through the gateway with its key: 3 steps x (generate + 2 probes + 2 scores),
+    # plus the client's image check (two requests, once per URL: runtime/image_check.py)
+    assert sum(len(k) for k in keys_by_worker(workers)) == 16 * 3 * 5 + 2
 
 
 def test_worker_killed_mid_run_episode_continues_without_double_records(workers, gateway, tmp_path):

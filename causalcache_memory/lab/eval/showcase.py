@@ -68,22 +68,21 @@ def _step(record: dict[str, Any], trace: Any) -> dict[str, Any]:
             }
         )
     current = trace.event(t).pre_screenshot if t <= len(trace) else trace.current_screenshot
+    size = trace.event(t).screen_size if t <= len(trace) else trace.current_screen_size
     return {
         "t": t,
         "summary_lines": [e.summary for e in trace.events[: t - 1]],
         "events": events,
         "current_screenshot": current,
-        "action": _action_text(record.get("action")),
+        "action": _action_text(record.get("action"), size),
         "second_pass": bool(record.get("second_pass")),
         "k": int(record.get("k", 0)),
-        "proposal": _action_text(record.get("proposal")) if record.get("second_pass") else None,
+        "proposal": _action_text(record.get("proposal"), size) if record.get("second_pass") else None,
     }
 
 
-def _action_text(action: dict[str, Any] | None) -> str:
-    if not action:
-        return "(no action)"
-    from causalcache_memory.actions.model import Action
-    from causalcache_memory.summarize import summarize_action
+def _action_text(action: dict[str, Any] | None, screen_size: tuple[int, int] | None) -> str:
+    """The action in the summaries' units (pixels on the screen it acted on)."""
+    from causalcache_memory.summarize import action_text
 
-    return summarize_action(Action.from_dict(action))
+    return action_text(action or None, screen_size) or "(no action)"

@@ -18,7 +18,7 @@ from causalcache_memory.runtime.sglang_server.roles import (
     history_items,
     parse_roles,
 )
-from causalcache_memory.runtime.sglang_server.selfcheck import self_check
+from causalcache_memory.runtime.sglang_server.selfcheck import gateway_self_check, self_check
 
 TEXT = list(range(60))  # ids of a prompt with images at [10, 25] and [35, 50]
 
@@ -164,7 +164,8 @@ class FakeServer:
         if path == "/flush_cache":
             self.cached.clear()
             return {}
-        roles = payload["mm_processor_kwargs"][ROLES_KWARG] if self.plugin else ["current", "current"]
+        sent = (payload.get("mm_processor_kwargs") or {}).get(ROLES_KWARG)  # a gateway may drop it
+        roles = sent if self.plugin and sent else ["current", "current"]
         ids = key(roles)
         limit = len(ids) - 1
         if payload.get("return_logprob"):
@@ -201,3 +202,48 @@ def test_self_check_without_adapter_or_radix_cache_proves_nothing():
     assert self_check("http://fake", adapter=False, post=FakeServer(plugin=True)).ok
     report = self_check("http://fake", adapter=False, post=FakeServer(plugin=True, radix=False))
     assert not report.ok and "not proven" in report.summary()
+
+
+# GenerateReqInput fields smg 1.13 sets when it rebuilds a /generate request for a gRPC worker; anything
+# else (mm_processor_kwargs, rid) is dropped. In HTTP mode it forwards the body and adds "model".
+GRPC_KNOWN_FIELDS = (
+    "text",
+    "input_ids",
+    "image_data",
+    "sampling_params",
+    "return_logprob",
+    "logprob_start_len",
+)
+
+
+class FakeGateway:
+    """The gateway in front of one worker: ``http`` forwards the body, ``grpc`` keeps known fields only."""
+
+    def __init__(self, worker: FakeServer, mode: str) -> None:
+        self.worker, self.mode = worker, mode
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, path: str, payload: dict[str, Any]) -> Any:
+        if self.mode == "grpc":
+            payload = {k: v for k, v in payload.items() if k in GRPC_KNOWN_FIELDS}
+        else:
+            payload = {**payload, "model": "unknown"}
+        self.seen.append(payload)
+        return self.worker(path, payload)
+
+
+def test_gateway_self_check_passes_through_an_http_mode_gateway():
+    gateway = FakeGateway(FakeServer(plugin=True), "http")
+    report = gateway_self_check("http://gw", adapter=True, post=gateway)
+    assert report.ok, report.summary()
+    assert any(ROLES_KWARG in p.get("mm_processor_kwargs", {}) for p in gateway.seen)
+
+
+@pytest.mark.parametrize("adapter", [True, False])
+def test_gateway_self_check_fails_when_the_gateway_strips_the_roles(adapter):
+    worker = FakeServer(plugin=True)
+    assert self_check("http://worker", adapter=adapter, post=worker).ok  # the server alone is fine
+    report = gateway_self_check("http://gw", adapter=adapter, post=FakeGateway(worker, "grpc"))
+    assert not report.ok
+    assert report.checks["roles_in_radix_key"] is False
+    assert "through the gateway http://gw" in report.summary() and "HTTP mode" in report.summary()

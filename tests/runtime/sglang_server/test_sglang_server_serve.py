@@ -4,7 +4,9 @@ self-check against stand-in server processes (a plugin-active one and a stock on
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,44 @@ def test_launcher_reports_ready_only_when_the_plugin_is_active(mode, ready, caps
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def _wait_listening(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on port {port}"
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize(("mode", "ready"), [("http", True), ("grpc", False)])
+def test_launcher_checks_the_plugin_through_the_gateway(mode, ready, capsys):
+    port, gw_port = _port(), _port()
+    worker = f"http://127.0.0.1:{port}"
+    gateway = subprocess.Popen([sys.executable, str(HERE / "fake_gateway.py"), str(gw_port), worker, mode])
+    argv = [sys.executable, str(HERE / "fake_sglang_server.py"), str(port), "plugin"]
+    try:
+        _wait_listening(gw_port)
+        code, proc = launch(
+            argv,
+            {},
+            worker,
+            adapter=True,
+            startup_timeout_s=60,
+            wait=False,
+            gateway_url=f"http://127.0.0.1:{gw_port}",
+        )
+        out, err = capsys.readouterr()
+        if ready:
+            assert code == 0 and proc is not None and f"through the gateway http://127.0.0.1:{gw_port}" in out
+            proc.terminate()
+            proc.wait(timeout=10)
+        else:
+            assert code == 1 and proc is None and "ready at" not in out
+            assert "NOT through the gateway" in err and "HTTP mode" in err
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=10)
