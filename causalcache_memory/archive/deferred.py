@@ -2,9 +2,13 @@
 
 :class:`DeferredArchive` wraps an archive that splits ``put`` into a check and a store
 (:class:`~causalcache_memory.archive.local.LocalArchive`: ``check_image`` / ``store_image``). Its
-``put`` validates and hashes the screenshot on the caller's thread (a bad image is refused there, as by
-any ``put``), keeps the bytes in memory and hands the durable write (temporary file, ``fsync``, atomic
-rename, directory ``fsync``) to one background thread. Until the write lands, reads of that hash are
+``put`` checks the screenshot's format, header, pixel count and structure and hashes it on the caller's
+thread (an image that fails these is refused there, as by any ``put``), keeps the bytes in memory and
+hands the full pixel decode (:func:`~causalcache_memory.archive.images.check_decodes`, the costly part
+of validation) and the durable write (temporary file, ``fsync``, atomic rename, directory ``fsync``) to
+one background thread. A screenshot whose pixel data does not decode is never written: its
+:class:`~causalcache_memory.errors.ImageRejectedError` is raised by the next :meth:`flush`, so the step
+that took it fails before anything that references it is committed. Until the write lands, reads of that hash are
 served from the kept bytes (they were hashed, so they are the blob), so the step goes on to render the
 prompt and call the model while the disk works.
 
@@ -29,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.archive.images import open_image_bytes
+from causalcache_memory.archive.images import check_decodes, open_image_bytes
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -64,8 +68,8 @@ class DeferredArchive:
 
     # ------------------------------------------------------------------ writes
     def put(self, data: bytes | Image.Image) -> StoredImage:
-        """Validate and hash now; write (durably) in the background. See :meth:`flush`."""
-        raw, stored = self.inner.check_image(data)
+        """Check and hash now; decode and write (durably) in the background. See :meth:`flush`."""
+        raw, stored = self.inner.check_image(data, decode=False)
         with self._lock:
             if stored.sha256 not in self._pending:
                 future = self._pool.submit(self._write, raw, stored)
@@ -74,6 +78,7 @@ class DeferredArchive:
 
     def _write(self, raw: bytes, stored: StoredImage) -> None:
         try:
+            check_decodes(raw, stored.format, max_pixels=self.inner.max_pixels)
             self.inner.store_image(raw, stored)
             self._encode_for_the_wire(raw, stored.sha256)
         except BaseException as exc:

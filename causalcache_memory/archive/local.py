@@ -121,10 +121,14 @@ class LocalArchive(LocalRetention, LocalCollection):
         self.store_image(raw, stored)
         return stored
 
-    def check_image(self, data: bytes | Image.Image) -> tuple[bytes, StoredImage]:
-        """The first half of :meth:`put`: the bytes to store, validated and hashed (nothing written)."""
+    def check_image(self, data: bytes | Image.Image, *, decode: bool = True) -> tuple[bytes, StoredImage]:
+        """The first half of :meth:`put`: the bytes to store, validated and hashed (nothing written).
+
+        ``decode=False`` leaves out the full pixel decode; the caller must then run
+        :func:`~causalcache_memory.archive.images.check_decodes` before :meth:`store_image`.
+        """
         raw = to_bytes(data)
-        info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats)
+        info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats, decode=decode)
         return raw, StoredImage.of(digest(raw), info, len(raw))
 
     def store_image(self, raw: bytes, stored: StoredImage) -> None:

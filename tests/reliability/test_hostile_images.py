@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 from reliability_helpers import screenshot
 
+from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import ArchiveKeyError, ImageRejectedError
 
 
@@ -176,3 +177,32 @@ def test_png_check_agrees_with_pillow_on_random_damage():
             disagreements.append(case)
     assert disagreements == []
     assert refused > 250  # almost every flipped byte of compressed data is detected
+
+
+@pytest.mark.parametrize("case", sorted(UNDECODABLE))
+def test_undecodable_image_is_never_stored_by_a_deferred_archive(tmp_path, case):
+    """The LangGraph memory defers the full decode to its writer thread (off the step's critical path):
+    the refusal then comes from ``put`` or from the next ``flush`` (which every commit waits for), and
+    the payload never reaches the archive."""
+    from causalcache_memory.archive.deferred import DeferredArchive
+
+    inner = LocalArchive(tmp_path)
+    view = DeferredArchive(inner)
+    with pytest.raises(ImageRejectedError, match="pixel data"):
+        view.put(UNDECODABLE[case])
+        view.flush()
+    assert list(inner.iter_hashes()) == []
+    view.flush()  # the failure is reported once
+    view.close()
+
+
+def test_a_deferred_put_leaves_the_full_decode_to_the_writer_thread(tmp_path):
+    from causalcache_memory.archive.deferred import DeferredArchive
+
+    view = DeferredArchive(LocalArchive(tmp_path))
+    stored = view.put(UNDECODABLE["png: corrupt zlib data, valid CRCs"])  # header and structure are fine
+    assert stored.format == "PNG"
+    with pytest.raises(ImageRejectedError, match="pixel data"):
+        view.flush()
+    assert stored.sha256 not in view
+    view.close()
