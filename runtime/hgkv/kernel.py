@@ -309,8 +309,11 @@ def _launch(
 
 #: float32 unit roundoff; the accumulation unit is 2u (tensor cores may truncate when they accumulate)
 U32 = 2.0**-24
-#: relative error of one float32 product under each ``tl.dot`` precision (``ieee``: exact FMA products)
-PRODUCT_ERROR = {"ieee": 0.0, "tf32x3": 2.0**-19, "tf32": 2.0**-10}
+#: per ``tl.dot`` precision: (relative error of one float32 product, tensor-core passes per product).
+#: ``tf32x3`` splits each operand into two tf32 halves (~21 bits kept: ``<= 2^-21`` per operand, plus
+#: ``2^-22`` for the dropped small x small term, ``< 2^-19`` in all) and accumulates three products;
+#: ``ieee`` multiplies exactly (FMA); ``tf32`` keeps 11 bits.
+PRODUCT_ERROR = {"ieee": (0.0, 1), "tf32x3": (2.0**-19, 3), "tf32": (2.0**-10, 1)}
 
 
 def error_bound(
@@ -322,14 +325,13 @@ def error_bound(
     ``|t - y| <= E`` and so ``|kernel - y| <= E + ½ ulp(kernel)`` in the output dtype, where (first order,
     any summation order or split of the hidden dim, Higham's ``gamma_n = n v / (1 - n v)``)::
 
-        E = (2 u_p + gamma_K + gamma_R2 + 2u) * M + u |base|,   M = s * (|x| |A|^T) |B|^T   (elementwise)
+        E = (2 u_p + gamma_{cK} + gamma_{cR2} + 2u) * M + u |base|,   M = s * (|x| |A|^T) |B|^T   (elementwise)
 
     ``M`` is the residual evaluated in absolute values: the error of a dot product scales with the sum of
     the magnitudes of its products, not with its result (cancellation). ``u = 2^-24``; accumulation unit
-    ``v = 2u`` (tensor cores may truncate); ``u_p`` the product error of ``precision``
-    (:data:`PRODUCT_ERROR`: ``tf32x3`` keeps ~21 bits of each operand's split, ``<= 3 * 2^-21 < 2^-19``;
-    ``ieee`` 0); ``K`` = hidden, ``R2`` = the packed rank; one ``u`` for the scale, one for the sum with
-    ``base``. Multiplied by 1.01 for second-order terms. This is a worst-case bound: for random data the
+    ``v = 2u`` (tensor cores may truncate); ``u_p`` and ``c`` (products accumulated per term) from
+    :data:`PRODUCT_ERROR` for ``precision``; ``K`` = hidden (summed in any order: split-K partials and their
+    sum included), ``R2`` = the packed rank; one ``u`` for the scale, one for the sum with ``base``. Multiplied by 1.01 for second-order terms. This is a worst-case bound: for random data the
     observed error is ~``sqrt(K)`` times smaller (docs/HGKV.md, "Numerical contract").
     """
     k, r2 = int(x.shape[1]), int(packed.a.shape[0])
@@ -338,7 +340,8 @@ def error_bound(
     def gamma(n: int) -> float:
         return n * v / (1 - n * v)
 
-    coeff = 2 * PRODUCT_ERROR[precision] + gamma(k) + gamma(r2) + 2 * U32
+    u_p, passes = PRODUCT_ERROR[precision]
+    coeff = 2 * u_p + gamma(passes * k) + gamma(passes * r2) + 2 * U32
     xh = x.index_select(0, rows).double().abs()
     m = (xh @ packed.a.double().abs().T) @ packed.b.double().abs().T * abs(packed.scaling)
     return 1.01 * (coeff * m + U32 * base.double().abs())
