@@ -140,7 +140,7 @@ def _bound_catches_bugs(x, qkv, row_t, w, exact, bound) -> None:
     gated = torch.zeros_like(bound, dtype=torch.bool)
     gated[row_t, 32:] = True
     assert bool(_rounded_once(exact.to(torch.bfloat16).double(), exact, bound).all())  # the ideal passes
-    assert float((bound[gated] / (_ulp_bf16(exact[gated]) / 2)).median()) < 0.1  # far below ½ ulp
+    assert float((bound[gated] / (_ulp_bf16(exact[gated]) / 2)).median()) < 0.25  # well below ½ ulp
     bugs = {
         "double rounding (the reference)": _reference(x, qkv, row_t, w, 32, 16, 2.0),
         "scale off by 2^-6": _reference(x, qkv, row_t, w, 32, 16, 2.0 * (1 + 2**-6)),
