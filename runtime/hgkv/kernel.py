@@ -6,7 +6,9 @@ a single ``k_proj`` or ``v_proj`` output in the transformers adapter)::
 
     out[i, slice_p] = cast( out[i, slice_p] + (B_p (A_p x_i)) * alpha / r )        # float32 residual
 
-one kernel launch reads the rows of ``x`` once and writes only those rows' ``slice_p`` columns, in place.
+one update (two launches, :mod:`._kv_kernel`: a split-K projection onto the packed rank, then the output tiles)
+reads the rows of ``x`` once and writes only those rows' ``slice_p`` columns, in place; the launch plan is
+:func:`default_plan` (rows, hidden, SM count).
 The residual is computed in float32 and added to the float32 value of ``out`` with **one** rounding to
 ``out``'s dtype; the torch reference (``out + residual.to(dtype)``) rounds twice, so in bfloat16 the two
 differ by at most one unit in the last place of the result (docs/HGKV.md, "The fused kernel").
