@@ -4,7 +4,8 @@ Not decorated at import: :mod:`.kernel` wraps them with ``triton.jit`` on first 
 or Triton's interpreter when ``TRITON_INTERPRET=1``), so the environment variable may be set after this
 module is imported. Triton reads a function's source, so they must live in a file.
 
-Two stages (the default; :func:`lowrank_project` then :func:`lowrank_apply`), split-K over the hidden dim::
+Two stages (the default; :func:`lowrank_project` then :func:`lowrank_apply`), split-K over the hidden dim
+(bfloat16 inputs: three exact bf16 products per term, see :func:`lowrank_project`)::
 
     Z[s, m, :]   = sum_{k in split s}  X[i, k] * A[:, k]        # (R2,) float32 partial, A = [A_K; A_V] (R2, hidden)
     OUT[i, c0+n] = cast( float(OUT[i, c0+n]) + ((sum_s Z[s, m, :]) . B[n, :]) * scaling )  # one rounding
@@ -29,6 +30,7 @@ def lowrank_project(
     X,
     ROWS,
     A,
+    A3,
     Z,
     n_rows,
     hidden,
@@ -39,8 +41,16 @@ def lowrank_project(
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
+    X_BF16: tl.constexpr,
+    UPCAST: tl.constexpr,
 ):
-    """Stage 1: ``Z[s, m, :] = X[ROWS[m], s*k_split : (s+1)*k_split] @ A[:, same]^T`` (float32)."""
+    """Stage 1: ``Z[s, m, :] = X[ROWS[m], s*k_split : (s+1)*k_split] @ A[:, same]^T`` (float32).
+
+    bfloat16 ``X`` (``X_BF16``): ``A3`` is ``A`` split exactly into three bfloat16 parts (``A = A3[0] + A3[1]
+    + A3[2]``, 8 + 8 + 8 significand bits), and ``z`` accumulates three native bf16 tensor-core products of
+    the untouched ``X`` tile: every product is exact in float32, no conversion of ``X``. Otherwise ``X`` is
+    converted to float32 and multiplied with ``A`` at ``PRECISION``.
+    """
     pid_m = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -56,9 +66,18 @@ def lowrank_project(
             X + rows[:, None] * stride_xm + offs_k[None, :] * stride_xk,
             mask=m_mask[:, None] & k_mask[None, :],
             other=0.0,
-        ).to(tl.float32)
-        a_t = tl.load(A + offs_r[None, :] * hidden + offs_k[:, None], mask=k_mask[:, None], other=0.0)
-        z = tl.dot(x, a_t, z, input_precision=PRECISION)
+        )
+        if X_BF16:
+            a_ptrs = A3 + offs_r[None, :] * hidden + offs_k[:, None]
+            for part in tl.static_range(3):
+                a_part = tl.load(a_ptrs + part * R2 * hidden, mask=k_mask[:, None], other=0.0)
+                if UPCAST:  # the interpreter's bf16 dot is not float arithmetic; float32 FMA is as exact
+                    z = tl.dot(x.to(tl.float32), a_part.to(tl.float32), z, input_precision="ieee")
+                else:
+                    z = tl.dot(x, a_part, z)
+        else:
+            a_t = tl.load(A + offs_r[None, :] * hidden + offs_k[:, None], mask=k_mask[:, None], other=0.0)
+            z = tl.dot(x.to(tl.float32), a_t, z, input_precision=PRECISION)
     z_ptrs = Z + (pid_s * n_rows + offs_m[:, None]).to(tl.int64) * R2 + offs_r[None, :]
     tl.store(z_ptrs, z, mask=m_mask[:, None])
 

@@ -105,12 +105,15 @@ class PackedLowRank:
             the columns of its ``A_p`` rows.
         col0: first output column written (the start of the first projection's slice).
         scaling: ``alpha / r``.
+        a3: ``(3, R2, hidden)`` bfloat16, ``a`` split exactly: ``a == a3[0] + a3[1] + a3[2]`` in float32
+            (each part the bf16 rounding of what the previous ones leave; 3 x 8 significand bits = 24).
     """
 
     a: torch.Tensor
     b: torch.Tensor
     col0: int
     scaling: float
+    a3: torch.Tensor
 
     @property
     def n_out(self) -> int:
@@ -139,7 +142,14 @@ def pack_lowrank(
         a_all[r0 : r0 + r] = a.detach().float()
         b_all[n0 : n0 + b.shape[0], r0 : r0 + r] = b.detach().float()
         r0, n0 = r0 + r, n0 + int(b.shape[0])
-    return PackedLowRank(a_all.contiguous(), b_all.contiguous(), int(col0), float(scaling))
+    parts, rest = [], a_all
+    for _ in range(3):
+        parts.append(rest.to(torch.bfloat16))
+        rest = rest - parts[-1].float()  # exact in float32
+    if bool(rest.any()):  # only for float32 subnormals below bf16's range
+        logger.warning("pack_lowrank: A is not exactly three bfloat16 parts (subnormal entries)")
+    a3 = torch.stack(parts).contiguous()
+    return PackedLowRank(a_all.contiguous(), b_all.contiguous(), int(col0), float(scaling), a3)
 
 
 _BODIES = ("lowrank_project", "lowrank_apply", "gated_lowrank_update")
@@ -204,16 +214,18 @@ def default_plan(n_rows: int, hidden: int, sm_count: int) -> Plan:
     """The launch plan for ``n_rows`` gathered rows of a ``hidden``-wide input on ``sm_count`` SMs.
 
     The update moves ``n_rows x hidden`` input elements (the bulk) and reads/writes ``n_rows x n_out``
-    output elements, with ~nothing to compute (rank 16), so it is bound by memory latency x parallelism:
-    the GPU needs a few programs per SM, each with a few tiles in flight. Stage 1 therefore runs
-    ``ceil(n_rows / block_m) x split`` programs with ``split`` chosen so that this is at least
-    ``4 x sm_count`` (one wave of ~4 resident programs per SM), but never fewer than 4 ``block_k`` tiles per
-    program (the software pipeline needs a few iterations; the partial sums cost ``split x n_rows x 64``
-    bytes). ``block_m`` is 64 once that alone gives >= 1 program per SM (fewer re-reads of ``A``, which
-    every row block streams from L2: ``R2 x hidden x 4`` bytes per row block), else 32, or 16 for tiny
-    batches. Stage 2 tiles ``32 x 128`` (rows x output columns) are independent and already numerous.
+    output elements, with ~nothing to compute (rank 16), so it is bound by memory latency x parallelism.
+    ``block_m`` is 64 rows (one Hopper warp-group MMA tile; every row block streams all of ``A`` from L2,
+    ``R2 x hidden x 4`` bytes, so taller blocks halve that traffic) once there are >= 256 rows, else 32, or
+    16 under 32 rows (``tl.dot``'s minimum); ``block_k`` 64. Parallelism then comes from splitting the
+    hidden dim: ``split`` is the smallest number giving ``>= 2 x sm_count`` stage-1 programs (one wave of
+    about two resident programs per SM, each with its 3-stage pipeline of ~12 KB tiles in flight: ~70 KB
+    per SM, above the ~25 KB that 3 TB/s x ~1 µs latency needs across 132 SMs), capped so that every
+    program keeps >= 4 ``block_k`` tiles. More splits only add partial sums (``split x n_rows x 64`` bytes,
+    re-read by every column tile of stage 2). Stage 2 tiles ``32 x 128`` (rows x output columns) are
+    independent and already numerous.
     """
-    if n_rows >= 64 * sm_count:
+    if n_rows >= 256:
         block_m = 64
     elif n_rows >= 32:
         block_m = 32
@@ -222,7 +234,7 @@ def default_plan(n_rows: int, hidden: int, sm_count: int) -> Plan:
     block_k = 64
     row_blocks = -(-n_rows // block_m)
     tiles = -(-hidden // block_k)
-    split = max(1, min(-(-4 * sm_count // row_blocks), tiles // 4))
+    split = max(1, min(-(-2 * sm_count // row_blocks), tiles // 4))
     per_split = -(-tiles // split)
     split = -(-tiles // per_split)  # no empty split
     return Plan(block_m, block_k, split)
@@ -297,8 +309,9 @@ def _launch(
     splits = -(-hidden // k_split)
     z = torch.empty((splits, n, r2), dtype=torch.float32, device=out.device)
     kernels["lowrank_project"][(-(-n // plan.block_m), splits)](
-        x, rows, packed.a, z, n, hidden, k_split, x.stride(0), x.stride(1),
+        x, rows, packed.a, packed.a3, z, n, hidden, k_split, x.stride(0), x.stride(1),
         R2=r2, BLOCK_M=plan.block_m, BLOCK_K=plan.block_k, PRECISION=precision,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=_interpreting(),
         num_warps=plan.warps, num_stages=plan.stages,
     )  # fmt: skip
     kernels["lowrank_apply"][(-(-n // plan.apply_m), -(-packed.n_out // plan.block_n))](
@@ -311,11 +324,12 @@ def _launch(
 
 #: float32 unit roundoff; the accumulation unit is 2u (tensor cores may truncate when they accumulate)
 U32 = 2.0**-24
-#: per ``tl.dot`` precision: (relative error of one float32 product, tensor-core passes per product).
-#: ``tf32x3`` splits each operand into two tf32 halves (~21 bits kept: ``<= 2^-21`` per operand, plus
+#: per ``tl.dot`` precision: (relative error of one float32 product, tensor-core products accumulated per
+#: term). ``tf32x3`` splits each operand into two tf32 halves (~21 bits kept: ``<= 2^-21`` per operand, plus
 #: ``2^-22`` for the dropped small x small term, ``< 2^-19`` in all) and accumulates three products;
-#: ``ieee`` multiplies exactly (FMA); ``tf32`` keeps 11 bits.
-PRODUCT_ERROR = {"ieee": (0.0, 1), "tf32x3": (2.0**-19, 3), "tf32": (2.0**-10, 1)}
+#: ``ieee`` multiplies exactly (FMA); ``tf32`` keeps 11 bits; ``bf16x3`` (stage 1 with bfloat16 input:
+#: ``x`` times the three exact bf16 parts of ``A``) multiplies exactly and accumulates three products.
+PRODUCT_ERROR = {"ieee": (0.0, 1), "tf32x3": (2.0**-19, 3), "tf32": (2.0**-10, 1), "bf16x3": (0.0, 3)}
 
 
 def error_bound(
@@ -327,12 +341,13 @@ def error_bound(
     ``|t - y| <= E`` and so ``|kernel - y| <= E + ½ ulp(kernel)`` in the output dtype, where (first order,
     any summation order or split of the hidden dim, Higham's ``gamma_n = n v / (1 - n v)``)::
 
-        E = (2 u_p + gamma_{cK} + gamma_{cR2} + 2u) * M + u |base|,   M = s * (|x| |A|^T) |B|^T   (elementwise)
+        E = (u_1 + u_2 + gamma_{c1 K} + gamma_{c2 R2} + 2u) * M + u |base|,   M = s * (|x| |A|^T) |B|^T
 
     ``M`` is the residual evaluated in absolute values: the error of a dot product scales with the sum of
     the magnitudes of its products, not with its result (cancellation). ``u = 2^-24``; accumulation unit
-    ``v = 2u`` (tensor cores may truncate); ``u_p`` and ``c`` (products accumulated per term) from
-    :data:`PRODUCT_ERROR` for ``precision``; ``K`` = hidden (summed in any order: split-K partials and their
+    ``v = 2u`` (tensor cores may truncate); ``(u_1, c1)`` and ``(u_2, c2)`` (product error, products
+    accumulated per term) of stage 1 (``x . A``: ``bf16x3`` for bfloat16 ``x``, else ``precision``) and
+    stage 2 (``z . B``: ``precision``) from :data:`PRODUCT_ERROR`; ``K`` = hidden (summed in any order: split-K partials and their
     sum included), ``R2`` = the packed rank; one ``u`` for the scale, one for the sum with ``base``. Multiplied by 1.01 for second-order terms. This is a worst-case bound: for random data the
     observed error is ~``sqrt(K)`` times smaller (docs/HGKV.md, "Numerical contract").
     """
@@ -342,8 +357,9 @@ def error_bound(
     def gamma(n: int) -> float:
         return n * v / (1 - n * v)
 
-    u_p, passes = PRODUCT_ERROR[precision]
-    coeff = 2 * u_p + gamma(passes * k) + gamma(passes * r2) + 2 * U32
+    u1, c1 = PRODUCT_ERROR["bf16x3" if x.dtype == torch.bfloat16 else precision]  # stage 1: x . A
+    u2, c2 = PRODUCT_ERROR[precision]  # stage 2: z . B
+    coeff = u1 + u2 + gamma(c1 * k) + gamma(c2 * r2) + 2 * U32
     xh = x.index_select(0, rows).double().abs()
     m = (xh @ packed.a.double().abs().T) @ packed.b.double().abs().T * abs(packed.scaling)
     return 1.01 * (coeff * m + U32 * base.double().abs())

@@ -45,10 +45,15 @@ def sweep_plans(rows: int, hidden: int, sms: int) -> list[Any]:
 
     plans = [default_plan(rows, hidden, sms), first_version_plan(rows)]
     plans += [Plan(32, 128, 0, block_n=64), Plan(64, 64, 0, block_n=64)]  # first version's best (H100)
-    for block_m, split in ((16, 7), (16, 14), (32, 4), (32, 7), (32, 14), (64, 2), (64, 4), (64, 7)):
+    for block_m, split in ((64, 1), (64, 2), (64, 3), (64, 4), (64, 7), (64, 14), (32, 4), (32, 7)):
         plans.append(Plan(block_m, 64, split))
-    plans += [Plan(32, 128, 7), Plan(64, 128, 4), Plan(64, 64, 4, warps=8), Plan(32, 64, 7, stages=4)]
-    plans += [Plan(32, 64, 7, stages=2), Plan(64, 64, 4, block_n=256, apply_m=16)]
+    plans += [
+        Plan(64, 64, 2, stages=4),
+        Plan(64, 64, 7, stages=4),
+        Plan(64, 128, 2),
+        Plan(64, 64, 4, warps=8),
+    ]
+    plans += [Plan(64, 64, 2, block_n=256, apply_m=64), Plan(64, 64, 7, block_n=256, apply_m=64)]
     seen: dict[str, Any] = {}
     for plan in plans:
         seen.setdefault(plan.key, plan)

@@ -233,10 +233,10 @@ def test_split_and_one_pass_plans_keep_the_bf16_contract(device, plan) -> None:
 
 
 def test_default_plan_fills_the_gpu_from_the_shape() -> None:
-    """The heuristic: >= 4 stage-1 programs per SM where the hidden dim allows, >= 4 tiles per program."""
+    """The heuristic: >= 2 stage-1 programs per SM where the hidden dim allows, >= 4 tiles per program."""
     one, four = hk.default_plan(2691, 3584, 132), hk.default_plan(10764, 3584, 132)
-    assert (one.block_m, one.block_k, one.split) == (32, 64, 7)  # 85 row blocks x 7 = 595 programs
-    assert (four.block_m, four.block_k, four.split) == (64, 64, 4)  # 169 x 4 = 676
+    assert (one.block_m, one.block_k, one.split) == (64, 64, 7)  # 43 row blocks x 7 = 301 programs
+    assert (four.block_m, four.block_k, four.split) == (64, 64, 2)  # 169 x 2 = 338
     for n in (1, 17, 300, 2691, 5000, 10764, 100000):
         for hidden, sms in ((3584, 132), (3584, 78), (1536, 132), (64, 4)):
             plan = hk.default_plan(n, hidden, sms)
@@ -245,7 +245,7 @@ def test_default_plan_fills_the_gpu_from_the_shape() -> None:
             assert plan.split >= 1 and (plan.split - 1) * per_split < tiles  # no empty split
             assert per_split >= min(4, tiles)
             programs = -(-n // plan.block_m) * plan.split
-            assert programs >= 4 * sms or per_split < 8  # else limited by the 4-tile floor
+            assert programs >= 2 * sms or per_split < 8  # else limited by the 4-tile floor
 
 
 def test_pack_is_block_diagonal() -> None:
@@ -254,6 +254,10 @@ def test_pack_is_block_diagonal() -> None:
     assert packed.a.shape == (16, 12) and packed.b.shape == (12, 16) and packed.n_out == 12
     assert torch.equal(packed.a[:4], a_k) and torch.equal(packed.a[4:8], a_v) and not packed.a[8:].any()
     assert torch.equal(packed.b[:6, :4], b_k) and torch.equal(packed.b[6:, 4:8], b_v)
+    # three bfloat16 parts that sum exactly to A (the bf16-input stage-1 products are then exact)
+    assert packed.a3.shape == (3, 16, 12) and packed.a3.dtype == torch.bfloat16
+    assert torch.equal(packed.a3[0].float() + packed.a3[1].float() + packed.a3[2].float(), packed.a)
+    assert bool(packed.a3[2].any())  # float32 weights need the third part
     assert not packed.b[:6, 4:].any() and not packed.b[6:, :4].any()
 
 
