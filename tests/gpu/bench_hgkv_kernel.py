@@ -330,8 +330,9 @@ def parity(history: int, tiny: bool, device) -> dict[str, Any]:
     def gated(t):
         return t.index_select(0, rows).double()
 
-    def ulp(t):  # spacing of bf16 numbers at |t|
-        return torch.exp2(torch.floor(torch.log2(t.abs().clamp_min(torch.finfo(torch.bfloat16).tiny))) - 7)
+    def ulp(t):  # spacing of bf16 numbers at |t|; frexp is exact (CUDA's log2(8.0) can be 2.999...)
+        mag = t.abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
+        return torch.ldexp(torch.ones_like(mag), torch.frexp(mag).exponent - 8)
 
     # bf16 spacing at the largest of result and residual: the reference rounds both (double rounding)
     largest = torch.maximum(torch.maximum(gated(ref).abs(), gated(ker).abs()), (exact - gated(base)).abs())

@@ -72,7 +72,7 @@ def _exact(x, qkv, rows, weights, q: int, kv: int, scaling: float) -> torch.Tens
 def _ulp_bf16(v: torch.Tensor) -> torch.Tensor:
     """Spacing of bfloat16 numbers at ``|v|`` (8 significand bits)."""
     mag = v.abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
-    return torch.exp2(torch.floor(torch.log2(mag)) - 7)
+    return torch.ldexp(torch.ones_like(mag), torch.frexp(mag).exponent - 8)  # exact (log2 is not, on CUDA)
 
 
 def _case(device, *, tokens: int, hidden: int, q: int, kv: int, rows: list[int], dtype, seed: int = 0):
