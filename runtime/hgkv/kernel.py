@@ -6,7 +6,9 @@ a single ``k_proj`` or ``v_proj`` output in the transformers adapter)::
 
     out[i, slice_p] = cast( out[i, slice_p] + (B_p (A_p x_i)) * alpha / r )        # float32 residual
 
-one kernel launch reads the rows of ``x`` once and writes only those rows' ``slice_p`` columns, in place.
+one update (two launches, :mod:`._kv_kernel`: a split-K projection onto the packed rank, then the output tiles)
+reads the rows of ``x`` once and writes only those rows' ``slice_p`` columns, in place; the launch plan is
+:func:`default_plan` (rows, hidden, SM count).
 The residual is computed in float32 and added to the float32 value of ``out`` with **one** rounding to
 ``out``'s dtype; the torch reference (``out + residual.to(dtype)``) rounds twice, so in bfloat16 the two
 differ by at most one unit in the last place of the result (docs/HGKV.md, "The fused kernel").
@@ -33,6 +35,9 @@ from causalcache_memory.errors import ConfigError
 __all__ = [
     "KERNEL_ENV",
     "PackedLowRank",
+    "Plan",
+    "default_plan",
+    "error_bound",
     "fused_lowrank_update",
     "kernel_choice",
     "pack_lowrank",
@@ -44,7 +49,7 @@ KERNEL_ENV = "CAUSALCACHE_HGKV_KERNEL"
 CHOICES = ("auto", "triton", "torch")
 logger = logging.getLogger("causalcache_memory.hgkv.kernel")
 
-_jitted: dict[bool, Any] = {}
+_jitted: dict[bool, dict[str, Any]] = {}
 _precision_ok: dict[tuple[str, str], str] = {}
 
 
@@ -100,12 +105,15 @@ class PackedLowRank:
             the columns of its ``A_p`` rows.
         col0: first output column written (the start of the first projection's slice).
         scaling: ``alpha / r``.
+        a3: ``(3, R2, hidden)`` bfloat16, ``a`` split exactly: ``a == a3[0] + a3[1] + a3[2]`` in float32
+            (each part the bf16 rounding of what the previous ones leave; 3 x 8 significand bits = 24).
     """
 
     a: torch.Tensor
     b: torch.Tensor
     col0: int
     scaling: float
+    a3: torch.Tensor
 
     @property
     def n_out(self) -> int:
@@ -134,23 +142,102 @@ def pack_lowrank(
         a_all[r0 : r0 + r] = a.detach().float()
         b_all[n0 : n0 + b.shape[0], r0 : r0 + r] = b.detach().float()
         r0, n0 = r0 + r, n0 + int(b.shape[0])
-    return PackedLowRank(a_all.contiguous(), b_all.contiguous(), int(col0), float(scaling))
+    parts, rest = [], a_all
+    for _ in range(3):
+        parts.append(rest.to(torch.bfloat16))
+        rest = rest - parts[-1].float()  # exact in float32
+    if bool(rest.any()):  # only for float32 subnormals below bf16's range
+        logger.warning("pack_lowrank: A is not exactly three bfloat16 parts (subnormal entries)")
+    a3 = torch.stack(parts).contiguous()
+    return PackedLowRank(a_all.contiguous(), b_all.contiguous(), int(col0), float(scaling), a3)
 
 
-def _kernel() -> Any:
+_BODIES = ("lowrank_project", "lowrank_apply", "gated_lowrank_update")
+
+
+def _kernels() -> dict[str, Any]:
     interpret = _interpreting()
     if interpret not in _jitted:
         import triton
 
-        from causalcache_memory.runtime.hgkv._kv_kernel import gated_lowrank_update
+        from causalcache_memory.runtime.hgkv import _kv_kernel
 
-        _jitted[interpret] = triton.jit(gated_lowrank_update)
+        _jitted[interpret] = {name: triton.jit(getattr(_kv_kernel, name)) for name in _BODIES}
     return _jitted[interpret]
 
 
-def default_blocks(n_rows: int) -> tuple[int, int, int, int]:
-    """``(BLOCK_M, BLOCK_K, BLOCK_N, num_warps)`` for ``n_rows`` gathered rows."""
-    return (16 if n_rows <= 4096 else 32), 128, 64, 4
+@dataclass(frozen=True)
+class Plan:
+    """How one update is launched (results agree across plans up to float32 summation order).
+
+    Attributes:
+        block_m: gathered rows per program (16, 32 or 64: ``tl.dot`` needs >= 16).
+        block_k: hidden-dim tile of stage 1.
+        split: K-splits of stage 1 (programs = row blocks x split); ``0`` = the first version's one-pass
+            kernel (one program per row block walks the whole hidden dim, then all output columns).
+        warps, stages: ``num_warps`` / ``num_stages`` of stage 1 (the one-pass kernel: ``warps`` only).
+        block_n: output-column tile (stage 2; the one-pass kernel's column loop step).
+        apply_m: rows per stage-2 program.
+    """
+
+    block_m: int
+    block_k: int
+    split: int
+    warps: int = 4
+    stages: int = 3
+    block_n: int = 128
+    apply_m: int = 32
+
+    @property
+    def key(self) -> str:
+        if self.split == 0:
+            return f"one_pass_m{self.block_m}_k{self.block_k}_n{self.block_n}_w{self.warps}"
+        return (
+            f"m{self.block_m}_k{self.block_k}_s{self.split}_w{self.warps}_st{self.stages}"
+            f"_apply{self.apply_m}x{self.block_n}"
+        )
+
+
+#: the first version's default (one-pass kernel), kept for comparison in the benchmark
+def first_version_plan(n_rows: int) -> Plan:
+    return Plan(16 if n_rows <= 4096 else 32, 128, 0, warps=4, block_n=64)
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).multi_processor_count)
+    return 4  # the interpreter runs programs one by one; any small number exercises the split logic
+
+
+def default_plan(n_rows: int, hidden: int, sm_count: int) -> Plan:
+    """The launch plan for ``n_rows`` gathered rows of a ``hidden``-wide input on ``sm_count`` SMs.
+
+    The update moves ``n_rows x hidden`` input elements (the bulk) and reads/writes ``n_rows x n_out``
+    output elements, with ~nothing to compute (rank 16), so it is bound by memory latency x parallelism.
+    ``block_m`` is 64 rows (one Hopper warp-group MMA tile; every row block streams all of ``A`` from L2,
+    ``R2 x hidden x 4`` bytes, so taller blocks halve that traffic) once there are >= 256 rows, else 32, or
+    16 under 32 rows (``tl.dot``'s minimum); ``block_k`` 64. Parallelism then comes from splitting the
+    hidden dim: ``split`` is the smallest number giving ``>= 2 x sm_count`` stage-1 programs (one wave of
+    about two resident programs per SM, each with its 3-stage pipeline of ~12 KB tiles in flight: ~70 KB
+    per SM, above the ~25 KB that 3 TB/s x ~1 µs latency needs across 132 SMs), capped so that every
+    program keeps >= 4 ``block_k`` tiles. More splits only add partial sums (``split x n_rows x 64`` bytes,
+    re-read by every column tile of stage 2). Stage 2 tiles ``32 x 128`` (rows x output columns) are
+    independent and already numerous.
+    """
+    if n_rows >= 256:
+        block_m = 64
+    elif n_rows >= 32:
+        block_m = 32
+    else:
+        block_m = 16
+    block_k = 64
+    row_blocks = -(-n_rows // block_m)
+    tiles = -(-hidden // block_k)
+    split = max(1, min(-(-2 * sm_count // row_blocks), tiles // 4))
+    per_split = -(-tiles // split)
+    split = -(-tiles // per_split)  # no empty split
+    return Plan(block_m, block_k, split)
 
 
 def fused_lowrank_update(
@@ -160,7 +247,7 @@ def fused_lowrank_update(
     packed: PackedLowRank,
     *,
     precision: str | None = None,
-    blocks: tuple[int, int, int, int] | None = None,
+    plan: Plan | None = None,
 ) -> None:
     """``out[rows, col0:col0+n_out] += (x[rows] A^T) B^T * scaling`` in float32, one rounding, in place.
 
@@ -171,7 +258,7 @@ def fused_lowrank_update(
         packed: :func:`pack_lowrank` output on ``out``'s device.
         precision: ``tl.dot`` input precision for the float32 products (default ``tf32x3`` on CUDA,
             about float32 accuracy on tensor cores; ``ieee`` is exact float32 FMA).
-        blocks: ``(BLOCK_M, BLOCK_K, BLOCK_N, num_warps)``; default :func:`default_blocks`.
+        plan: launch plan; default :func:`default_plan` for this device's SM count.
     """
     n = int(rows.numel())
     if n == 0:
@@ -184,29 +271,95 @@ def fused_lowrank_update(
         raise ValueError(
             "fused_lowrank_update on CPU tensors needs TRITON_INTERPRET=1 (Triton's interpreter)"
         )
-    block_m, block_k, block_n, warps = blocks or default_blocks(n)
-    grid = ((n + block_m - 1) // block_m,)
-    kernel = _kernel()
+    hidden = int(x.shape[1])
+    plan = plan or default_plan(n, hidden, _sm_count(out.device))
     want = precision or ("tf32x3" if out.device.type == "cuda" else "ieee")
     key = (str(out.device), want)
     use = _precision_ok.get(key, want)
-    args = (x, out, rows, packed.a, packed.b, n, x.shape[1], packed.n_out, packed.col0, packed.scaling)
-    strides = (x.stride(0), x.stride(1), out.stride(0), out.stride(1))
-    consts = {
-        "R2": int(packed.a.shape[0]),
-        "BLOCK_M": block_m,
-        "BLOCK_K": block_k,
-        "BLOCK_N": block_n,
-        "OUT_BF16": out.dtype == torch.bfloat16,
-    }
     try:
-        kernel[grid](*args, *strides, **consts, PRECISION=use, num_warps=warps)
+        _launch(x, out, rows, packed, plan, use)
     except Exception as exc:
         if use == "ieee" or key in _precision_ok:
             raise
         # an older Triton or another backend without this dot precision: exact float32 instead
         logger.warning("HGKV kernel: input_precision=%s failed (%s); using ieee", use, exc)
         _precision_ok[key] = "ieee"
-        kernel[grid](*args, *strides, **consts, PRECISION="ieee", num_warps=warps)
+        _launch(x, out, rows, packed, plan, "ieee")
         return
     _precision_ok[key] = use
+
+
+def _launch(
+    x: torch.Tensor, out: torch.Tensor, rows: torch.Tensor, packed: PackedLowRank, plan: Plan, precision: str
+) -> None:
+    kernels = _kernels()
+    n, hidden, r2 = int(rows.numel()), int(x.shape[1]), int(packed.a.shape[0])
+    out_bf16 = out.dtype == torch.bfloat16
+    if plan.split == 0:
+        grid = (-(-n // plan.block_m),)
+        kernels["gated_lowrank_update"][grid](
+            x, out, rows, packed.a, packed.b, n, hidden, packed.n_out, packed.col0, packed.scaling,
+            x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+            R2=r2, BLOCK_M=plan.block_m, BLOCK_K=plan.block_k, BLOCK_N=plan.block_n,
+            PRECISION=precision, OUT_BF16=out_bf16, num_warps=plan.warps,
+        )  # fmt: skip
+        return
+    tiles = -(-hidden // plan.block_k)
+    k_split = -(-tiles // plan.split) * plan.block_k
+    splits = -(-hidden // k_split)
+    z = torch.empty((splits, n, r2), dtype=torch.float32, device=out.device)
+    kernels["lowrank_project"][(-(-n // plan.block_m), splits)](
+        x, rows, packed.a, packed.a3, z, n, hidden, k_split, x.stride(0), x.stride(1),
+        R2=r2, BLOCK_M=plan.block_m, BLOCK_K=plan.block_k, PRECISION=precision,
+        X_BF16=x.dtype == torch.bfloat16, UPCAST=_interpreting(),
+        num_warps=plan.warps, num_stages=plan.stages,
+    )  # fmt: skip
+    kernels["lowrank_apply"][(-(-n // plan.apply_m), -(-packed.n_out // plan.block_n))](
+        z, packed.b, out, rows, n, splits, packed.n_out, packed.col0, packed.scaling,
+        out.stride(0), out.stride(1),
+        R2=r2, BLOCK_M=plan.apply_m, BLOCK_N=plan.block_n, PRECISION=precision, OUT_BF16=out_bf16,
+        num_warps=4,
+    )  # fmt: skip
+
+
+#: float32 unit roundoff; the accumulation unit is 2u (tensor cores may truncate when they accumulate)
+U32 = 2.0**-24
+#: per ``tl.dot`` precision: (relative error of one float32 product, tensor-core products accumulated per
+#: term). ``tf32x3`` splits each operand into two tf32 halves (~21 bits kept: ``<= 2^-21`` per operand, plus
+#: ``2^-22`` for the dropped small x small term, ``< 2^-19`` in all) and accumulates three products;
+#: ``ieee`` multiplies exactly (FMA); ``tf32`` keeps 11 bits; ``bf16x3`` (stage 1 with bfloat16 input:
+#: ``x`` times the three exact bf16 parts of ``A``) multiplies exactly and accumulates three products.
+PRODUCT_ERROR = {"ieee": (0.0, 1), "tf32x3": (2.0**-19, 3), "tf32": (2.0**-10, 1), "bf16x3": (0.0, 3)}
+
+
+def error_bound(
+    x: torch.Tensor, rows: torch.Tensor, packed: PackedLowRank, base: torch.Tensor, precision: str
+) -> torch.Tensor:
+    """Per-element bound ``E`` on the kernel's float32 error before the final rounding (float64, ``(n, n_out)``).
+
+    With ``y`` the exact (real) value ``base + s * B (A x)`` and ``t`` the float32 value the kernel rounds,
+    ``|t - y| <= E`` and so ``|kernel - y| <= E + ½ ulp(kernel)`` in the output dtype, where (first order,
+    any summation order or split of the hidden dim, Higham's ``gamma_n = n v / (1 - n v)``)::
+
+        E = (u_1 + u_2 + gamma_{c1 K} + gamma_{c2 R2} + 2u) * M + u |base|,   M = s * (|x| |A|^T) |B|^T
+
+    ``M`` is the residual evaluated in absolute values: the error of a dot product scales with the sum of
+    the magnitudes of its products, not with its result (cancellation). ``u = 2^-24``; accumulation unit
+    ``v = 2u`` (tensor cores may truncate); ``(u_1, c1)`` and ``(u_2, c2)`` (product error, products
+    accumulated per term) of stage 1 (``x . A``: ``bf16x3`` for bfloat16 ``x``, else ``precision``) and
+    stage 2 (``z . B``: ``precision``) from :data:`PRODUCT_ERROR`; ``K`` = hidden (summed in any order: split-K partials and their
+    sum included), ``R2`` = the packed rank; one ``u`` for the scale, one for the sum with ``base``. Multiplied by 1.01 for second-order terms. This is a worst-case bound: for random data the
+    observed error is ~``sqrt(K)`` times smaller (docs/HGKV.md, "Numerical contract").
+    """
+    k, r2 = int(x.shape[1]), int(packed.a.shape[0])
+    v = 2 * U32
+
+    def gamma(n: int) -> float:
+        return n * v / (1 - n * v)
+
+    u1, c1 = PRODUCT_ERROR["bf16x3" if x.dtype == torch.bfloat16 else precision]  # stage 1: x . A
+    u2, c2 = PRODUCT_ERROR[precision]  # stage 2: z . B
+    coeff = u1 + u2 + gamma(c1 * k) + gamma(c2 * r2) + 2 * U32
+    xh = x.index_select(0, rows).double().abs()
+    m = (xh @ packed.a.double().abs().T) @ packed.b.double().abs().T * abs(packed.scaling)
+    return 1.01 * (coeff * m + U32 * base.double().abs())

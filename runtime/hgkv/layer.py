@@ -138,7 +138,7 @@ class HistoryGatedLinear(nn.Module):
         return result.is_contiguous() and use_kernel(result.device)
 
     def _kernel_update(self, x: torch.Tensor, result: torch.Tensor) -> None:
-        """Add the residual in place to ``result``'s history rows (one kernel launch)."""
+        """Add the residual in place to ``result``'s history rows (one fused update, :func:`fused_lowrank_update`)."""
         key = (self.A.data_ptr(), self.A._version, self.B.data_ptr(), self.B._version)
         if self._packed is None or self._packed[0] != key:
             packed = pack_lowrank([(self.A, self.B)], col0=0, scaling=self.scaling)

@@ -20,7 +20,8 @@ image gate exactly the image tokens computed in this pass. Fail-closed: the ids 
 history image's radix sentinels (checked on the device, one synchronisation per history prefill; disable
 with ``CAUSALCACHE_HGKV_VERIFY=0``).
 
-The update itself is one fused Triton launch per adapted layer for K and V together
+The update itself is one fused Triton update (two launches: split-K projection, then the K/V tiles) per
+adapted layer for K and V together
 (:func:`~causalcache_memory.runtime.hgkv.kernel.fused_lowrank_update`) on CUDA when ``triton`` is
 importable, and the torch reference (:meth:`ServerHGKV.update_reference`) otherwise; ``CAUSALCACHE_HGKV_KERNEL``
 (``auto``/``triton``/``torch``) overrides the choice.
