@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.errors import warn
+from causalcache_memory.errors import ConfigError, warn
 
 if TYPE_CHECKING:
     from causalcache_memory.controller import StepDecision
@@ -168,9 +168,9 @@ class DecisionMonitor:
         max_threads: int = 4096,
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window={window!r} must be an integer >= 1, e.g. window=20")
+            raise ConfigError(f"window={window!r} must be an integer >= 1, e.g. window=20")
         if not 0.0 <= float(max_fallback_share) < 1.0:
-            raise ValueError(
+            raise ConfigError(
                 f"max_fallback_share={max_fallback_share!r} must be in [0, 1), e.g. 0.5; "
                 "to never warn, pass enabled=False"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 import warnings
 
@@ -250,3 +251,12 @@ def test_idle_warning_config_reaches_the_controller(archive) -> None:
         warnings.simplefilter("error", CausalCacheWarning)
         run(ctl, archive, 30)
     assert ctl.monitor.warned is None and ctl.monitor.stats()["ep"].fallbacks == {"ood": 30}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [({"window": 0}, "window=0 must be an integer >= 1"), ({"max_fallback_share": 1.0}, "enabled=False")],
+)
+def test_monitor_arguments_are_checked(kwargs, fragment) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        DecisionMonitor(**kwargs)
