@@ -20,6 +20,7 @@ both drive this class.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -37,6 +38,7 @@ from causalcache_memory.allocation.base import (
 )
 from causalcache_memory.allocation.simple import RecentAllocator
 from causalcache_memory.archive.base import StoredImage
+from causalcache_memory.decision_stats import DecisionMonitor
 from causalcache_memory.errors import CausalCacheWarning, PromptImageError
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
 
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryController", "StepDecision", "unparsed_summary"]
 
 _CLIP = 60
+_log = logging.getLogger("causalcache_memory.controller")
 
 
 def unparsed_summary(index: int, response: str, app: str | None = None) -> str:
@@ -148,6 +151,8 @@ class MemoryController:
         selector_timeout_s: time limit of each allocator call (``allocate`` and ``prepare``), which runs
             on a worker thread this controller owns (:mod:`causalcache_memory._worker`); ``None`` = on the
             caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
+        monitor: counts every decision and warns once when the allocator mostly falls back
+            (:mod:`causalcache_memory.decision_stats`); default: one of its own with the default rule.
     """
 
     def __init__(
@@ -160,6 +165,7 @@ class MemoryController:
         two_pass: bool = True,
         render_options: RenderOptions | None = None,
         selector_timeout_s: float | None = 0.25,
+        monitor: DecisionMonitor | None = None,
     ) -> None:
         self.policy = policy
         self.archive = archive
@@ -168,6 +174,7 @@ class MemoryController:
         self.two_pass = two_pass
         self.render_options = render_options or RenderOptions()
         self.selector_timeout_s = selector_timeout_s
+        self.monitor = monitor if monitor is not None else DecisionMonitor()
         self._recent = RecentAllocator()
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
@@ -281,9 +288,10 @@ class MemoryController:
         of a memory, whose model may be a per-call adapter such as a graph node).
         """
         step = _Step(policy if policy is not None else self.policy)  # prompt images checked once a step
-        if self.allocator.uses_witness and self.two_pass:
-            return self._two_pass(trace, step)
-        return self._single_pass(trace, step)
+        run = self._two_pass if self.allocator.uses_witness and self.two_pass else self._single_pass
+        decision = run(trace, step)
+        self.monitor.observe(trace.episode_id, decision)
+        return decision
 
     def _generate(self, trace: Trace, allocation: Allocation, step: _Step) -> tuple[Generation, float]:
         prompt = render_prompt(trace, allocation, options=self.render_options).bind(
@@ -328,6 +336,7 @@ class MemoryController:
         return allocation, time.perf_counter() - start, allocation.info.get("fallback")
 
     def _fallback(self, trace: Trace, reason: str, start: float) -> tuple[Allocation, float, str]:
+        _log.info("%s; falling back to Recent-B for step %d of %s", reason, trace.t, trace.episode_id)
         warnings.warn(
             f"{reason}; falling back to Recent-B for step {trace.t}", CausalCacheWarning, stacklevel=5
         )

@@ -7,6 +7,9 @@ already catch builtins keep working. Messages name the field or object, the bad 
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 __all__ = [
     "ActionParseError",
     "AllocationError",
@@ -35,6 +38,7 @@ __all__ = [
     "SelectorError",
     "TraceConflictError",
     "TraceError",
+    "warn",
 ]
 
 
@@ -44,6 +48,15 @@ class CausalCacheError(Exception):
 
 class CausalCacheWarning(UserWarning):
     """Base class of warnings (for example: the selector failed and the step fell back to Recent-B)."""
+
+
+def warn(message: str, *, logger: logging.Logger, stacklevel: int = 2) -> None:
+    """Say ``message`` both ways: a WARNING record on ``logger`` and a :class:`CausalCacheWarning`.
+
+    ``stacklevel`` is that of :func:`warnings.warn` as if called where :func:`warn` is called.
+    """
+    logger.warning(message)
+    warnings.warn(message, CausalCacheWarning, stacklevel=stacklevel + 1)
 
 
 class MissingDependencyError(CausalCacheError, ImportError):

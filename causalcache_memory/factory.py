@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig
 from causalcache_memory.controller import MemoryController
+from causalcache_memory.decision_stats import DecisionMonitor
 from causalcache_memory.render.prompt import RenderOptions
 
 if TYPE_CHECKING:
@@ -60,8 +61,11 @@ def build_controller(
     """A :class:`MemoryController` around ``policy`` from config; ``archive``/``allocator`` objects override it.
 
     ``policy`` is the built VLM (``causalcache_memory.runtime.registry.build_policy(config.policy)``
-    builds the configured runtime).
+    builds the configured runtime). The controller's :class:`DecisionMonitor` follows
+    ``config.allocation.idle_warning`` unless ``monitor=`` is given (one monitor per memory).
     """
+    if overrides.get("monitor") is None:
+        overrides["monitor"] = DecisionMonitor.from_config(config.allocation.idle_warning)
     return MemoryController(
         policy=policy,
         archive=archive if archive is not None else build_archive(config.archive),

@@ -3,7 +3,9 @@
 Writes one self-contained HTML file with the event-card timeline of the demo report
 (:mod:`causalcache_memory.lab.eval.report`): for every decision ``t``, every past event as a card
 (dashed grey = summary only, blue = recent event with its screenshot, orange = promoted distant event),
-the current screen, ``k``, whether pass 2 fired and what it replaced, Recent-B fallbacks and parse errors.
+the current screen, ``k``, whether pass 2 fired and what it replaced, Recent-B fallbacks and parse errors;
+and the thread's counts (decisions, swaps, pass-2 calls, fallbacks by reason: :class:`DecisionStats` over
+the thread's decision log, the same numbers as ``CausalCacheMemory.stats(graph, config)``), also printed.
 
 Where the thread comes from:
 
@@ -22,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.decision_stats import DecisionStats
 from causalcache_memory.summarize import action_text
 
-__all__ = ["find_thread_head", "register", "thread_steps", "write_thread_report"]
+__all__ = ["counts_line", "find_thread_head", "register", "thread_steps", "write_thread_report"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +68,17 @@ def _run(args: argparse.Namespace) -> int:
         trace, log, archive, args.out, thread=args.thread, last=args.last, thumb_width=args.thumb_width
     )
     print(f"wrote {path} ({len(trace)} events, {len(log)} decisions of thread {args.thread!r})")
+    print(f"thread {args.thread!r}: {counts_line(DecisionStats.from_records(log))}")
     return 0
+
+
+def counts_line(stats: DecisionStats) -> str:
+    """``decisions 12 · swaps (k > 0) 3 · pass 2 3 · Recent-B fallbacks 4 (ood 4)`` for one thread."""
+    reasons = ", ".join(f"{kind} {n}" for kind, n in sorted(stats.fallbacks.items()))
+    return (
+        f"decisions {stats.decisions} · swaps (k > 0) {stats.swaps} · pass 2 {stats.second_passes} · "
+        f"Recent-B fallbacks {stats.fallback_total}" + (f" ({reasons})" if reasons else "")
+    )
 
 
 def _episode_id(thread: str) -> str:
@@ -194,9 +207,8 @@ def write_thread_report(
     esc = html.escape
     parts = [
         f"<h1>CausalCache thread report: {esc(thread)}</h1>",
-        f"<p>Goal: <q>{esc(trace.goal)}</q> · {len(trace)} events · {len(log)} decisions · "
-        f"pass 2 fired {sum(1 for r in log if r.get('second_pass'))}× · Recent-B fallbacks "
-        f"{sum(1 for r in log if r.get('fallback'))} · unparsed replies "
+        f"<p>Goal: <q>{esc(trace.goal)}</q> · {len(trace)} events · "
+        f"{esc(counts_line(DecisionStats.from_records(log)))} · unparsed replies "
         f"{sum(1 for e in trace.events if e.unparsed)}</p>",
         _legend(),
     ]

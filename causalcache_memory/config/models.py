@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import lookup_allocator
+from causalcache_memory.decision_stats import DEFAULT_MAX_FALLBACK_SHARE, DEFAULT_WINDOW
 from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
 
@@ -23,6 +24,7 @@ __all__ = [
     "ArchiveConfig",
     "CausalCacheConfig",
     "CheckpointConfig",
+    "IdleWarningConfig",
     "OpenAIPolicyConfig",
     "PolicyConfig",
     "RenderConfig",
@@ -124,6 +126,41 @@ class SelectorConfig(_Strict):
         raise ValueError(f"min_gain={value!r} must be 'auto' or a finite number >= 0 (0 = the paper's rule)")
 
 
+class IdleWarningConfig(_Strict):
+    """When the memory warns that its allocator is idle (docs/SELECTOR.md, "When the selector is idle")."""
+
+    enabled: bool = Field(True, description="Warn (once per memory) when the allocator mostly falls back.")
+    window: int = Field(
+        DEFAULT_WINDOW,
+        description="How many of the latest decisions where a swap was possible (some past step outside "
+        "Recent-B) the rule looks at, 1..100000.",
+    )
+    max_fallback_share: float = Field(
+        DEFAULT_MAX_FALLBACK_SHARE,
+        description="Warn when more than this share of them fell back to Recent-B (OOD, time-out, error, "
+        "...), 0 <= share < 1; to never warn set enabled: false.",
+    )
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: int) -> int:
+        if not 1 <= value <= 100_000:
+            raise ValueError(
+                f"window={value!r} must be an integer between 1 and 100000 (decisions); set e.g. window: 20"
+            )
+        return value
+
+    @field_validator("max_fallback_share")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 <= value < 1.0:
+            raise ValueError(
+                f"max_fallback_share={value!r} must be a share in [0, 1), e.g. 0.5 (warn above 50%); "
+                "to never warn set enabled: false"
+            )
+        return value
+
+
 def _registered(check: Any, value: Any) -> Any:
     try:
         check(value)
@@ -148,6 +185,7 @@ class AllocationConfig(_Strict):
     seed: int = Field(0, description="Seed of the random allocator.")
     rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity allocator.")
     selector: SelectorConfig = SelectorConfig()
+    idle_warning: IdleWarningConfig = IdleWarningConfig()
 
 
 class RenderConfig(_Strict):

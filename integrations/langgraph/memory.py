@@ -26,8 +26,8 @@ from graph state, which holds only text and content hashes.
 
 from __future__ import annotations
 
+import logging
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,9 +40,8 @@ from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.archive.deferred import DeferredArchive, can_defer
 from causalcache_memory.config import CausalCacheConfig, load_config
 from causalcache_memory.controller import MemoryController, StepDecision
-from causalcache_memory.errors import (
-    CausalCacheWarning,
-)
+from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.errors import warn
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
@@ -141,6 +140,7 @@ class CausalCacheMemory(ThreadReading):
         self._lock = threading.Lock()
         self._warm = False
         self._warm_threads: set[str] = set()
+        self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
         weakref.finalize(self, _close_controllers, self._stores)
 
     @classmethod
@@ -181,11 +181,10 @@ class CausalCacheMemory(ThreadReading):
                     AllocationContext(trace, self.budget, None, witness=Action("click", x=0.5, y=0.5))
                 )
         except Exception as exc:  # an allocator that needs the archive warms on its first real step
-            warnings.warn(
+            warn(
                 f"allocator {allocator.name!r} could not be warmed up ({type(exc).__name__}: {exc}); its "
                 "first decision may be slower",
-                CausalCacheWarning,
-                stacklevel=2,
+                logger=logging.getLogger(__name__),
             )
         return self
 
@@ -237,6 +236,7 @@ class CausalCacheMemory(ThreadReading):
                 controller = build_controller(
                     self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
                 )  # type: ignore[arg-type]
+                controller.monitor = self._monitor  # one monitor per memory, whatever the archive
                 entry = (archive, TraceStore(archive), controller)
                 self._stores[id(archive)] = entry
                 while len(self._stores) > 8:  # run-context archives come and go; keep the newest
@@ -270,10 +270,10 @@ class CausalCacheMemory(ThreadReading):
             try:
                 self._allocation = build_allocator(self.config.allocation)
             except Exception as exc:  # warned now, and per step as a Recent-B fallback
-                warnings.warn(
+                warn(
                     f"allocation.allocator {name!r} could not be built ({type(exc).__name__}: {exc}); every "
                     "step will fall back to Recent-B",
-                    CausalCacheWarning,
+                    logger=logging.getLogger(__name__),
                     stacklevel=3,
                 )
                 self._allocation = UnavailableAllocator(name, exc)

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 
@@ -45,6 +46,7 @@ class ThreadReading:
     _stores: dict[int, Any]
     _pending: Any
     _pending_lock: Any
+    _monitor: DecisionMonitor
 
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default).
@@ -124,6 +126,25 @@ class ThreadReading:
         """:meth:`episode_log` for graphs with an async checkpointer (``aget_state``)."""
         state = await self._avalues(graph_or_state, config)
         return await asyncio.to_thread(self._log_of, state, archive)
+
+    def stats(
+        self, graph_or_state: Any = None, config: dict[str, Any] | None = None, *, archive: Any = None
+    ) -> DecisionStats | dict[str, DecisionStats]:
+        """Decision counts: decisions, swaps (``k > 0``), pass-2 calls, Recent-B fallbacks by reason.
+
+        * ``memory.stats(graph, config)`` (or ``memory.stats(state)``): one thread's counts, read from its
+          decision log in the archive (the trace chain at the thread's checkpoint) — durable, the same in
+          any process and after a restart, and what ``causalcache report`` prints. Returns a
+          :class:`~causalcache_memory.decision_stats.DecisionStats`.
+        * ``memory.stats()``: ``{episode_id: DecisionStats}`` for every thread this memory decided in
+          *this process* (in-memory counters, no archive read; the newest 4,096 threads).
+
+        Both count with :class:`DecisionStats`; the idle warning (``allocation.idle_warning``) uses the
+        in-process counts of the whole memory (docs/SELECTOR.md, "When the selector is idle").
+        """
+        if graph_or_state is None:
+            return self._monitor.stats()
+        return DecisionStats.from_records(self.episode_log(graph_or_state, config, archive=archive))
 
     def trace(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None

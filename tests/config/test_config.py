@@ -40,7 +40,10 @@ def test_all_errors_reported_at_once() -> None:
     assert "budget: got -1" in text and "between 0 and 64" in text
     assert 'allocation.allocator: got "smart"' in text and "recent" in text
     assert "alocation: unknown key; allowed keys here: allocation, archive" in text
-    assert "allocation.selectr: unknown key; allowed keys here: allocator, rgb_size, seed, selector" in text
+    assert (
+        "allocation.selectr: unknown key; allowed keys here: allocator, idle_warning, rgb_size, seed, selector"
+        in text
+    )
     assert "archive.max_pixels" in text
 
 

@@ -118,6 +118,9 @@ def test_positional_and_oracle_arms_on_evaluation_templates(tmp_path) -> None:
     assert oracle["delta"] >= 0.0 and oracle["harmed"] <= oracle["helped"]
 
 
+# at B = 1 the bundled selector finds most states out of distribution: the memory's idle warning
+# (issue 24, docs/SELECTOR.md "When the selector is idle") is expected here, not a failure of the sweep
+@pytest.mark.filterwarnings("ignore:the allocator 'selector' fell back to Recent-B:UserWarning")
 def test_eval_closed_loop_command_sweeps_budgets(tmp_path) -> None:
     out = tmp_path / "cl"
     args = [

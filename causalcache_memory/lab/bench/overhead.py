@@ -101,7 +101,9 @@ def _causalcache_episode(
                 start = time.perf_counter()
                 decision = controller.decide(trace)
                 decide_ms = (time.perf_counter() - start) * 1000.0
-            fallbacks += sum(issubclass(w.category, CausalCacheWarning) for w in caught)
+            fallbacks += sum(
+                "falling back to Recent-B" in str(w.message) for w in caught
+            )  # not the idle warning
             model_ms = sum(decision.pass_latency_s) * 1000.0
             request_cpu = time.process_time()
             request_ms = _request_ms(policy.last_prompt) if t in timed else 0.0

@@ -1,0 +1,242 @@
+"""Decision counts and the idle-allocator warning: the one place that counts what the allocator did.
+
+Every decision of a :class:`~causalcache_memory.controller.MemoryController` is counted here
+(:class:`DecisionMonitor`, one per memory), and the same counting reads decision records back from a
+thread's decision log (:meth:`DecisionStats.from_records`), so ``CausalCacheMemory.stats()``,
+``causalcache report`` and the evaluation harness agree.
+
+Idle rule: a decision *could swap* when some past event lies outside Recent-B (``B < t - 1``). Over the
+last ``window`` such decisions of a memory (all its threads together), when the share that fell back to
+Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, ...) exceeds
+``max_fallback_share``, the memory is not selecting, only showing Recent-B: it warns once
+(a :class:`~causalcache_memory.errors.CausalCacheWarning` and a WARNING record on the
+``causalcache_memory.decision_stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
+
+Every decision is also logged at DEBUG on that logger (one line: t, allocator, k, pass 2, fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from causalcache_memory.errors import ConfigError, warn
+
+if TYPE_CHECKING:
+    from causalcache_memory.controller import StepDecision
+
+__all__ = [
+    "DEFAULT_MAX_FALLBACK_SHARE",
+    "DEFAULT_WINDOW",
+    "IDLE_DOCS",
+    "DecisionMonitor",
+    "DecisionStats",
+    "fallback_kind",
+    "swap_possible",
+]
+
+_log = logging.getLogger("causalcache_memory.decision_stats")
+
+#: defaults of ``allocation.idle_warning`` (config) and of a controller built without a monitor
+DEFAULT_WINDOW = 20
+DEFAULT_MAX_FALLBACK_SHARE = 0.5
+
+#: where the warning sends the user: what the rule means and how to train the selector on their data
+IDLE_DOCS = (
+    "docs/SELECTOR.md#when-the-selector-is-idle (training on your own data: "
+    "docs/DATA.md#pipeline-from-a-teams-data-to-a-deployed-adapter-and-selector)"
+)
+
+# the controller's fallback reasons (MemoryController._allocate) -> short kinds
+_KINDS = (
+    (re.compile(r"NonFiniteScoreError"), "non_finite"),
+    (re.compile(r"^allocator '.*' exceeded \d+ ms"), "timeout"),
+    (re.compile(r"^allocator '.*' is still running"), "busy"),
+    (re.compile(r"^allocator '.*' failed: "), "error"),
+)
+
+
+def fallback_kind(reason: object) -> str | None:
+    """The short kind of a decision record's ``fallback`` (None when the decision did not fall back).
+
+    ``"ood"`` (and any other short reason an allocator puts in ``info["fallback"]``) is kept as is; the
+    controller's sentences become ``"timeout"``, ``"busy"``, ``"non_finite"`` or ``"error"``.
+    """
+    if reason is None or reason == "":
+        return None
+    text = str(reason)
+    for pattern, kind in _KINDS:
+        if pattern.search(text):
+            return kind
+    return text if len(text) <= 32 and " " not in text else "other"
+
+
+def swap_possible(t: int, budget: int) -> bool:
+    """True when some past event lies outside Recent-B at decision ``t`` (``B < t - 1``)."""
+    return budget < t - 1
+
+
+@dataclass
+class DecisionStats:
+    """Counts over a set of decisions (one thread, or one memory).
+
+    Attributes:
+        decisions: decisions counted.
+        swaps: decisions whose set displaced a recent event (``k > 0``).
+        second_passes: decisions that ran pass 2.
+        could_swap: decisions where some past event lay outside Recent-B (the idle rule's denominator).
+        fallbacks: Recent-B fallbacks by kind (:func:`fallback_kind`), e.g. ``{"ood": 12}``.
+    """
+
+    decisions: int = 0
+    swaps: int = 0
+    second_passes: int = 0
+    could_swap: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+    def add(self, *, t: int, budget: int, k: int, second_pass: bool, fallback: object) -> str | None:
+        """Count one decision; returns its fallback kind."""
+        kind = fallback_kind(fallback)
+        self.decisions += 1
+        self.swaps += int(k > 0)
+        self.second_passes += int(bool(second_pass))
+        self.could_swap += int(swap_possible(t, budget))
+        if kind is not None:
+            self.fallbacks[kind] = self.fallbacks.get(kind, 0) + 1
+        return kind
+
+    def add_record(self, record: Mapping[str, Any]) -> None:
+        """Count one decision record (``StepDecision.to_record()``, an episode-log entry)."""
+        self.add(
+            t=int(record.get("t", 0)),
+            budget=int(record.get("budget", 0)),
+            k=int(record.get("k") or 0),
+            second_pass=bool(record.get("second_pass")),
+            fallback=record.get("fallback"),
+        )
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> DecisionStats:
+        """Counts of a decision log (e.g. ``CausalCacheMemory.episode_log(...)``)."""
+        stats = cls()
+        for record in records:
+            stats.add_record(record)
+        return stats
+
+    @property
+    def fallback_total(self) -> int:
+        return sum(self.fallbacks.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decisions": self.decisions,
+            "swaps": self.swaps,
+            "second_passes": self.second_passes,
+            "could_swap": self.could_swap,
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+        }
+
+    def copy(self) -> DecisionStats:
+        return DecisionStats(
+            self.decisions, self.swaps, self.second_passes, self.could_swap, dict(self.fallbacks)
+        )
+
+
+class DecisionMonitor:
+    """Per-memory decision counts (per thread, this process) and the once-per-memory idle warning.
+
+    Args:
+        window: how many of the latest decisions that could swap the idle rule looks at (>= 1).
+        max_fallback_share: warn when more than this share of them fell back, in ``[0, 1)``.
+        enabled: False = count, but never warn.
+        max_threads: per-thread counts kept for at most this many threads (the oldest dropped).
+
+    Thread-safe: the threads of one memory decide concurrently through one controller.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int = DEFAULT_WINDOW,
+        max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
+        enabled: bool = True,
+        max_threads: int = 4096,
+    ) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigError(f"window={window!r} must be an integer >= 1, e.g. window=20")
+        if not 0.0 <= float(max_fallback_share) < 1.0:
+            raise ConfigError(
+                f"max_fallback_share={max_fallback_share!r} must be in [0, 1), e.g. 0.5; "
+                "to never warn, pass enabled=False"
+            )
+        self.window = window
+        self.max_fallback_share = float(max_fallback_share)
+        self.enabled = enabled
+        self._max_threads = max_threads
+        self._recent: deque[str | None] = deque(maxlen=window)
+        self._threads: OrderedDict[str, DecisionStats] = OrderedDict()
+        self._lock = threading.Lock()
+        self.warned: str | None = None  #: the warning's text once it fired
+
+    def observe(self, episode_id: str, decision: StepDecision) -> None:
+        """Count ``decision`` of thread ``episode_id``; warn (once) when the memory is idle."""
+        allocation = decision.allocation
+        t, budget, k = decision.t, allocation.budget, allocation.k
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "%s t=%d: allocator=%s k=%d second_pass=%s fallback=%s",
+                episode_id,
+                t,
+                allocation.allocator,
+                k,
+                decision.second_pass,
+                decision.fallback,
+            )
+        message = None
+        with self._lock:
+            stats = self._threads.pop(episode_id, None) or DecisionStats()
+            self._threads[episode_id] = stats  # most recently used last
+            while len(self._threads) > self._max_threads:
+                self._threads.popitem(last=False)
+            kind = stats.add(
+                t=t, budget=budget, k=k, second_pass=decision.second_pass, fallback=decision.fallback
+            )
+            if swap_possible(t, budget):
+                self._recent.append(kind)
+                message = self._idle_message(allocation.allocator)
+                if message is not None:
+                    self.warned = message
+        if message is not None:
+            warn(message, logger=_log, stacklevel=3)  # points at the caller of decide()
+
+    def _idle_message(self, allocator: str) -> str | None:
+        """The warning's text when the rule is crossed for the first time (lock held)."""
+        if not self.enabled or self.warned is not None or len(self._recent) < self.window:
+            return None
+        kinds = Counter(k for k in self._recent if k is not None)
+        fell_back = sum(kinds.values())
+        share = fell_back / self.window
+        if share <= self.max_fallback_share:
+            return None
+        reason, times = kinds.most_common(1)[0]
+        return (
+            f"the allocator {allocator!r} fell back to Recent-B on {fell_back} of the last {self.window} "
+            f"decisions where a swap was possible ({share:.0%}, above the {self.max_fallback_share:.0%} "
+            f"limit); main reason: {reason!r} ({times} of them). The memory is showing Recent-B only. "
+            f"What to do: {IDLE_DOCS}. (Warned once per memory; allocation.idle_warning sets the rule.)"
+        )
+
+    def stats(self) -> dict[str, DecisionStats]:
+        """Per-thread counts of the decisions this monitor saw (this process), by episode id."""
+        with self._lock:
+            return {episode: stats.copy() for episode, stats in self._threads.items()}
+
+    @classmethod
+    def from_config(cls, config: Any) -> DecisionMonitor:
+        """From an ``allocation.idle_warning`` section (:class:`~causalcache_memory.config.models.IdleWarningConfig`)."""
+        return cls(window=config.window, max_fallback_share=config.max_fallback_share, enabled=config.enabled)
