@@ -92,11 +92,15 @@ class LocalRetention:
         except OSError as exc:
             raise os_error(exc, f"cannot record references of episode {episode_id!r} under {folder}") from exc
 
-    def claim(self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True) -> bytes | None:
+    def claim(
+        self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True, sync_folder: bool = True
+    ) -> bytes | None:
         """Write the claim ``refs/<episode>/<name>`` (whole, fsynced); ``exclusive``: only if absent.
 
         Returns None when written, else the bytes of the claim already there (a hard link of a complete
-        temporary file creates the name atomically, so nobody reads a partial claim)."""
+        temporary file creates the name atomically, so nobody reads a partial claim).
+        ``sync_folder=False`` leaves the episode folder's ``fsync`` (which makes the new name survive a
+        power loss) to a later :meth:`sync_references`; the claim is visible to every process at once."""
         folder = self.root / REFS / check_episode_id(episode_id)
         final = folder / check_claim_name(name)
         refuse_symlink(folder)
@@ -114,7 +118,8 @@ class LocalRetention:
                     os.link(tmp, final)
                 except FileExistsError:
                     return self._read_claim(final)
-            fsync_dir(folder)
+            if sync_folder:
+                fsync_dir(folder)
             return None
         except OSError as exc:
             raise os_error(
@@ -123,6 +128,17 @@ class LocalRetention:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    def sync_references(self, episode_id: str) -> None:
+        """``fsync`` the folder of ``episode_id``'s references and claims (names created in it survive a
+        power loss); nothing to do when it is missing."""
+        folder = self.root / REFS / check_episode_id(episode_id)
+        try:
+            fsync_dir(folder)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise os_error(exc, f"cannot sync references of episode {episode_id!r} under {folder}") from exc
 
     def read_claim(self, episode_id: str, name: str) -> bytes | None:
         """The bytes of the claim ``refs/<episode>/<name>``, None if there is none."""

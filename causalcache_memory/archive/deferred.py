@@ -16,11 +16,20 @@ The guarantee (docs/RELIABILITY.md, "Screenshot writes overlap the model call"):
 a screenshot is committed before the screenshot is durable. :meth:`DeferredArchive.flush` returns once
 every write handed over so far is durable (re-raising the first failure); the memory calls it before a
 checkpoint is persisted (its checkpointer waits on it) and, with any other checkpointer, before a node
-returns. Trace-chain records and retention markers are written at once: a record is reachable only
-through a checkpoint, so one naming a screenshot that a crash lost is never reached (``gc`` collects it).
+returns.
+
+Trace-chain records (:meth:`put_record`), their retention markers (:meth:`retain`) and the folder
+``fsync`` of a trace-owner claim (:meth:`claim`) go through the same single writer thread, in the order they were
+handed over, behind the same barrier: a record is reachable only through a checkpoint, and the checkpoint
+waits for :meth:`flush`. Each runs the inner archive's own call unchanged (so every guarantee of
+``put_record``/``retain`` holds once :meth:`flush` returns), and its failure is raised by that flush. A
+record's hash is computed on the caller's thread and its bytes kept for reads until it lands. The claim
+itself (the exclusive create that decides between two processes) is made on the caller's thread: a
+conflict is raised by the commit, as without this view.
 
 While a write is in flight, :meth:`DeferredArchive.blob_stamp` is ``("kept", sha256)``: a wire
-encoding built from the kept bytes is cached under it. When the write lands, the writer thread moves
+encoding built from the kept bytes is cached under it (or, for a screenshot that arrived as a data URL
+already in wire form, :class:`~causalcache_memory.render.messages.WireBytes`, that URL itself). When the write lands, the writer thread moves
 that encoding to the file's own stamp (:meth:`~causalcache_memory.render.messages.WireCache.restamp`)
 or, if no step has encoded the screenshot yet, encodes the kept bytes itself: each screenshot is
 base64-encoded once, and the step that sends it never re-reads or re-hashes the file.
@@ -33,6 +42,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
 from causalcache_memory.archive.images import check_decodes, open_image_bytes
 
 if TYPE_CHECKING:
@@ -43,9 +53,15 @@ if TYPE_CHECKING:
 __all__ = ["DeferredArchive", "can_defer"]
 
 
+#: what an archive needs to be wrapped: ``put`` split in two, records, references and claims
+_NEEDS = ("check_image", "store_image", "put_record", "retain", "claim", "read_claim", "sync_references")
+
+
 def can_defer(archive: object) -> bool:
-    """Whether ``archive`` splits ``put`` into ``check_image``/``store_image`` (then it can be wrapped)."""
-    return callable(getattr(archive, "check_image", None)) and callable(getattr(archive, "store_image", None))
+    """Whether ``archive`` splits ``put`` into ``check_image``/``store_image`` and has the record,
+    reference and claim calls of :class:`~causalcache_memory.archive.local.LocalArchive` (then it can
+    be wrapped)."""
+    return all(callable(getattr(archive, name, None)) for name in _NEEDS)
 
 
 class DeferredArchive:
@@ -53,7 +69,7 @@ class DeferredArchive:
 
     def __init__(self, inner: Any) -> None:
         if not can_defer(inner):
-            raise TypeError(f"{type(inner).__name__} has no check_image/store_image; use it directly")
+            raise TypeError(f"{type(inner).__name__} lacks one of {', '.join(_NEEDS)}; use it directly")
         self.inner = inner
         self.url = inner.url
         self.max_pixels = getattr(inner, "max_pixels", None)
@@ -61,6 +77,8 @@ class DeferredArchive:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="causalcache-write")
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[bytes, Future[None]]] = {}
+        self._records: dict[str, bytes] = {}
+        self._tasks: set[Future[None]] = set()
         self._failed: BaseException | None = None
 
     def __repr__(self) -> str:
@@ -70,8 +88,13 @@ class DeferredArchive:
     def put(self, data: bytes | Image.Image) -> StoredImage:
         """Check and hash now; decode and write (durably) in the background. See :meth:`flush`."""
         raw, stored = self.inner.check_image(data, decode=False)
+        wire = getattr(data, "data_url", None)  # a WireBytes: the user's data URL is the wire form
         with self._lock:
             if stored.sha256 not in self._pending:
+                if isinstance(wire, str):
+                    from causalcache_memory.render.messages import WIRE_CACHE
+
+                    WIRE_CACHE.put((self.url, stored.sha256, ("kept", stored.sha256)), wire)
                 future = self._pool.submit(self._write, raw, stored)
                 self._pending[stored.sha256] = (raw, future)
         return stored
@@ -103,10 +126,33 @@ class DeferredArchive:
         if landed is not None and WIRE_CACHE.get((self.url, sha, landed)) is None:
             WIRE_CACHE.put((self.url, sha, landed), data_url_of(raw))
 
-    def flush(self) -> None:
-        """Return once every screenshot handed to :meth:`put` so far is durable; re-raise a failure."""
+    def _submit(self, call: Any, *args: Any, record: tuple[str, bytes] | None = None) -> None:
+        """Run ``call(*args)`` on the writer thread (after everything handed over before it)."""
+
+        def run() -> None:
+            try:
+                call(*args)
+            except BaseException as exc:
+                with self._lock:
+                    self._failed = self._failed or exc
+                raise
+            finally:
+                with self._lock:
+                    self._tasks.discard(future)
+                    if record is not None:
+                        self._records.pop(record[0], None)
+
         with self._lock:
-            futures = [future for _, future in self._pending.values()]
+            if record is not None:
+                self._records[record[0]] = record[1]
+            future = self._pool.submit(run)
+            self._tasks.add(future)
+
+    def flush(self) -> None:
+        """Return once every write handed over so far (screenshots, records, references, claims' folder
+        syncs) is durable; re-raise the first failure."""
+        with self._lock:
+            futures = [future for _, future in self._pending.values()] + list(self._tasks)
         wait(futures)
         with self._lock:
             failed, self._failed = self._failed, None
@@ -118,10 +164,38 @@ class DeferredArchive:
         self._pool.shutdown(wait=True)
 
     def put_record(self, data: bytes) -> str:
-        return str(self.inner.put_record(data))
+        """Hash now; store (``inner.put_record``, durably) in the background. See :meth:`flush`."""
+        raw = check_record_bytes(data)
+        sha = digest(raw)
+        self._submit(self.inner.put_record, raw, record=(sha, raw))
+        return sha
 
     def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
-        self.inner.retain(episode_id, hashes)
+        """References to records still in flight: written in the background, after those records;
+        every other reference (a screenshot's included): ``inner.retain`` now, as without this view.
+
+        A screenshot's reference stays synchronous: its marker exists before the screenshot lands (as
+        before), and ``retain`` does not touch the landed file's mtime, so the wire encoding the writer
+        cached under the file's stamp stays valid.
+        """
+        episode, wanted = check_episode_id(episode_id), check_hashes(hashes)
+        with self._lock:
+            later = [sha for sha in wanted if sha in self._records]
+        now = [sha for sha in wanted if sha not in later]
+        if now:
+            self.inner.retain(episode, now)
+        if later:
+            self._submit(self.inner.retain, episode, later)
+
+    def claim(self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True) -> bytes | None:
+        """``inner.claim`` now (the exclusive create decides); its folder ``fsync`` in the background."""
+        existing = self.inner.claim(episode_id, name, data, exclusive=exclusive, sync_folder=False)
+        if existing is None:
+            self._submit(self.inner.sync_references, episode_id)
+        return existing  # type: ignore[no-any-return]
+
+    def read_claim(self, episode_id: str, name: str) -> bytes | None:
+        return self.inner.read_claim(episode_id, name)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ reads (kept bytes first)
     def _kept(self, sha256: object) -> bytes | None:
@@ -147,7 +221,15 @@ class DeferredArchive:
         return self._kept(sha256) is not None or sha256 in self.inner
 
     def get_record(self, sha256: str) -> bytes:
-        return bytes(self.inner.get_record(sha256))
+        with self._lock:
+            kept = self._records.get(sha256)
+        return kept if kept is not None else bytes(self.inner.get_record(sha256))
+
+    def has_record(self, sha256: object) -> bool:
+        with self._lock:
+            if isinstance(sha256, str) and sha256 in self._records:
+                return True
+        return bool(self.inner.has_record(sha256))
 
     # ------------------------------------------------------------------ the rest: the inner archive
     def iter_hashes(self) -> Iterator[str]:

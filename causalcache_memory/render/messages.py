@@ -201,6 +201,32 @@ def data_url_of(data: bytes) -> str:
     return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+class WireBytes(bytes):
+    """Image bytes that arrived as a data URL already in the wire form :func:`data_url_of` makes.
+
+    Made by :func:`wire_bytes` only; :class:`~causalcache_memory.archive.deferred.DeferredArchive` caches
+    :attr:`data_url` as the screenshot's wire encoding, so a screenshot a user sent as a data URL is not
+    base64-encoded again to be sent to the model.
+    """
+
+    data_url: str
+
+
+def wire_bytes(raw: bytes, url: str) -> bytes:
+    """``raw`` tagged with ``url`` (:class:`WireBytes`) when ``url`` is ``data:<mime>;base64,<b64>`` with
+    ``raw``'s sniffed MIME type and the padded length of ``raw``'s encoding; else ``raw`` unchanged.
+
+    The caller must have decoded ``raw`` from ``url`` strictly (``b64decode(..., validate=True)``): with
+    the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
+    """
+    head, sep, body = url.partition(",")
+    if not sep or head != f"data:{sniff_mime(raw)};base64" or len(body) != 4 * ((len(raw) + 2) // 3):
+        return raw
+    out = WireBytes(raw)
+    out.data_url = url
+    return out
+
+
 class WireCache:
     """Bounded LRU of screenshots' wire encodings (base64 data URLs), shared by the process.
 

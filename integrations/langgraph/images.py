@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import ImageRejectedError
+from causalcache_memory.render.messages import wire_bytes
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import StoredImage
@@ -45,8 +47,13 @@ def _is_pil(value: object) -> bool:
 
 
 def _decode_b64(data: str) -> bytes:
-    if data.startswith("data:"):
+    """The bytes of a base64 payload or data URL (a strictly valid data URL keeps its text as the
+    screenshot's wire form, :func:`~causalcache_memory.render.messages.wire_bytes`)."""
+    url = data if data.startswith("data:") else None
+    if url is not None:
         _, _, data = data.partition(",")
+        with contextlib.suppress(binascii.Error, ValueError):
+            return wire_bytes(base64.b64decode(data, validate=True), url)
     try:
         return base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError) as exc:

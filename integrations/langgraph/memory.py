@@ -237,7 +237,7 @@ class CausalCacheMemory(ThreadReading):
                     self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
                 )  # type: ignore[arg-type]
                 controller.monitor = self._monitor  # one monitor per memory, whatever the archive
-                entry = (archive, TraceStore(archive), controller)
+                entry = (archive, TraceStore(view), controller)  # records behind the barrier too
                 self._stores[id(archive)] = entry
                 while len(self._stores) > 8:  # run-context archives come and go; keep the newest
                     old = self._stores.pop(next(iter(self._stores)))

@@ -201,9 +201,12 @@ class StepSession:
                 parse_error=decision.generation.parse_error,
                 tool_call_id=tool_call_id,
             )
-        if not saver_waits(self.memory):  # else the memory's checkpointer flushes before persisting
+        waits = saver_waits(self.memory)  # else the memory's checkpointer flushes before persisting
+        if not waits:
             self.memory.flush_writes()
         self.head = self.store.commit(self.head, trace, [record] if record else [])
+        if not waits:  # the chain records and references just handed to the writer
+            self.memory.flush_writes()
         pending = self.pending.to_state() if self.pending is not None else None
         self.memory.note_pending(trace.episode_id, pending)
         return {**state_update(self.head, trace), "cc_pending": pending}, record

@@ -79,3 +79,70 @@ def test_only_archives_that_split_put_can_be_deferred(tmp_path) -> None:
     assert can_defer(LocalArchive(tmp_path))
     with pytest.raises(TypeError, match="check_image"):
         DeferredArchive(object())
+
+
+def test_records_and_their_references_land_after_the_screenshots_behind_the_flush(tmp_path, make_png) -> None:
+    inner = GatedArchive(tmp_path)
+    view = DeferredArchive(inner)
+    shot = view.put(make_png()).sha256
+    record = view.put_record(b'{"current": "x"}')
+    view.retain("ep", [record])
+    view.retain("ep", [shot])  # a screenshot's reference is written at once (its marker before the blob)
+    assert not inner.has_record(record) and inner.references("ep") == {shot}
+    assert view.has_record(record) and view.get_record(record) == b'{"current": "x"}'  # served meanwhile
+    inner.gate.set()
+    view.flush()
+    assert inner.get_record(record) == b'{"current": "x"}' and inner.references("ep") == {shot, record}
+    view.close()
+
+
+def test_a_failed_record_write_is_raised_by_the_flush(tmp_path, make_png, monkeypatch) -> None:
+    inner = GatedArchive(tmp_path)
+    inner.gate.set()
+    view = DeferredArchive(inner)
+
+    def full(data: bytes) -> str:
+        raise ArchiveError("disk full (record)")
+
+    monkeypatch.setattr(inner, "put_record", full)
+    view.put_record(b"{}")
+    with pytest.raises(ArchiveError, match="record"):
+        view.flush()
+    view.close()
+
+
+def test_a_claim_is_decided_at_once_and_its_folder_synced_before_the_flush_returns(
+    tmp_path, monkeypatch
+) -> None:
+    inner = LocalArchive(tmp_path)
+    view = DeferredArchive(inner)
+    synced: list[str] = []
+    monkeypatch.setattr(inner, "sync_references", synced.append)
+    assert view.claim("ep", "head.root", b"mine") is None and inner.read_claim("ep", "head.root") == b"mine"
+    assert view.claim("ep", "head.root", b"theirs") == b"mine"  # the exclusive create decides, now
+    view.flush()
+    assert synced == ["ep"]  # one folder sync, for the claim that was written
+    view.close()
+
+
+def test_a_screenshot_sent_as_a_data_url_is_not_encoded_again(tmp_path, make_png, monkeypatch) -> None:
+    import base64
+
+    from causalcache_memory.render import messages
+    from causalcache_memory.render.messages import WIRE_CACHE, WireBytes, data_url_of, wire_bytes
+
+    png = make_png(color=(9, 8, 7))
+    url = data_url_of(png)
+    assert isinstance(wire_bytes(png, url), WireBytes)
+    assert not isinstance(wire_bytes(png, url.replace("image/png", "image/jpeg")), WireBytes)
+    assert not isinstance(wire_bytes(png, url[:-4] + "\n" + url[-4:]), WireBytes)  # not the wire form
+    monkeypatch.setattr(messages.base64, "b64encode", lambda data: pytest.fail("encoded again"))
+    inner = GatedArchive(tmp_path)
+    view = DeferredArchive(inner)
+    sha = view.put(wire_bytes(png, url)).sha256
+    assert WIRE_CACHE.get((view.url, sha, ("kept", sha))) == url
+    inner.gate.set()
+    view.flush()
+    assert WIRE_CACHE.get((inner.url, sha, inner.blob_stamp(sha))) == url
+    assert base64.b64decode(url.partition(",")[2]) == inner.get_bytes(sha)
+    view.close()

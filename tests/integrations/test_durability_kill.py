@@ -13,7 +13,7 @@ from pathlib import Path
 
 import user_agent as ua
 
-from causalcache_memory.errors import ArchiveError
+from causalcache_memory.errors import ArchiveError, TraceError
 from causalcache_memory.trace_store import TraceStore
 
 KILL_AT, STEPS = 3, 5
@@ -26,7 +26,8 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def unreadable_screens(root: Path) -> list[str]:
-    """Every screenshot a persisted checkpoint (or pending write) of thread t1 references but cannot read."""
+    """Every screenshot (and trace-chain record) a persisted checkpoint or pending write of thread t1
+    references but cannot read (the records go behind the same barrier as the screenshots)."""
     memory = ua.memory_for(str(root))
     archive, saver = memory.resolve_archive(), memory.checkpointer()
     heads = set()
@@ -35,7 +36,11 @@ def unreadable_screens(root: Path) -> list[str]:
         heads.update(value for _, channel, value in tup.pending_writes or () if channel == "cc_head")
     store, bad = TraceStore(archive), []
     for head in sorted(h for h in heads if h):
-        trace = store.load_trace(head)
+        try:
+            trace = store.load_trace(head)
+        except TraceError as exc:
+            bad.append(f"{head[:12]} (record): {type(exc.__cause__).__name__}")
+            continue
         for sha in {*trace.screenshots(), trace.current_screenshot} - {None}:
             try:
                 archive.get_bytes(sha)

@@ -182,3 +182,29 @@ def test_image_walker_detects_pixels_in_state():
     }
     hits = find_image_data(state)
     assert len(hits) == 2 and any("raw" in h for h in hits)
+
+
+class SlowRecords(LocalArchive):
+    """Trace-chain records take a while to write (they go through the memory's writer thread)."""
+
+    def put_record(self, data: bytes) -> str:
+        import time
+
+        time.sleep(0.2)
+        return super().put_record(data)
+
+
+def test_with_another_checkpointer_each_node_returns_after_its_chain_records_are_stored(
+    tmp_path, saver_factory
+):
+    from causalcache_memory.integrations.langgraph.context import episode_id_for_thread
+    from causalcache_memory.trace_store import TraceStore
+
+    archive = SlowRecords(tmp_path / "archive")
+    memory = _memory(archive, RecentAllocator(), KeyPolicy())
+    graph = build_loop(memory, Screens(), steps=2, checkpointer=saver_factory())  # a saver that never waits
+    graph.invoke({"goal": "g", "steps": 0}, run_config())
+    head = graph.get_state(run_config()).values["cc_head"]
+    heads = TraceStore(archive).heads(head)  # a fresh store reads every record from the disk
+    assert len(heads) >= 4 and set(heads) <= archive.references(episode_id_for_thread("t1"))
+    memory.close()
