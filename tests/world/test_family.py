@@ -10,10 +10,10 @@ from causalcache_memory.allocation import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world import GuiWorld, generate_tasks, run_expert
 from causalcache_memory.lab.world.family import KNOB_VALUES, V2, policy_for_world, world_spec
+from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
 from causalcache_memory.lab.world.language import UNDO, decode, encode, plan_goal
 from causalcache_memory.lab.world.ocr import ocr_png
 from causalcache_memory.lab.world.splits import WORLD_SPLITS, require_not_heldout, resolve_worlds
-from causalcache_memory.lab.world.tasks import generate_world_tasks, world_of
 from causalcache_memory.render import render_prompt
 from causalcache_memory.trace import Trace
 

@@ -167,13 +167,10 @@ USES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
-#: goal wordings of the world family: wording -> (prefix in v2's wording, prefix in this wording); v2 goals
-#: never start with a wording's prefix, so :func:`normalize_sentence` leaves them unchanged
-WORDINGS: dict[str, tuple[tuple[str, str], ...]] = {
-    "plain": (),
-    "terse": (("Find ", "Get "), ("Send ", "Message "), ("Look at ", "View ")),
-    "polite": (),
-}
+#: goal wordings of the world family: wording -> (v2 prefix, its prefix); ``polite`` adds "Please ". No v2
+#: sentence starts with such a prefix, so :func:`normalize_sentence` leaves v2 goals unchanged
+_TERSE = (("Find ", "Get "), ("Send ", "Message "), ("Look at ", "View "))
+WORDINGS: dict[str, tuple[tuple[str, str], ...]] = {"plain": (), "terse": _TERSE, "polite": ()}
 
 
 def word_sentence(sentence: str, wording: str) -> str:
@@ -314,23 +311,9 @@ def _needs(use: str, fields: dict[str, str], reads: dict[str, Need], sentence: s
 
 
 # ------------------------------------------------------------------------------------------ action vocabularies
-# Action vocabularies of the world family: how navigation is expressed in a world.
-#
-# Every world has the same canonical operations (``open_app``, ``back``, ``home``, taps, typing into a
-# field); its *vocabulary* says which actions express the navigation ones. The environment accepts only
-# its world's vocabulary (a canonical ``back`` in a ``keys`` world does nothing), and the simulated policy
-# speaks it (as a VLM is told its action space in the system prompt).
-#
-# ==========  ===========================  ===========================  =============================
-# vocab       open an app                  back                         home
-# ==========  ===========================  ===========================  =============================
-# ``touch``   ``open_app "Shop"`` (v2)      ``back``                     ``home``
-# ``keys``    ``hotkey ctrl+<n>``           ``key escape``               ``hotkey ctrl+h``
-# ``command`` ``type "open Shop"``          ``type "go back"``           ``type "go home"``
-# ==========  ===========================  ===========================  =============================
-#
-# (``<n>`` is the app's 1-based position in the launcher.) Taps, field typing, ``scroll`` and ``done`` are
-# the same in every vocabulary. ``command`` is held-out only (:mod:`~causalcache_memory.lab.world.family`).
+# How a world expresses navigation (docs/WORLD.md): ``touch`` (v2: ``open_app "Shop"``, ``back``, ``home``),
+# ``keys`` (``hotkey ctrl+<n>`` with n = the app's launcher position, ``key escape``, ``hotkey ctrl+h``),
+# ``command`` (typed ``open Shop``, ``go back``, ``go home``; held-out only); the rest is the same everywhere.
 VOCABS = ("touch", "keys", "command")
 #: the target (or, in ``command``, the typed text) of a ``back`` that undoes a wrong navigation
 UNDO = "undo"
@@ -410,12 +393,8 @@ def summary_op(vocab: str, kind: str, rest: str) -> tuple[str, str]:
                 return "open_app", f' "{_APPS[int(digit) - 1]}"'
     if vocab == "command" and kind == "type" and not rest.startswith(" ("):
         text = rest.strip().strip('"').lower()
-        if text == "go back":
-            return "back", ""
-        if text == UNDO:
-            return "back", f' "{UNDO}"'
-        if text == "go home":
-            return "home", ""
+        if text in ("go back", "go home", UNDO):
+            return ("home" if text == "go home" else "back"), (f' "{UNDO}"' if text == UNDO else "")
         if text.startswith("open "):
             return "open_app", f' "{text[5:].strip()}"'
     return kind, rest
