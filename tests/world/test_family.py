@@ -160,3 +160,19 @@ def test_undoes_a_tap_that_navigated_to_another_line(archive):
             assert undo.target == UNDO
             return
     raise AssertionError("no dev task to misnavigate")
+
+
+def test_the_selector_recipe_refuses_heldout_worlds_for_training_and_dev(tmp_path):
+    from causalcache_memory.lab.selector.recipe import world_setup
+
+    with pytest.raises(ConfigError, match="refusing to train on held-out"):
+        world_setup(tasks=2, archive=str(tmp_path / "a"), worlds="heldout-00")
+    with pytest.raises(ConfigError, match="refusing to calibrate on held-out"):
+        world_setup(
+            tasks=2, archive=str(tmp_path / "a"), worlds="train-03", dev_tasks=2, dev_worlds="heldout"
+        )
+    setup = world_setup(
+        tasks=2, archive=str(tmp_path / "a"), worlds="train-03", dev_tasks=2, dev_worlds="dev-00"
+    )
+    assert {t.metadata["world"] for t in setup["trajectories"]} == {"train-03", "dev-00"}
+    assert setup["policy"].vocab == "keys" and setup["policy"].recency
