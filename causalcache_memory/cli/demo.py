@@ -177,7 +177,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_closed_loop_arguments(
         parser,
-        tasks=40,
+        tasks=120,
         out="runs/demo",
         arms=("recent", "causalcache"),
         budget_curve=(),
