@@ -87,8 +87,9 @@ def test_screen_text_is_what_ocr_reads_with_positions():
     for world_id in ("v2", "heldout-01", "train-00"):
         task = generate_world_tasks(1, 2, worlds=world_id)[0]
         world = GuiWorld(task, slips=False)
-        world.step(encode(world.spec.vocab, "open_app", task.steps[0].app))
+        _, info = world.step(encode(world.spec.vocab, "open_app", task.steps[0].app))
         text = world.screen_text()
+        assert list(info.screen_text) == text  # beside the PNG on every step
         lines = ocr_png(world.screenshot()).lines
         assert [e["text"] for e in text] == [ln.text for ln in lines]
         for entry, line in zip(text, lines, strict=True):

@@ -11,7 +11,7 @@ step). The final state (:attr:`GuiWorld.outputs`, :attr:`WorldData.toggles`) is 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.actions.model import Action
@@ -54,6 +54,8 @@ class StepInfo:
         done: whether the episode has ended.
         evidence: indices of the task's needed values the new screen shows (world ground truth, for
             the evidence oracle and demonstrations' metadata; policies never see it).
+        screen_text: the new screen's text with rough positions (:meth:`GuiWorld.screen_text`), what an
+            accessibility tree or OCR engine gives beside the PNG; an agent may pass it to the memory.
     """
 
     app: str
@@ -62,6 +64,7 @@ class StepInfo:
     changed: bool
     done: bool
     evidence: tuple[int, ...] = ()
+    screen_text: tuple[dict[str, Any], ...] = field(default=(), hash=False)
 
     @property
     def evidence_visible(self) -> bool:
@@ -184,7 +187,13 @@ class GuiWorld:
         after = self.screen()
         self.steps += 1
         info = StepInfo(
-            app_before, self.app, hit, after.elements != before.elements, self.done, self.evidence_visible()
+            app_before,
+            self.app,
+            hit,
+            after.elements != before.elements,
+            self.done,
+            self.evidence_visible(),
+            tuple(self.screen_text()),
         )
         return self.screenshot(), info
 
