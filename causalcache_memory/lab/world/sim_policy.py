@@ -245,15 +245,18 @@ class SimulatedPolicy:
             return None
         if random.Random(seed ^ 0xB11D).random() >= self.blind_notice:
             return None
+        texts = [ln.text for ln in screen.lines]
         if parsed[0] == "type":  # the field still shows its placeholder
-            return "redo" if step.label is not None and screen.find(step.label) is not None else None
+            return "redo" if step.label is not None and step.label in texts else None
         quoted = _QUOTED_LABEL.search(parsed[1])
         if not step.push or quoted is None:
             return None
-        title = screen.lines[1].text if len(screen.lines) > 1 else ""
-        if title == quoted.group(1):
-            return None
-        return "redo" if screen.find(quoted.group(1)) is not None else "undo"
+        label = quoted.group(1)
+        bar_bottom = 3 * 16  # the title bar's three cell rows
+        title = next((ln.text for ln in screen.lines if ln.box_px[1] >= bar_bottom), "")
+        if title and (title == label or label.startswith(title + " ")):
+            return None  # the screen the tap was meant to open
+        return "redo" if label in texts else "undo"
 
     def _act_on_screen(
         self,
