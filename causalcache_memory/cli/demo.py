@@ -55,6 +55,7 @@ def write_results(results: dict[str, Any], out: Path, *, plots: bool = True) -> 
 def run_demo(args: argparse.Namespace) -> int:
     from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
     from causalcache_memory.lab.eval.report import format_table
+    from causalcache_memory.lab.world.splits import resolve_worlds
 
     settings = ClosedLoopSettings(
         tasks=args.tasks,
@@ -69,10 +70,16 @@ def run_demo(args: argparse.Namespace) -> int:
         templates=args.templates,
         ni_margin=args.ni_margin,
         workers=args.workers,
+        worlds=None if args.worlds in (None, "none") else args.worlds,
     )
     out = Path(args.out)
+    where = (
+        f"worlds {settings.worlds}: {', '.join(resolve_worlds(settings.worlds))}"
+        if settings.worlds is not None
+        else f"{settings.platform}, {settings.templates} templates"
+    )
     print(
-        f"causalcache demo: {settings.tasks} tasks ({settings.platform}, {settings.templates} templates), "
+        f"causalcache demo: {settings.tasks} tasks ({where}), "
         f"arms {', '.join(settings.arms)}, B={settings.budget}, policy seeds "
         f"{','.join(map(str, settings.policy_seeds))}; writing to {out}/",
         flush=True,
@@ -98,6 +105,7 @@ def add_closed_loop_arguments(
     arms: tuple[str, ...],
     budget_curve: tuple[int, ...],
     seeds: tuple[int, ...] = (0, 1, 2),
+    worlds: str | None = None,
 ) -> None:
     """Options shared by ``causalcache demo`` and ``causalcache eval closed-loop``."""
     parser.add_argument(
@@ -124,6 +132,13 @@ def add_closed_loop_arguments(
         choices=("eval", "dev", "train", "all"),
         default="eval",
         help="task templates to draw from (default eval: never used for training or choosing knobs)",
+    )
+    parser.add_argument(
+        "--worlds",
+        type=_worlds,
+        default=worlds,
+        help="worlds of the family: train, dev, heldout, v2 or comma-separated ids (e.g. heldout-00,dev-01); "
+        f"'none' = world v2 on --templates/--platform (default {worlds or 'none'})",
     )
     parser.add_argument(
         "--ni-margin",
@@ -161,7 +176,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_closed_loop_arguments(
-        parser, tasks=40, out="runs/demo", arms=("recent", "causalcache"), budget_curve=(), seeds=(0,)
+        parser,
+        tasks=120,
+        out="runs/demo",
+        arms=("recent", "causalcache"),
+        budget_curve=(),
+        seeds=(0,),
+        worlds="heldout",
     )
 
 
@@ -175,6 +196,20 @@ def register_closed_loop(eval_subparsers: argparse._SubParsersAction) -> None:
     add_closed_loop_arguments(
         parser, tasks=120, out="runs/closed_loop", arms=ALL_ARMS, budget_curve=(0, 1, 2, 4, 8)
     )
+
+
+def _worlds(text: str) -> str:
+    """``--worlds``: validated world ids or split names (``none`` = the v2 protocol)."""
+    if text == "none":
+        return text
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.lab.world.splits import resolve_worlds
+
+    try:
+        resolve_worlds(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _min_gain(text: str) -> float | str:

@@ -50,6 +50,7 @@ from causalcache_memory.lab.eval.world_agent import (
     memory_for,
     run_world_episode,
 )
+from causalcache_memory.lab.eval.worlds import summarize_worlds
 
 if TYPE_CHECKING:
     from causalcache_memory.lab.world.tasks import Task
@@ -87,6 +88,10 @@ class ClosedLoopSettings:
         policy_seeds: seeds of the simulated policy; every figure is a mean over them.
         ni_margin: non-inferiority margin on controls (success difference vs Recent-B).
         workers: parallel processes for the (arm, budget, seed) jobs (1 = in this process).
+        worlds: None = world v2 on ``templates`` and ``platform`` (the v2 protocol); else ``train``,
+            ``dev``, ``heldout``, ``v2`` or comma-separated world ids: tasks are spread evenly over them,
+            each world's simulated policy speaks its vocabulary, and results add a row per world and an
+            aggregate per world split (:mod:`~causalcache_memory.lab.world.splits`).
     """
 
     tasks: int = 40
@@ -103,8 +108,17 @@ class ClosedLoopSettings:
     policy_seeds: tuple[int, ...] = (0, 1, 2)
     ni_margin: float = 0.05
     workers: int = 1
+    worlds: str | None = None
 
     def __post_init__(self) -> None:
+        if self.worlds is not None:
+            from causalcache_memory.lab.world.splits import resolve_worlds
+
+            ids = resolve_worlds(self.worlds)
+            if self.tasks < len(ids):
+                raise ConfigError(
+                    f"tasks={self.tasks} is fewer than the {len(ids)} worlds in worlds={self.worlds!r}"
+                )
         unknown = [a for a in (*self.arms, *self.curve_arms) if a not in ARMS]
         if unknown:
             raise ConfigError(f"unknown arm(s) {unknown}; choose from {', '.join(ARMS)}")
@@ -142,8 +156,19 @@ def _episode_jobs(settings: ClosedLoopSettings) -> list[tuple[str, int, int]]:
 def _tasks(settings: ClosedLoopSettings) -> list[Task]:
     from causalcache_memory.lab.world.tasks import generate_tasks
 
-    return generate_tasks(
-        settings.tasks, settings.seed, platform=settings.platform, templates=settings.templates
+    if settings.worlds is None:
+        return generate_tasks(
+            settings.tasks, settings.seed, platform=settings.platform, templates=settings.templates
+        )
+    from causalcache_memory.lab.world.family_tasks import generate_world_tasks
+
+    return generate_world_tasks(
+        settings.tasks,
+        settings.seed,
+        worlds=settings.worlds,
+        purpose="evaluate",
+        v2_platform=settings.platform,
+        v2_templates=settings.templates,
     )
 
 
@@ -159,34 +184,53 @@ def run_job(
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.lab.world.family import policy_for_world
+    from causalcache_memory.lab.world.family_tasks import world_of
     from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
 
     arm, budget, seed = job
     tasks = _tasks(settings)
     archive = LocalArchive(out / _archive_dir(job))  # one per job: parallel jobs never share blob files
-    policy = policy or SimulatedPolicy(seed=seed)
     import sqlite3
 
     conn = sqlite3.connect(str(out / f"checkpoints-{arm}-b{budget}-s{seed}.sqlite"), check_same_thread=False)
     try:
-        oracle = WorldOracle() if arm == "oracle" else None
-        memory = memory_for(arm, budget, policy, archive, settings.selector_path, settings.min_gain, oracle)
-        graph = build_world_agent(memory, SqliteSaver(conn))
         outcomes = []
-        for task in tasks:
-            outcome = run_world_episode(
-                task, memory, graph, arm=arm, policy=policy, archive=archive, seed=seed,
-                thread_id=f"{arm}-b{budget}-s{seed}-{task.task_id}",
-                max_steps=len(task.steps) + settings.extra_steps,
-                evidence=oracle.truth if oracle is not None else None,
-            )  # fmt: skip
-            outcomes.append(outcome)
-            if on_episode:
-                on_episode(outcome)
+        graphs: dict[str, Any] = {}
+        memories: dict[str, Any] = {}
+        for world in dict.fromkeys(world_of(t) for t in tasks):  # each world's policy speaks its vocabulary
+            if policy is not None:
+                world_policy: Any = policy
+            elif world == "v2":
+                world_policy = SimulatedPolicy(seed=seed)
+            else:
+                world_policy = policy_for_world(world, seed)
+            oracle = WorldOracle() if arm == "oracle" else None
+            memory = memory_for(
+                arm, budget, world_policy, archive, settings.selector_path, settings.min_gain, oracle
+            )
+            graph = build_world_agent(memory, SqliteSaver(conn))
+            graphs.setdefault("first", graph)
+            memories.setdefault("first", memory)
+            for task in (t for t in tasks if world_of(t) == world):
+                outcome = run_world_episode(
+                    task, memory, graph, arm=arm, policy=world_policy, archive=archive, seed=seed,
+                    thread_id=f"{arm}-b{budget}-s{seed}-{task.task_id}",
+                    max_steps=len(task.steps) + settings.extra_steps,
+                    evidence=oracle.truth if oracle is not None else None,
+                )  # fmt: skip
+                outcome.world = world
+                outcomes.append(outcome)
+                if on_episode:
+                    on_episode(outcome)
         show = None
         if arm == "causalcache" and budget == settings.budget and seed == settings.policy_seeds[0]:
+            first = world_of(tasks[0])
             show = showcase(
-                outcomes, {(arm, budget): graph}, {(arm, budget): memory}, {t.task_id: t for t in tasks}
+                [o for o in outcomes if o.world == first],
+                {(arm, budget): graphs["first"]},
+                {(arm, budget): memories["first"]},
+                {t.task_id: t for t in tasks},
             )
         return outcomes, show
     finally:
@@ -262,6 +306,8 @@ def run_closed_loop(
         bar.close()
     main = [o for o in outcomes if o.budget == settings.budget or o.arm == "summary_only"]
     results = summarize(main, settings.arms, ni_margin=settings.ni_margin)
+    if settings.worlds is not None:
+        results.update(summarize_worlds(main, settings.arms, ni_margin=settings.ni_margin))
     results["meta"] = _meta(settings, tasks, policy, time.perf_counter() - start)
     if settings.budget_curve:
         results["budget_curve"] = budget_curve(outcomes, settings.budget_curve, settings.curve_arms)
@@ -283,7 +329,8 @@ def _meta(
         "arms": list(settings.arms),
         "platform": settings.platform,
         "templates": settings.templates,
-        "world": "v2",
+        "world": "v2" if settings.worlds is None else settings.worlds,
+        "worlds": list(dict.fromkeys(str(t.metadata.get("world", "v2")) for t in tasks)),
         "wall_s": round(wall, 2),
         "machine": f"{_platform.machine()} {_platform.processor() or ''}".strip(),
         "python": _platform.python_version(),

@@ -10,7 +10,7 @@ from typing import Any
 
 from causalcache_memory.lab.eval.plots import SPLIT_LABELS, SPLITS, _budget, _number, arm_label, ordered_arms
 
-__all__ = ["contrast_sentences", "format_table", "split_tables"]
+__all__ = ["contrast_sentences", "format_table", "selector_verdicts", "split_tables", "world_tables"]
 
 _SPLIT_PHRASE = {"all": "all tasks", "memory_critical": "memory-critical tasks", "control": "control tasks"}
 
@@ -131,8 +131,18 @@ def format_table(results: Mapping[str, Any]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     sentences = contrast_sentences(results)
-    tables = split_tables(results)
-    return "\n".join([*lines, *(["", tables] if tables else []), *(["", *sentences] if sentences else [])])
+    tables = (
+        world_tables(results) if isinstance(results.get("world_splits"), Mapping) else split_tables(results)
+    )
+    verdicts = selector_verdicts(results)
+    return "\n".join(
+        [
+            *lines,
+            *(["", tables] if tables else []),
+            *(["", *sentences] if sentences else []),
+            *(["", *verdicts] if verdicts else []),
+        ]
+    )
 
 
 def _grid(rows: list[list[str]]) -> list[str]:
@@ -186,3 +196,110 @@ def split_tables(results: Mapping[str, Any]) -> str:
         out += _grid(rows)
         out.append("")
     return "\n".join(out).rstrip()
+
+
+_WORLD_SPLIT_TITLE = {
+    "heldout": "Held-out worlds",
+    "dev": "Development worlds",
+    "train": "Training worlds",
+    "v2": "World v2",
+}
+
+
+def _delta_cell(c: object) -> str:
+    if not isinstance(c, Mapping):
+        return "n/a"
+    return f"{_fmt(c.get('delta'), signed=True)} {_ci(c.get('ci95'))} {c.get('helped', '?')}/{c.get('harmed', '?')}"
+
+
+def _knob_text(knobs: object) -> str:
+    if not isinstance(knobs, Mapping):
+        return ""
+    age = knobs.get("after_read")
+    age_text = f"after-read {age[0]}-{age[1]}" if isinstance(age, Sequence) and len(age) == 2 else ""
+    return " ".join(
+        str(x) for x in (knobs.get("vocab"), knobs.get("layout"), knobs.get("platform"), age_text)
+    )
+
+
+def world_tables(results: Mapping[str, Any]) -> str:
+    """Per world split: the aggregate per-split tables (task-paired over every task of the split's worlds),
+    then one row per world and arm: Δ vs Recent-B on memory-critical and control tasks with the interval
+    and tasks helped/harmed, and the pass-2 fire and OOD rates."""
+    results = _check(results)
+    splits = results.get("world_splits")
+    rows_by_world = results.get("world_rows")
+    if not isinstance(splits, Mapping):
+        return ""
+    meta = results.get("meta") if isinstance(results.get("meta"), Mapping) else {}
+    budget = _budget(results)
+    out: list[str] = []
+    for split, agg in splits.items():
+        if not isinstance(agg, Mapping):
+            continue
+        worlds = [str(w) for w in agg.get("worlds") or []]
+        title = _WORLD_SPLIT_TITLE.get(str(split), str(split))
+        out.append(f"== {title} ({', '.join(worlds)}): aggregate, task-paired over all their tasks ==")
+        out.append(split_tables({**agg, "meta": meta}))
+        header = [
+            "world",
+            "knobs",
+            "arm",
+            "memory-critical Δ [95% CI] helped/harmed",
+            "control Δ [95% CI] helped/harmed",
+        ]
+        grid = [[*header, "fire", "ood"]]
+        for world in worlds:
+            row = rows_by_world.get(world) if isinstance(rows_by_world, Mapping) else None
+            if not isinstance(row, Mapping):
+                continue
+            for arm in ordered_arms(row):
+                if arm == "recent":
+                    continue
+                c = _get(row, "contrasts_by_arm", arm)
+                grid.append(
+                    [
+                        world,
+                        _knob_text(row.get("knobs")),
+                        arm_label(arm, budget),
+                        _delta_cell(_get(c, "memory_critical")),
+                        _delta_cell(_get(c, "control")),
+                        _fmt(_get(row, "arms", arm, "fire_rate")),
+                        _fmt(_get(row, "arms", arm, "ood_rate")),
+                    ]
+                )
+        if len(grid) > 1:
+            out.append("")
+            out.append(f"{title}, per world (Δ vs {arm_label('recent', budget)}):")
+            out += _grid(grid)
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def selector_verdicts(results: Mapping[str, Any]) -> list[str]:
+    """One plain sentence per world split saying whether the learned selector gains over Recent-B on
+    memory-critical tasks (its interval above zero) -- and saying so when it does not."""
+    results = _check(results)
+    splits = results.get("world_splits")
+    if not isinstance(splits, Mapping):
+        return []
+    budget = _budget(results)
+    lines = []
+    for split, agg in splits.items():
+        c = _get(agg, "contrasts_by_arm", "causalcache", "memory_critical")
+        if not isinstance(c, Mapping):
+            continue
+        ci = c.get("ci95")
+        low = _number(ci[0]) if isinstance(ci, Sequence) and len(ci) == 2 else None
+        ood = _fmt(_get(agg, "arms", "causalcache", "ood_rate"))
+        fire = _fmt(_get(agg, "arms", "causalcache", "fire_rate"))
+        title = _WORLD_SPLIT_TITLE.get(str(split), str(split))
+        gains = low is not None and low > 0
+        verdict = "gains" if gains else "does NOT gain"
+        lines.append(
+            f"{title}: the learned selector {verdict} over {arm_label('recent', budget)} on memory-critical "
+            f"tasks: {_fmt(c.get('delta'), signed=True)} {_ci(ci)}"
+            f"{'' if gains else ' (95% interval not above zero)'}; pass 2 fired on {fire} of two-pass "
+            f"decisions, the OOD guard declined {ood}"
+        )
+    return lines

@@ -60,10 +60,12 @@ class EpisodeOutcome:
     log: list[dict[str, Any]] = field(default_factory=list)
     thread_id: str = ""
     seed: int = 0
+    world: str = "v2"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
+            "world": self.world,
             "split": self.split,
             "arm": self.arm,
             "budget": self.budget,

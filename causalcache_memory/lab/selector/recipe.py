@@ -189,6 +189,8 @@ def world_setup(
     policy_seed: int = 0,
     templates: str = "train",
     dev_tasks: int = 0,
+    worlds: str | None = None,
+    dev_worlds: str = "dev",
 ) -> dict[str, Any]:
     """Recipe ``setup`` for the synthetic world: expert demonstrations and the simulated policy.
 
@@ -198,6 +200,11 @@ def world_setup(
     ``dev_tasks > 0`` it adds that many tasks of the ``dev`` templates (seed ``seed + 1``); every
     trajectory's ``metadata["data_split"]`` then says ``train`` or ``dev``, for ``train.split_by: metadata``
     (knobs such as the swap threshold are chosen on templates the scorer never trained on).
+
+    ``worlds`` (e.g. ``train`` or ``train-00,train-03``) draws the training tasks from worlds of the
+    family instead (:mod:`~causalcache_memory.lab.world.family`) and the dev tasks from ``dev_worlds``;
+    held-out worlds are refused for both (:func:`~causalcache_memory.lab.world.splits.require_not_heldout`).
+    The worlds must share one action vocabulary (the labelling policy speaks one).
     """
     import dataclasses
 
@@ -205,6 +212,8 @@ def world_setup(
     from causalcache_memory.lab.world import SimulatedPolicy, generate_demonstrations, generate_tasks
 
     store = open_archive(archive)
+    if worlds is not None:
+        return _family_setup(tasks, seed, store, memory_fraction, policy_seed, dev_tasks, worlds, dev_worlds)
     parts = [
         (
             "train",
@@ -223,3 +232,49 @@ def world_setup(
         for traj in generate_demonstrations(group, store):
             demos.append(dataclasses.replace(traj, metadata={**traj.metadata, "data_split": name}))
     return {"trajectories": demos, "archive": store, "policy": SimulatedPolicy(seed=policy_seed)}
+
+
+def _family_setup(
+    tasks: int,
+    seed: int,
+    store: Any,
+    memory_fraction: float,
+    policy_seed: int,
+    dev_tasks: int,
+    worlds: str,
+    dev_worlds: str,
+) -> dict[str, Any]:
+    import dataclasses
+
+    from causalcache_memory.lab.world import SimulatedPolicy, generate_demonstrations
+    from causalcache_memory.lab.world.family import world_spec
+    from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
+
+    parts = [
+        (
+            "train",
+            generate_world_tasks(
+                tasks, seed, worlds=worlds, purpose="train", memory_fraction=memory_fraction
+            ),
+        )
+    ]
+    if dev_tasks:
+        dev = generate_world_tasks(
+            dev_tasks, seed + 1, worlds=dev_worlds, purpose="calibrate", memory_fraction=memory_fraction
+        )
+        parts.append(("dev", dev))
+    specs = {world_spec(world_of(t)) for _, group in parts for t in group}
+    vocabs = {s.vocab for s in specs}
+    if len(vocabs) != 1:
+        raise ConfigError(
+            f"worlds={worlds!r} / dev_worlds={dev_worlds!r} mix action vocabularies {sorted(vocabs)}; the "
+            "labelling policy speaks one: pick worlds of one vocabulary"
+        )
+    demos = []
+    for name, group in parts:
+        world = {t.task_id: world_of(t) for t in group}
+        for traj in generate_demonstrations(group, store):
+            meta = {**traj.metadata, "data_split": name, "world": world[traj.trajectory_id]}
+            demos.append(dataclasses.replace(traj, metadata=meta))
+    policy = SimulatedPolicy(seed=policy_seed, vocab=vocabs.pop(), recency=any(s.recency for s in specs))
+    return {"trajectories": demos, "archive": store, "policy": policy}

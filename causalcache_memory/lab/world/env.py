@@ -10,18 +10,22 @@ step). The final state (:attr:`GuiWorld.outputs`, :attr:`WorldData.toggles`) is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world.apps import APPS, NavState, WorldData, build_screen, make_world_data
+from causalcache_memory.lab.world.family import V2, WorldSpec, world_spec
+from causalcache_memory.lab.world.language import decode
 from causalcache_memory.lab.world.render import (
     SCREEN_SIZES,
     Screen,
     encode_png,
     render_indices,
-    render_screen,
+    restyle,
+    skin_palette,
 )
 
 if TYPE_CHECKING:
@@ -29,7 +33,13 @@ if TYPE_CHECKING:
 
     from causalcache_memory.lab.world.tasks import Task
 
-__all__ = ["GuiWorld", "StepInfo", "WorldState"]
+__all__ = ["KEYBOARD_FAIL", "MISS_TAP", "GuiWorld", "StepInfo", "WorldState"]
+
+#: world slips of family worlds (``WorldSpec.recency``): a tap that does not register (the screen does not
+#: change) and a ``type`` whose keyboard does not open (the text is lost); per action, deterministic from
+#: the world seed, the step and the action. Set on the development worlds (docs/WORLD.md).
+MISS_TAP = 0.05
+KEYBOARD_FAIL = 0.08
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,8 @@ class StepInfo:
         done: whether the episode has ended.
         evidence: indices of the task's needed values the new screen shows (world ground truth, for
             the evidence oracle and demonstrations' metadata; policies never see it).
+        screen_text: the new screen's text with rough positions (:meth:`GuiWorld.screen_text`), what an
+            accessibility tree or OCR engine gives beside the PNG; an agent may pass it to the memory.
     """
 
     app: str
@@ -52,6 +64,7 @@ class StepInfo:
     changed: bool
     done: bool
     evidence: tuple[int, ...] = ()
+    screen_text: tuple[dict[str, Any], ...] = field(default=(), hash=False)
 
     @property
     def evidence_visible(self) -> bool:
@@ -71,10 +84,23 @@ class WorldState:
 class GuiWorld:
     """One episode of the synthetic world for ``task`` (or a bare world from ``seed``)."""
 
-    def __init__(self, task: Task | None = None, *, seed: int = 0, platform: str = "mobile") -> None:
+    def __init__(
+        self,
+        task: Task | None = None,
+        *,
+        seed: int = 0,
+        platform: str = "mobile",
+        spec: WorldSpec | None = None,
+        slips: bool = True,
+    ) -> None:
         self.task = task
         self.seed = task.world_seed if task is not None else int(seed)
         self.platform = task.platform if task is not None else platform
+        if spec is None:
+            spec = world_spec(str(task.metadata.get("world", "v2"))) if task is not None else V2
+        self.spec = spec
+        self.slips = bool(slips)
+        self._palette = None if spec.skin == "v2" else skin_palette(spec.skin)
         if self.platform not in SCREEN_SIZES:
             raise ConfigError(f"platform={self.platform!r} must be one of {sorted(SCREEN_SIZES)}")
         self.size: tuple[int, int] = SCREEN_SIZES[self.platform]
@@ -102,15 +128,38 @@ class GuiWorld:
 
     def screen(self) -> Screen:
         if self._screen is None:
-            self._screen = build_screen(self.data, self.nav, self.size, self.outputs)
+            screen = build_screen(self.data, self.nav, self.size, self.outputs)
+            self._screen = restyle(screen, self.spec.layout, self.size)
         return self._screen
 
     def pixels(self) -> np.ndarray:
-        return render_screen(self.screen(), self.size)
+        import numpy as np
+
+        palette = np.frombuffer(skin_palette(self.spec.skin), dtype=np.uint8).reshape(-1, 3)
+        return palette[render_indices(self.screen(), self.size)]
 
     def screenshot(self) -> bytes:
         """PNG bytes of the current screen (palette PNG)."""
-        return encode_png(render_indices(self.screen(), self.size))
+        return encode_png(render_indices(self.screen(), self.size), self._palette)
+
+    def screen_text(self) -> list[dict[str, Any]]:
+        """The screen's text as an accessibility tree or an OCR engine gives it: one entry per text line
+        drawn on the current screen, ``{"text": str, "box": (x0, y0, x1, y1)}`` with the box relative to
+        the screen size (``[0, 1]``, rough: the drawn text's cells), top to bottom, left to right.
+        The label and the right-aligned detail of an element are separate lines, as OCR reads them."""
+        w, h = self.size
+        lines: list[tuple[int, int, str, tuple[float, float, float, float]]] = []
+        for e in self.screen().elements:
+            _col, row, n = e.text_cells()
+            if e.label[:n].strip():
+                x0, y0, x1, y1 = e.text_box_px()
+                lines.append((y0, x0, e.label[:n].rstrip(), (x0 / w, y0 / h, x1 / w, y1 / h)))
+            if e.detail:
+                c1 = e.box[2] - 1 - len(e.detail)
+                x0, y0 = c1 * 12, row * 16
+                x1, y1 = x0 + 12 * len(e.detail), y0 + 16
+                lines.append((y0, x0, e.detail, (x0 / w, y0 / h, x1 / w, y1 / h)))
+        return [{"text": text, "box": box} for _, _, text, box in sorted(lines, key=lambda x: (x[0], x[1]))]
 
     def reset(self) -> bytes:
         """Back to the launcher with fresh content and outputs; returns the first screenshot."""
@@ -138,13 +187,38 @@ class GuiWorld:
         after = self.screen()
         self.steps += 1
         info = StepInfo(
-            app_before, self.app, hit, after.elements != before.elements, self.done, self.evidence_visible()
+            app_before,
+            self.app,
+            hit,
+            after.elements != before.elements,
+            self.done,
+            self.evidence_visible(),
+            tuple(self.screen_text()),
         )
         return self.screenshot(), info
 
+    def _slip(self, action: Action, rate: float) -> bool:
+        """Whether the world drops ``action`` (a family world's missed tap or unopened keyboard)."""
+        if not (self.spec.recency and self.slips):
+            return False
+        key = (
+            f"{self.spec.world_id}:{self.seed}:{self.steps}:{action.type}:{action.x}:{action.y}:{action.text}"
+        )
+        draw = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+        return draw < rate
+
     def _apply(self, action: Action) -> str | None:
-        kind = action.type
         if self.done:
+            return None
+        if self.spec.vocab != "touch":
+            decoded = decode(self.spec.vocab, action)
+            if decoded is None:
+                return None  # navigation of another vocabulary: nothing happens
+            action = decoded
+        kind = action.type
+        if kind in ("click", "double_click", "long_press") and self._slip(action, MISS_TAP):
+            return None
+        if kind == "type" and self._slip(action, KEYBOARD_FAIL):
             return None
         if kind in ("click", "double_click", "long_press"):
             x, y = action.pixel(*self.size) or (0, 0)

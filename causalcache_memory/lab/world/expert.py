@@ -67,8 +67,10 @@ def element_action(kind: str, element: Element, size: tuple[int, int], **kwargs:
 
 def expert_action(world: GuiWorld, step: PlanStep, value: str, person: str | None = None) -> Action:
     """The correct action for ``step`` on the world's current screen (``person``: a remembered label)."""
-    if step.op == "open_app":
-        return Action("open_app", text=step.app, target=step.app)
+    if step.op in ("open_app", "back", "home"):
+        from causalcache_memory.lab.world.language import encode
+
+        return encode(world.spec.vocab, step.op, step.app)
     if step.op in ("click", "type"):
         screen = world.screen()
         label = step.label if step.label is not None else person
@@ -88,7 +90,7 @@ def expert_action(world: GuiWorld, step: PlanStep, value: str, person: str | Non
 
 def run_expert(task: Task, archive: ScreenshotArchive | None = None) -> tuple[Trajectory | None, GuiWorld]:
     """Execute ``task``'s plan; returns the demonstration (None without an archive) and the final world."""
-    world = GuiWorld(task)
+    world = GuiWorld(task, slips=False)  # the expert's world never drops an action
     shot = world.screenshot()
     before = archive.put(shot).sha256 if archive is not None else None
     steps: list[Step] = []

@@ -21,6 +21,7 @@ __all__ = [
     "ACCENTS",
     "PALETTE",
     "SCREEN_SIZES",
+    "SKINS",
     "Element",
     "Layout",
     "Screen",
@@ -28,6 +29,8 @@ __all__ = [
     "palette_index",
     "render_indices",
     "render_screen",
+    "restyle",
+    "skin_palette",
 ]
 
 #: ``(width, height)`` in pixels per platform
@@ -278,12 +281,74 @@ def render_screen(screen: Screen, size: tuple[int, int]) -> np.ndarray:
     return _PALETTE_ARRAY[render_indices(screen, size)]
 
 
-def encode_png(indices: np.ndarray) -> bytes:
-    """Palette PNG bytes of ``indices`` (from :func:`render_indices`; fast, lossless, deterministic)."""
+#: skins of the world family: replacement colours for palette entries (same indices, so OCR is unchanged)
+SKINS: dict[str, dict[Colour, Colour]] = {
+    "v2": {},
+    "dusk": {
+        BACKGROUND: (236, 234, 240),
+        HOME_ACCENT: (40, 40, 60),
+        THEMES["warm"]: (150, 60, 90),
+        THEMES["green"]: (60, 110, 120),
+        THEMES["blue"]: (90, 70, 160),
+    },
+    "mint": {
+        HOME_ACCENT: (30, 90, 80),
+        THEMES["warm"]: (220, 120, 60),
+        THEMES["green"]: (20, 160, 140),
+        THEMES["blue"]: (70, 130, 210),
+    },
+    "mono": {
+        BACKGROUND: (250, 250, 250),
+        HOME_ACCENT: (60, 60, 60),
+        THEMES["warm"]: (90, 90, 90),
+        THEMES["green"]: (70, 70, 70),
+        THEMES["blue"]: (110, 110, 110),
+    },
+}
+
+
+def skin_palette(skin: str) -> bytes:
+    """The palette bytes of ``skin`` (:data:`SKINS`; ``v2`` = :data:`PALETTE`)."""
+    if skin not in SKINS:
+        raise ValueError(f"skin={skin!r} must be one of {', '.join(SKINS)}")
+    return bytes(v for c in PALETTE for v in SKINS[skin].get(c, c))
+
+
+def restyle(screen: Screen, layout: str, size: tuple[int, int]) -> Screen:
+    """``screen`` in layout family ``layout``: ``list`` (v2, unchanged), ``inset`` (content two cells to the
+    right) or ``airy`` (content rows spread by 5/4 from the top of the content, one cell to the right;
+    elements pushed past the bottom are dropped). The bar and the desktop dock stay where they are; every
+    box stays on the cell grid, so the world's OCR stays exact."""
+    if layout == "list":
+        return screen
+    if layout not in ("inset", "airy"):
+        raise ValueError(f"layout={layout!r} must be one of list, inset, airy")
+    rows = size[1] // CELL_H
+    shift = 2 if layout == "inset" else 1
+    out = Screen(screen.app, screen.title)
+    for e in screen.elements:
+        if e.kind in ("bar", "dock"):
+            out.elements.append(e)
+            continue
+        c0, r0, c1, r1 = e.box
+        if layout == "airy" and r0 >= 4:
+            top = 4 + ((r0 - 4) * 5) // 4
+            r0, r1 = top, top + (r1 - r0)
+        if r1 > rows:
+            continue
+        out.elements.append(
+            Element(e.kind, e.label, (c0 + shift, r0, c1 + shift, r1), e.bg, e.fg, e.detail, e.action)
+        )
+    return out
+
+
+def encode_png(indices: np.ndarray, palette: bytes | None = None) -> bytes:
+    """Palette PNG bytes of ``indices`` (from :func:`render_indices`; fast, lossless, deterministic);
+    ``palette`` = a skin's palette (:func:`skin_palette`), default :data:`PALETTE`."""
     from PIL import Image
 
     image = Image.fromarray(indices, "P")
-    image.putpalette(_PALETTE_BYTES)
+    image.putpalette(palette or _PALETTE_BYTES)
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()

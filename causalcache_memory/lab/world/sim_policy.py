@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -43,10 +44,17 @@ from typing import TYPE_CHECKING
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ActionParseError, PolicyError
-from causalcache_memory.lab.world.language import VALUE_KINDS, PlanStep, plan_goal
+from causalcache_memory.lab.world.language import UNDO, VALUE_KINDS, VOCABS, PlanStep, encode, plan_goal
 from causalcache_memory.lab.world.ocr import OcrCache, OcrResult
 from causalcache_memory.lab.world.render import ACCENTS
-from causalcache_memory.lab.world.sim_reading import SUMMARY, PromptView, guess_person, progress, read_need
+from causalcache_memory.lab.world.sim_reading import (
+    SUMMARY,
+    PromptView,
+    guess_person,
+    parse_summary,
+    progress,
+    read_need,
+)
 from causalcache_memory.lab.world.sim_scoring import misclick_target, score_action, thought, typo
 from causalcache_memory.policy import Generation
 
@@ -54,7 +62,17 @@ if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.messages import BoundPrompt
 
-__all__ = ["PromptView", "SimulatedPolicy"]
+__all__ = ["BLIND_NOTICE", "PromptView", "SimulatedPolicy"]
+
+#: probability of noticing a slip of the previous action from the current screen alone (family worlds)
+BLIND_NOTICE = 0.25
+_NAV = ("open_app", "back", "home")
+_POINT = re.compile(r"\((\d+), (\d+)\)")
+_QUOTED_LABEL = re.compile(r'"([^"]*)"')
+
+
+def _inside(box: tuple[float, float, float, float], x: float, y: float) -> bool:
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
 
 
 @lru_cache(maxsize=1024)
@@ -79,6 +97,12 @@ class SimulatedPolicy:
         continuity: factors for ``v_{t-1}`` and ``v_{t-2}`` missing from the prompt.
         misread_scale: multiplies every misread rate (0 = perfect reading, for mechanism tests).
         cache_size: entries of the prompt, score and OCR caches.
+        vocab: the world's action vocabulary (the action vocabularies of :mod:`~causalcache_memory.lab.world.language`), as a VLM is
+            told its action space.
+        recency: the recency mechanisms of family worlds (check that the previous action took effect,
+            redo or undo; docs/WORLD.md). Off = v2's policy.
+        blind_notice: with ``recency``, probability of noticing a slip from the current screen alone
+            (without the screen the action was taken on).
     """
 
     name = "simulated-world-policy"
@@ -95,12 +119,18 @@ class SimulatedPolicy:
         continuity: tuple[float, float] = (0.5, 0.25),
         misread_scale: float = 1.0,
         cache_size: int = 65536,
+        vocab: str = "touch",
+        recency: bool = False,
+        blind_notice: float = BLIND_NOTICE,
     ) -> None:
         self.seed = int(seed)
         self.eps_click, self.eps_ground, self.eps_app = float(eps_click), float(eps_ground), float(eps_app)
         self.eps_type, self.eps_nav = float(eps_type), float(eps_nav)
         self.continuity = (float(continuity[0]), float(continuity[1]))
         self.misread_scale = float(misread_scale)
+        if vocab not in VOCABS:
+            raise PolicyError(f"vocab={vocab!r} must be one of {', '.join(VOCABS)}")
+        self.vocab, self.recency, self.blind_notice = vocab, bool(recency), float(blind_notice)
         self.ocr = OcrCache(maxsize=4096)
         self._views: OrderedDict[tuple, PromptView] = OrderedDict()
         self._scores: OrderedDict[tuple, float] = OrderedDict()
@@ -153,19 +183,80 @@ class SimulatedPolicy:
         plan = _plan(goal)
         if plan is None:
             return PromptView(step=None, intended=None, **plain)
-        p = progress(plan, summaries)
+        p = progress(plan, summaries, self.vocab)
+        if self.recency and t >= 3:
+            check = self._check_previous(prompt, plan, summaries, p, screen, present, seed)
+            if check == "undo":
+                action = encode(self.vocab, "back", target=UNDO)
+                return PromptView(step=None, intended=action, **{**plain, "eps": self.eps_nav * factor})
+            if check == "redo":
+                p -= 1
         if p >= len(plan):
             return PromptView(step=None, intended=Action("done", status="success"), **plain)
         step = plan[p]
         if step.op == "open_app":
-            action = Action("open_app", text=step.app, target=step.app)
+            action = encode(self.vocab, "open_app", step.app)
             return PromptView(step=step, intended=action, **{**plain, "eps": self.eps_app * factor})
         if step.op not in ("click", "type"):
             op = {"done": Action("done", status="success"), "scroll": Action("scroll", direction="down")}
-            action = op.get(step.op) or Action(step.op)  # type: ignore[arg-type]
+            action = op.get(step.op) or encode(self.vocab, step.op)
             return PromptView(step=step, intended=action, **{**plain, "eps": self.eps_nav * factor})
         sources = [(0, screen)] + [(j, self._read(prompt, i)) for j, i in history]
         return self._act_on_screen(step, screen, sources, base, factor)
+
+    def _check_previous(
+        self,
+        prompt: BoundPrompt,
+        plan: Sequence[PlanStep],
+        summaries: Sequence[str],
+        p: int,
+        screen: OcrResult,
+        present: set[int],
+        seed: int,
+    ) -> str | None:
+        """Did the previous action (a tap or typing the plan counted as done) take effect?
+
+        Returns ``"redo"`` (it did nothing: a missed tap, a keyboard that did not open), ``"undo"`` (a tap
+        landed on another line and navigated) or None. With the screen the action was taken on
+        (``v_{t-2}``) in the prompt the check compares it with the current screen and reads which line the
+        tap's point was on; without it the policy notices a slip visible on the current screen only with
+        probability ``blind_notice``."""
+        parsed = parse_summary(summaries[-1], self.vocab)
+        if parsed is None or parsed[0] not in ("click", "type"):
+            return None
+        if p == 0 or progress(plan, summaries[:-1], self.vocab) != p - 1:
+            return None  # the previous action was not a counted plan step (a redo, a recovery)
+        step, t = plan[p - 1], len(summaries) + 1
+        if (t - 2) in present:
+            index = next(
+                i for i, r in enumerate(prompt.images) if r.role == "history" and r.event_index == t - 2
+            )
+            before = self._read(prompt, index)
+            if [ln.text for ln in before.lines] == [ln.text for ln in screen.lines]:
+                return "redo"
+            point = _POINT.search(parsed[1])
+            quoted = _QUOTED_LABEL.search(parsed[1])
+            if parsed[0] == "click" and step.push and point and quoted:
+                w, h = before.size
+                x, y = int(point.group(1)) / max(1, w - 1), int(point.group(2)) / max(1, h - 1)
+                line = next((ln for ln in before.lines if _inside(ln.box_rel, x, y)), None)
+                if line is not None and line.text != quoted.group(1):
+                    return "undo"
+            return None
+        if random.Random(seed ^ 0xB11D).random() >= self.blind_notice:
+            return None
+        texts = [ln.text for ln in screen.lines]
+        if parsed[0] == "type":  # the field still shows its placeholder
+            return "redo" if step.label is not None and step.label in texts else None
+        quoted = _QUOTED_LABEL.search(parsed[1])
+        if not step.push or quoted is None:
+            return None
+        label = quoted.group(1)
+        bar_bottom = 3 * 16  # the title bar's three cell rows
+        title = next((ln.text for ln in screen.lines if ln.box_px[1] >= bar_bottom), "")
+        if title and (title == label or label.startswith(title + " ")):
+            return None  # the screen the tap was meant to open
+        return "redo" if label in texts else "undo"
 
     def _act_on_screen(
         self,
@@ -210,13 +301,12 @@ class SimulatedPolicy:
             step, action, line.box_rel, known, alphabet, eps, evidence_event=where, read_error=error, **base
         )
 
-    @staticmethod
-    def _recover(step: PlanStep, screen: OcrResult, base: dict) -> PromptView:
+    def _recover(self, step: PlanStep, screen: OcrResult, base: dict) -> PromptView:
         title = screen.lines[0].text if screen.lines else ""
         if step.app is not None and title != step.app:
-            action = Action("open_app", text=step.app, target=step.app)
+            action = encode(self.vocab, "open_app", step.app)
         else:
-            action = Action("back")
+            action = encode(self.vocab, "back")
         return PromptView(step, action, None, True, "", 0.02, **base)
 
     # ------------------------------------------------------------------ Policy protocol
@@ -226,22 +316,26 @@ class SimulatedPolicy:
         action = view.intended or Action("done", status="failure")
         rng = random.Random(view.seed ^ 0x5EED)
         draw = rng.random()
-        planned = view.step is not None and view.step.op == action.type
+        planned = view.step is not None and (
+            view.step.op == action.type or (self.vocab != "touch" and view.step.op in _NAV)
+        )
         if action.type == "click" and draw < view.eps:
             wrong = misclick_target(self._read(prompt, len(prompt.images) - 1), view, rng)
             if wrong is not None:
                 # a grounding slip keeps the intended label (the policy believes it hit it); a visible
                 # misclick names what was hit
-                unnoticed = draw < view.eps * self.eps_ground / (self.eps_ground + self.eps_click)
+                unnoticed = self.recency or draw < view.eps * self.eps_ground / (
+                    self.eps_ground + self.eps_click
+                )
                 target = action.target if unnoticed else wrong.text
                 action = Action(
                     "click", x=wrong.center_rel[0], y=wrong.center_rel[1], target=target, box=wrong.box_rel
                 )
-        elif action.type == "open_app" and planned and draw < view.eps:
-            apps = [a for a in ACCENTS if a != action.text]
+        elif view.step is not None and view.step.op == "open_app" and planned and draw < view.eps:
+            apps = [a for a in ACCENTS if a != view.step.app]
             wrong_app = apps[rng.randrange(len(apps))]
-            action = Action("open_app", text=wrong_app, target=wrong_app)
-        elif action.type == "type" and draw < view.eps:
+            action = encode(self.vocab, "open_app", wrong_app)
+        elif action.type == "type" and action.x is not None and draw < view.eps:
             action = Action(
                 "type",
                 x=action.x,
@@ -250,7 +344,12 @@ class SimulatedPolicy:
                 target=action.target,
                 box=action.box,
             )
-        elif action.type in ("back", "home", "scroll") and planned and draw < view.eps:
+        elif (
+            view.step is not None
+            and view.step.op in ("back", "home", "scroll")
+            and planned
+            and draw < view.eps
+        ):
             action = Action("wait")
         from causalcache_memory.actions import compose_response
 

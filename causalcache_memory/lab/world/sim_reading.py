@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from causalcache_memory.actions.model import Action
-from causalcache_memory.lab.world.language import VALUE_KINDS, Need, PlanStep
+from causalcache_memory.lab.world.language import UNDO, VALUE_KINDS, Need, PlanStep, summary_op
 from causalcache_memory.lab.world.ocr import OcrResult
 
-__all__ = ["MISLEAD", "PromptView", "Reading", "misread_rate", "progress", "read_need"]
+__all__ = ["MISLEAD", "PromptView", "Reading", "misread_rate", "parse_summary", "progress", "read_need"]
 
 SUMMARY = re.compile(r"^\d+\. (\w+)(.*?)(?: \[[^\]]*\])?$")
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -81,14 +81,29 @@ def _matches(step: PlanStep, kind: str, rest: str) -> bool:
     return kind == step.op
 
 
-def progress(plan: Sequence[PlanStep], summaries: Sequence[str]) -> int:
-    """How many plan steps the summaries show as done (matched in order; other actions are skipped)."""
+def parse_summary(line: str, vocab: str = "touch") -> tuple[str, str] | None:
+    """``(canonical kind, rest)`` of a summary line (navigation decoded from the world's vocabulary)."""
+    match = SUMMARY.match(line)
+    if match is None:
+        return None
+    return summary_op(vocab, match.group(1), match.group(2))
+
+
+def progress(plan: Sequence[PlanStep], summaries: Sequence[str], vocab: str = "touch") -> int:
+    """How many plan steps the summaries show as done (matched in order; other actions are skipped).
+
+    A ``back`` marked as an undo (:data:`~causalcache_memory.lab.world.language.UNDO`) takes back the step
+    before it: the policy found that step's tap landed on the wrong line and navigated back."""
     p = 0
     for line in summaries:
-        match = SUMMARY.match(line)
-        if match is None or p >= len(plan):
+        parsed = parse_summary(line, vocab)
+        if parsed is None:
             continue
-        if _matches(plan[p], match.group(1), match.group(2)):
+        kind, rest = parsed
+        if kind == "back" and f'"{UNDO}"' in rest:
+            p = max(0, p - 1)
+            continue
+        if p < len(plan) and _matches(plan[p], kind, rest):
             p += 1
     return p
 

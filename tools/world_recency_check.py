@@ -1,0 +1,63 @@
+"""The dev-world check of the recency rates (docs/WORLD.md, "How the rates were set").
+
+Runs the single-process loop ``run_episode`` under summary-only, Recent-4, Random exact-4, First-4,
+evenly spaced and the evidence oracle on tasks of the given worlds, with each world's simulated policy,
+and prints success and the task-paired difference to Recent-4 (with tasks helped / harmed) per split.
+Tasks are drawn with ``purpose="calibrate"``: held-out worlds are refused.
+
+    python tools/world_recency_check.py dev 60 0,1
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
+from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
+from causalcache_memory.archive.local import LocalArchive
+from causalcache_memory.lab.world.calibration import EvidenceOraclePolicy, run_episode
+from causalcache_memory.lab.world.family import policy_for_world
+from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
+
+ARMS = {
+    "summary_only": SummaryOnlyAllocator,
+    "recent": RecentAllocator,
+    "random": RandomAllocator,
+    "first": FirstBAllocator,
+    "evenly_spaced": EvenlySpacedAllocator,
+    "oracle": EvidenceOraclePolicy,
+}
+
+
+def main(worlds: str, n: int, seeds: list[int]) -> None:
+    tasks = generate_world_tasks(n, 7, worlds=worlds, purpose="calibrate")
+    archive = LocalArchive(tempfile.mkdtemp())
+    runs: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    start = time.perf_counter()
+    for seed in seeds:
+        policies: dict[str, object] = {}
+        for task in tasks:
+            world = world_of(task)
+            policy = policies.setdefault(world, policy_for_world(world, seed))
+            for arm, make in ARMS.items():
+                result = run_episode(task, make(), policy, archive, budget=0 if arm == "summary_only" else 4)
+                runs[arm][task.task_id].append(result.success)
+    split = {t.task_id: t.split for t in tasks}
+    print(f"{len(tasks)} tasks x {len(seeds)} seeds in {time.perf_counter() - start:.0f} s")
+    base = {t: sum(v) / len(v) for t, v in runs["recent"].items()}
+    for arm in ARMS:
+        scores = {t: sum(v) / len(v) for t, v in runs[arm].items()}
+        for name in ("memory_critical", "control"):
+            ids = [t for t in scores if split[t] == name]
+            mean = sum(scores[t] for t in ids) / len(ids)
+            delta = sum(scores[t] - base[t] for t in ids) / len(ids)
+            helped = sum(scores[t] > base[t] for t in ids)
+            harmed = sum(scores[t] < base[t] for t in ids)
+            print(f"{arm:13s} {name:16s} {mean:.2f} Δ={delta:+.2f} helped={helped} harmed={harmed}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")])
