@@ -18,7 +18,7 @@ from collections import defaultdict
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.archive.local import LocalArchive
-from causalcache_memory.lab.world.calibration import EvidenceOraclePolicy, run_episode
+from causalcache_memory.lab.world.calibration import EvidenceOracleAllocator, run_episode
 from causalcache_memory.lab.world.family import policy_for_world
 from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
 
@@ -28,7 +28,7 @@ ARMS = {
     "random": RandomAllocator,
     "first": FirstBAllocator,
     "evenly_spaced": EvenlySpacedAllocator,
-    "oracle": EvidenceOraclePolicy,
+    "oracle": EvidenceOracleAllocator,
 }
 
 

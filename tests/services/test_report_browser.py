@@ -127,7 +127,7 @@ def test_demo_report_in_chromium(tmp_path):
     from causalcache_memory.cli.main import main
 
     out = tmp_path / "demo"
-    assert main(["demo", "--tasks", "6", "--out", str(out), "--min-gain", "0"]) == 0
+    assert main(["demo", "--worlds", "none", "--tasks", "6", "--out", str(out), "--min-gain", "0"]) == 0
     dom, errors, shot = rendered(out / "report.html", tmp_path)
     steps = dom.count("step")
     assert steps >= 2

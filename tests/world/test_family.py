@@ -138,7 +138,7 @@ def test_undoes_a_tap_that_navigated_to_another_line(archive):
             continue
         world = GuiWorld(task, slips=False)
         trace = Trace(task.goal, episode_id=task.task_id, platform=task.platform)
-        trace.observe(archive.put(world.screenshot()))
+        trace.observe(archive.put(world.screenshot()).sha256)
         from causalcache_memory.lab.world.expert import expert_action
 
         for i, step in enumerate(task.steps[:k], 1):
@@ -151,7 +151,7 @@ def test_undoes_a_tap_that_navigated_to_another_line(archive):
 
                 action = element_action("click", items[0], world.size, target=step.label)
             png, info = world.step(action)
-            trace.record(action, "", archive.put(png), app=info.app, screen_size=world.size)
+            trace.record(action, "", archive.put(png).sha256, app=info.app, screen_size=world.size)
         else:
             policy = policy_for_world(world_of(task), seed=0)
             t = len(trace) + 1
