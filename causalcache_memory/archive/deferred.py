@@ -4,13 +4,13 @@
 (:class:`~causalcache_memory.archive.local.LocalArchive`: ``check_image`` / ``store_image``). Its
 ``put`` checks the screenshot's format, header, pixel count and structure and hashes it on the caller's
 thread (an image that fails these is refused there, as by any ``put``), keeps the bytes in memory and
-hands the full pixel decode (:func:`~causalcache_memory.archive.images.check_decodes`, the costly part
-of validation) and the durable write (temporary file, ``fsync``, atomic rename, directory ``fsync``) to
-one background thread. A screenshot whose pixel data does not decode is never written: its
-:class:`~causalcache_memory.errors.ImageRejectedError` is raised by the next :meth:`flush`, so the step
-that took it fails before anything that references it is committed. Until the write lands, reads of that hash are
-served from the kept bytes (they were hashed, so they are the blob), so the step goes on to render the
-prompt and call the model while the disk works.
+hands the PNG chunk CRCs and the full pixel decode (:func:`~causalcache_memory.archive.images.check_pixels`,
+the costly part of validation) and the durable write (temporary file, ``fsync``, atomic rename,
+directory ``fsync``) to one background thread. A screenshot whose pixel data does not decode is never
+written: its :class:`~causalcache_memory.errors.ImageRejectedError` is raised by the next :meth:`flush`,
+so the step that took it fails before anything that references it is committed. Until the write lands,
+reads of that hash are served from the kept bytes (they were hashed, so they are the blob), so the step
+goes on to render the prompt and call the model while the disk works.
 
 The guarantee (docs/RELIABILITY.md, "Screenshot writes overlap the model call"): nothing that references
 a screenshot is committed before the screenshot is durable. :meth:`DeferredArchive.flush` returns once
@@ -43,7 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
-from causalcache_memory.archive.images import check_decodes, open_image_bytes
+from causalcache_memory.archive.images import check_pixels, open_image_bytes
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -101,7 +101,7 @@ class DeferredArchive:
 
     def _write(self, raw: bytes, stored: StoredImage) -> None:
         try:
-            check_decodes(raw, stored.format, max_pixels=self.inner.max_pixels)
+            check_pixels(raw, stored.format, max_pixels=self.inner.max_pixels)
             self.inner.store_image(raw, stored)
             self._encode_for_the_wire(raw, stored.sha256)
         except BaseException as exc:

@@ -125,7 +125,7 @@ class LocalArchive(LocalRetention, LocalCollection):
         """The first half of :meth:`put`: the bytes to store, validated and hashed (nothing written).
 
         ``decode=False`` leaves out the full pixel decode; the caller must then run
-        :func:`~causalcache_memory.archive.images.check_decodes` before :meth:`store_image`.
+        :func:`~causalcache_memory.archive.images.check_pixels` before :meth:`store_image`.
         """
         raw = to_bytes(data)
         info = validate_image_bytes(raw, max_pixels=self.max_pixels, formats=self.formats, decode=decode)

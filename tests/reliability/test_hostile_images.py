@@ -206,3 +206,16 @@ def test_a_deferred_put_leaves_the_full_decode_to_the_writer_thread(tmp_path):
         view.flush()
     assert stored.sha256 not in view
     view.close()
+
+
+def test_a_bad_crc_is_refused_by_a_deferred_archive_before_the_write(tmp_path):
+    """The PNG chunk CRCs are checked with the pixel decode on the writer thread (``check_pixels``)."""
+    from causalcache_memory.archive.deferred import DeferredArchive
+
+    inner = LocalArchive(tmp_path)
+    view = DeferredArchive(inner)
+    with pytest.raises(ImageRejectedError, match="truncated or corrupt"):
+        view.put(_flip(GOOD_PNG, len(GOOD_PNG) - 13))  # the IDAT chunk's CRC: the header still reads
+        view.flush()
+    assert list(inner.iter_hashes()) == []
+    view.close()
