@@ -216,7 +216,7 @@ def wire_bytes(raw: bytes, url: str) -> bytes:
     """``raw`` tagged with ``url`` (:class:`WireBytes`) when ``url`` is ``data:<mime>;base64,<b64>`` with
     ``raw``'s sniffed MIME type and the padded length of ``raw``'s encoding; else ``raw`` unchanged.
 
-    The caller must have decoded ``raw`` from ``url`` strictly (``b64decode(..., validate=True)``): with
+    The caller must have decoded ``raw`` from ``url`` strictly (``a2b_base64(..., strict_mode=True)``): with
     the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
     """
     head, sep, body = url.partition(",")
