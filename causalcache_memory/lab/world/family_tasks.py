@@ -17,17 +17,15 @@ from typing import Any
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world.apps import WorldData, make_world_data
 from causalcache_memory.lab.world.family import WorldSpec, world_spec
-from causalcache_memory.lab.world.language import ERRANDS, READS, USES, plan_goal, value_phrase, word_sentence
+from causalcache_memory.lab.world.language import ERRANDS, READS, USES, plan_goal, word_sentence
 from causalcache_memory.lab.world.tasks import (
     _DISTRACTOR_ERRAND,
-    _LITERALS,
-    _OUTPUT,
     ERRANDS_BETWEEN_READS,
-    VALUE_LINES,
     Task,
     _control_task,
     _errand,
     _items,
+    _use_of_the_value,
     generate_tasks,
 )
 from causalcache_memory.lab.world.templates import GRAMMARS, templates_in
@@ -92,19 +90,8 @@ def _family_memory_task(
         sentences += [
             _family_errand(rng, data, avoid, spec, decoy) for _ in range(rng.randint(*spec.after_read))
         ]
-    contact = rng.choice(data.contacts)
-    text = rng.choice(_LITERALS)
-    sentences.append(USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text))
-    values = [_items(k, data)[needed[k]] for k in kinds]
-    target: dict[str, Any] = {"output": _OUTPUT[use]}
-    if use == "pick":
-        target["contact"], value = values[0], text
-    else:
-        value = " ".join(values)
-        if use == "messages":
-            target["contact"] = contact
-    lines = tuple((needed[k], VALUE_LINES[k].format(v)) for k, v in zip(kinds, values, strict=True))
-    return sentences, {"value": value, "value_kind": kinds[0], "target": target, "evidence_lines": lines}
+    sentence, facts = _use_of_the_value(rng, data, use, kinds, needed)
+    return [*sentences, sentence], facts
 
 
 def _family_task(idx: int, spec: WorldSpec, seed: int, template: str, rng: random.Random) -> Task:

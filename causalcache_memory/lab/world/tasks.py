@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,19 +261,8 @@ def _memory_task(template: str, data: WorldData, rng: random.Random) -> tuple[li
             same = list(_items(kind, data))  # another item of the same kind: a same-pattern distractor
             sentences.append(_errand(rng, data, avoid, _DISTRACTOR_ERRAND[kind], same))
     sentences += [_errand(rng, data, avoid) for _ in range(rng.randint(*ERRANDS_AFTER_READ))]
-    contact = rng.choice(data.contacts)
-    text = rng.choice(_LITERALS)
-    sentences.append(USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text))
-    values = [_items(k, data)[needed[k]] for k in kinds]
-    target: dict[str, Any] = {"output": _OUTPUT[use]}
-    if use == "pick":
-        target["contact"], value = values[0], text
-    else:
-        value = " ".join(values)
-        if use == "messages":
-            target["contact"] = contact
-    lines = tuple((needed[k], VALUE_LINES[k].format(v)) for k, v in zip(kinds, values, strict=True))
-    return sentences, {"value": value, "value_kind": kinds[0], "target": target, "evidence_lines": lines}
+    sentence, facts = _use_of_the_value(rng, data, use, kinds, needed)
+    return [*sentences, sentence], facts
 
 
 def _control_task(template: str, data: WorldData, rng: random.Random) -> tuple[list[str], dict[str, Any]]:
@@ -394,3 +383,22 @@ def needs_of(task: Task) -> tuple[Need, ...]:
 
 
 __all__ += ["VALUE_KINDS", "VALUE_LINES", "needs_of"]
+
+
+def _use_of_the_value(
+    rng: random.Random, data: WorldData, use: str, kinds: Sequence[str], needed: dict[str, int]
+) -> tuple[str, dict[str, Any]]:
+    """The goal's closing sentence (what the read value is used for) and the task's target facts."""
+    contact = rng.choice(data.contacts)
+    text = rng.choice(_LITERALS)
+    sentence = USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text)
+    values = [_items(k, data)[needed[k]] for k in kinds]
+    target: dict[str, Any] = {"output": _OUTPUT[use]}
+    if use == "pick":
+        target["contact"], value = values[0], text
+    else:
+        value = " ".join(values)
+        if use == "messages":
+            target["contact"] = contact
+    lines = tuple((needed[k], VALUE_LINES[k].format(v)) for k, v in zip(kinds, values, strict=True))
+    return sentence, {"value": value, "value_kind": kinds[0], "target": target, "evidence_lines": lines}
