@@ -389,16 +389,12 @@ def _use_of_the_value(
     rng: random.Random, data: WorldData, use: str, kinds: Sequence[str], needed: dict[str, int]
 ) -> tuple[str, dict[str, Any]]:
     """The goal's closing sentence (what the read value is used for) and the task's target facts."""
-    contact = rng.choice(data.contacts)
-    text = rng.choice(_LITERALS)
+    contact, text = rng.choice(data.contacts), rng.choice(_LITERALS)  # in this order (reproducible)
     sentence = USES[use][0].format(V=value_phrase(tuple(kinds)), contact=contact, text=text)
     values = [_items(k, data)[needed[k]] for k in kinds]
+    value = text if use == "pick" else " ".join(values)
     target: dict[str, Any] = {"output": _OUTPUT[use]}
-    if use == "pick":
-        target["contact"], value = values[0], text
-    else:
-        value = " ".join(values)
-        if use == "messages":
-            target["contact"] = contact
+    if use in ("pick", "messages"):  # pick: the value names the contact; messages: the goal does
+        target["contact"] = values[0] if use == "pick" else contact
     lines = tuple((needed[k], VALUE_LINES[k].format(v)) for k, v in zip(kinds, values, strict=True))
     return sentence, {"value": value, "value_kind": kinds[0], "target": target, "evidence_lines": lines}
