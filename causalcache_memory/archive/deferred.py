@@ -37,6 +37,7 @@ base64-encoded once, and the step that sends it never re-reads or re-hashes the 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -101,16 +102,23 @@ class DeferredArchive:
 
     def _write(self, raw: bytes, stored: StoredImage) -> None:
         try:
-            check_pixels(raw, stored.format, max_pixels=self.inner.max_pixels)
-            self.inner.store_image(raw, stored)
-            self._encode_for_the_wire(raw, stored.sha256)
+            with self._noting_failure():
+                check_pixels(raw, stored.format, max_pixels=self.inner.max_pixels)
+                self.inner.store_image(raw, stored)
+                self._encode_for_the_wire(raw, stored.sha256)
+        finally:
+            with self._lock:
+                self._pending.pop(stored.sha256, None)
+
+    @contextlib.contextmanager
+    def _noting_failure(self) -> Iterator[None]:
+        """Keep the first failure of the writer thread for the next :meth:`flush` to raise."""
+        try:
+            yield
         except BaseException as exc:
             with self._lock:
                 self._failed = self._failed or exc
             raise
-        finally:
-            with self._lock:
-                self._pending.pop(stored.sha256, None)
 
     def _encode_for_the_wire(self, raw: bytes, sha: str) -> None:
         """Leave the landed file's wire encoding in the cache, built from the bytes hashed by ``put``.
@@ -131,11 +139,8 @@ class DeferredArchive:
 
         def run() -> None:
             try:
-                call(*args)
-            except BaseException as exc:
-                with self._lock:
-                    self._failed = self._failed or exc
-                raise
+                with self._noting_failure():
+                    call(*args)
             finally:
                 with self._lock:
                     self._tasks.discard(future)
