@@ -7,6 +7,7 @@ import json
 import pytest
 from data_builders import screen_number, write_agentnet
 
+from causalcache_memory.actions import Action
 from causalcache_memory.lab.data.loaders import DatasetFormatError
 from causalcache_memory.lab.data.loaders.agentnet import load_agentnet
 
@@ -48,7 +49,7 @@ def test_actions_timing_and_ids(tmp_path, archive) -> None:
     drag = steps[2].action
     assert (drag.type, drag.x, drag.y, drag.x2, drag.y2) == ("drag", 0.1, 0.2, 0.6, 0.7)
     assert steps[3].action.type == "hotkey" and steps[3].action.keys == ("ctrl", "s")
-    assert steps[4].action.type == "click" and steps[4].metadata["clicks"] == 3
+    assert steps[4].action == Action("click", x=0.3, y=0.4, amount=3)  # a triple click
     assert steps[5].unparsed == "pyautogui.frobnicate(3)" and not steps[5].parsed  # kept, not dropped
     assert steps[6].action.type == "wait" and steps[6].parsed
     assert steps[7].action.type == "done" and steps[7].action.status == "success"
