@@ -130,3 +130,24 @@ def test_bad_json_line(tmp_path, archive) -> None:
     src.write_text('{"task_id": 1\n', encoding="utf-8")
     with pytest.raises(DatasetFormatError, match=r"x\.jsonl:1: field '<line>': not JSON"):
         load_agentnet(src, archive)
+
+
+def test_observation_and_reflection_are_kept_as_event_text(tmp_path, archive) -> None:
+    """Issue 25: AgentNet's ``observation`` and ``reflection`` texts used to be dropped on import."""
+    src = write_agentnet(
+        tmp_path,
+        [{"task_id": "t", "instruction": "g", "codes": ["computer.wait()"] * 3, "task_completed": True}],
+    )
+    lines = [json.loads(line) for line in src.read_text().splitlines()]
+    for k, step in enumerate(lines[0]["traj"]):
+        step["value"]["observation"] = f"The inbox lists order #{k}4\nwith two lines."
+        step["value"]["reflection"] = f"Step {k} worked."
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (traj,) = load_agentnet(src, archive).trajectories
+    response = traj.steps[1].response
+    assert "## Observation:\nThe inbox lists order #14\nwith two lines." in response
+    assert "## Reflection:\nStep 1 worked." in response
+    assert response.index("## Observation") < response.index("## Reflection") < response.index("## Thought")
+    event = traj.trace_at(3).events[1]
+    assert event.response == response
+    assert "\n" not in event.summary and "#14" not in event.summary  # summaries stay one line, of actions

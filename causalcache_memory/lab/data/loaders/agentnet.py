@@ -15,7 +15,10 @@ equivalent to a single click), ``computer.wait()``, ``computer.terminate(status=
 ``moveTo`` + ``dragTo``. Code that does not parse is kept as an unparsed step.
 
 Other fields: ``value.action`` (the low-level action text) is the step's ``instruction``; the response
-``r_t`` is the demonstration rendered as ``Thought / Action / Code`` sections. Success is
+``r_t`` is the demonstration rendered as ``Observation / Reflection / Thought / Action / Code`` sections
+(the empty ones left out): the observation and reflection texts are kept as event text, shown when the
+event is restored at high fidelity, and never enter the one-line summary (written from the action and
+the instruction only). Success is
 ``task_completed`` (never the terminate status). Step ids are the ``index`` values. AgentNet has no app
 labels (``app`` is None).
 """
@@ -38,13 +41,23 @@ from causalcache_memory.lab.data.loaders._common import (
 )
 from causalcache_memory.lab.data.trajectory import Trajectory
 
-__all__ = ["load_agentnet", "render_response"]
+__all__ = ["RESPONSE_SECTIONS", "load_agentnet", "render_response"]
+
+
+#: the ``value`` texts rendered into the response, in order, with their section titles
+RESPONSE_SECTIONS = (
+    ("Observation", "observation"),
+    ("Reflection", "reflection"),
+    ("Thought", "thought"),
+    ("Action", "action"),
+)
 
 
 def render_response(value: dict[str, Any]) -> str:
-    """The demonstration as one response: thought, low-level action and code sections (those present)."""
+    """The demonstration as one response: ``## Observation / ## Reflection / ## Thought / ## Action /
+    ## Code`` sections (those present and non-empty), OpenCUA's reasoning order."""
     parts = []
-    for title, key in (("Thought", "thought"), ("Action", "action")):
+    for title, key in RESPONSE_SECTIONS:
         text = value.get(key)
         if isinstance(text, str) and text.strip():
             parts.append(f"## {title}:\n{text.strip()}")
