@@ -10,7 +10,7 @@ from causalcache_memory.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 
-from causalcache_memory.lab.selector.train import TorchSetScorer, TrainConfig, load_model, split_of  # noqa: E402
+from causalcache_memory.lab.selector.train import TorchSetScorer, TrainConfig, load_model  # noqa: E402
 from causalcache_memory.selector.beam import beam_search  # noqa: E402
 from causalcache_memory.selector.features import FeatureExtractor, context_features, feature_index  # noqa: E402
 
@@ -28,12 +28,6 @@ def test_training_reduces_loss_and_is_selected_on_dev(trained):
     assert not (splits["dev"] & splits["test"]) and all(splits.values())
     on_disk = json.loads((out / "metadata.json").read_text())
     assert on_disk["schema_hash"] == meta["schema_hash"] and (out / "selector.onnx").is_file()
-
-
-def test_split_is_deterministic_and_trajectory_level():
-    a = [split_of(f"t{i}", 0, (0.7, 0.15, 0.15)) for i in range(200)]
-    assert a == [split_of(f"t{i}", 0, (0.7, 0.15, 0.15)) for i in range(200)]
-    assert 100 < a.count("train") < 180 and a.count("dev") > 5 and a.count("test") > 5
 
 
 def test_ranks_the_useful_event_first_on_held_out_states(trained):

@@ -200,7 +200,8 @@ def mine_dataset(
 
 def dataset_stats(root: str | Path, groups: str | Path | None = None) -> dict[str, Any]:
     """Tasks, steps, successes, split sizes, unparsed actions and groups per ``B`` of a dataset."""
-    from causalcache_memory.lab.hgkv.groups import assign_split, load_groups
+    from causalcache_memory.lab.data.split import trajectory_split
+    from causalcache_memory.lab.hgkv.groups import load_groups
 
     data = open_dataset(root)
     trajs = data.trajectories
@@ -221,7 +222,7 @@ def dataset_stats(root: str | Path, groups: str | Path | None = None) -> dict[st
         "missing_first_screen": sum(bool(t.steps) and t.steps[0].screenshot_before is None for t in trajs),
         "missing_last_screen": sum(bool(t.steps) and t.steps[-1].screenshot_after is None for t in trajs),
         "splits": dict(
-            Counter(assign_split(t.trajectory_id, dev=dev, test=test, salt=salt) for t in successful)
+            Counter(trajectory_split(t.trajectory_id, dev=dev, test=test, salt=salt) for t in successful)
         ),
         "task_splits": dict(Counter(str(t.metadata["split"]) for t in trajs if "split" in t.metadata)),
         "platforms": dict(Counter(t.platform for t in trajs)),
