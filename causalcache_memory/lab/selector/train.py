@@ -17,7 +17,6 @@ also calibrates the swap threshold and the training split fits the out-of-distri
 from __future__ import annotations
 
 import copy
-import math
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_mode
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
+from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
 torch = require("torch", purpose="training the learned selector")
@@ -54,15 +54,6 @@ __all__ = [
     "save_model",
     "train_selector",
 ]
-
-
-#: fewest training states the OOD guard is fitted on: twice the features of its Mahalanobis distance
-#: (a covariance of fewer states is singular in most directions, and the guard then flags nearly every
-#: deployed decision: 43 states declined all of them, issue 25)
-MIN_TRAIN_STATES = 2 * len(FEATURE_SCHEMA)
-#: fewest dev states the swap threshold is calibrated on (it admits at most 1 % of the non-improving
-#: top swaps: fewer states leave that quantile to one or two of them)
-MIN_DEV_STATES = 20
 
 
 class TrainConfig(BaseModel):
@@ -263,43 +254,6 @@ def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list
             )
     check_split_sizes(parts, cfg)
     return parts
-
-
-def check_split_sizes(parts: Mapping[str, Sequence[StateExample]], cfg: TrainConfig) -> None:
-    """Refuse splits too small to train, calibrate and guard: at least ``cfg.min_train_states`` training
-    states (the OOD guard) and ``cfg.min_dev_states`` dev states (the threshold is calibrated on dev,
-    never on train). The one size rule of selector training; the message explains the split and says
-    how many trajectories to label.
-    """
-    n_train, n_dev = len(parts["train"]), len(parts["dev"])
-    if n_train >= cfg.min_train_states and n_dev >= cfg.min_dev_states:
-        return
-    trajs = {k: {ex.trajectory_id for ex in v} for k, v in parts.items()}
-    total_t = sum(len(v) for v in trajs.values())
-    total_s = sum(len(v) for v in parts.values())
-    problems = []
-    if n_train < cfg.min_train_states:
-        problems.append(f"{n_train} training states (the OOD guard needs >= {cfg.min_train_states})")
-    if n_dev < cfg.min_dev_states:
-        problems.append(f"{n_dev} dev states (calibration needs >= {cfg.min_dev_states})")
-    where = ", ".join(f"{len(trajs[k])} in {k!r} ({len(parts[k])} states)" for k in ("train", "dev", "test"))
-    if cfg.split_by == "hash":
-        how = f"split_by: hash, fractions {tuple(cfg.splits)}, salt {cfg.split_salt!r}"
-        per = total_s / max(total_t, 1)
-        need = max(
-            cfg.min_train_states / max(per * cfg.splits[0], 1e-9),
-            cfg.min_dev_states / max(per * cfg.splits[1], 1e-9),
-        )
-        fix = f"label at least {math.ceil(need)} trajectories (about {per:.0f} states each here)"
-    else:
-        how = "split_by: metadata (each trajectory's metadata['data_split'])"
-        fix = "label more trajectories of the short split"
-    raise ConfigError(
-        f"too little data to train the selector: {' and '.join(problems)}. {total_t} "
-        f"trajector{'y' if total_t == 1 else 'ies'} ({total_s} states): {where} ({how}); {fix}, or lower "
-        "train.min_train_states / train.min_dev_states for a smoke run",
-        problems,
-    )
 
 
 def _batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]]:
