@@ -48,11 +48,17 @@ def check_split_sizes(parts: Mapping[str, Sequence[Any]], cfg: Any) -> None:
     if cfg.split_by == "hash":
         how = f"split_by: hash, fractions {tuple(cfg.splits)}, salt {cfg.split_salt!r}"
         per = total_s / max(total_t, 1)
-        need = max(
-            cfg.min_train_states / max(per * cfg.splits[0], 1e-9),
-            cfg.min_dev_states / max(per * cfg.splits[1], 1e-9),
-        )
-        fix = f"label at least {math.ceil(need)} trajectories (about {per:.0f} states each here)"
+        short = [name for name, k in (("train", 0), ("dev", 1)) if cfg.splits[k] == 0]
+        if short:
+            fix = f"train.splits gives {short[0]!r} no share: give it a fraction (e.g. [0.7, 0.15, 0.15])"
+        else:
+            need = max(
+                cfg.min_train_states / (per * cfg.splits[0]), cfg.min_dev_states / (per * cfg.splits[1])
+            )
+            fix = (
+                f"label at least {math.ceil(need)} trajectories (the expected need at about {per:.0f} states "
+                "each, as here; the hash split varies around it)"
+            )
     else:
         how = "split_by: metadata (each trajectory's metadata['data_split'])"
         fix = "label more trajectories of the short split"
