@@ -12,6 +12,10 @@ from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.hgkv.groups import mine_groups
 
 
+#: one state per trajectory: below the training minimums on purpose (only the split is compared)
+SMOKE = {"min_train_states": 2, "min_dev_states": 1}
+
+
 def _example(trajectory_id: str):
     from causalcache_memory.lab.selector.examples import StateExample
 
@@ -29,7 +33,9 @@ def test_mining_and_selector_training_split_alike() -> None:
     groups, _ = mine_groups([_traj(i, CODES_A) for i in ids], budgets=(1,), dev=0.2, test=0.25, salt="s1")
     mined = {g.trajectory_id: g.split for g in groups}
     assert set(mined) == set(ids) and set(mined.values()) == {"train", "dev", "test"}
-    parts = _split([_example(i) for i in ids], TrainConfig(splits=(0.55, 0.2, 0.25), split_salt="s1"))
+    parts = _split(
+        [_example(i) for i in ids], TrainConfig(splits=(0.55, 0.2, 0.25), split_salt="s1", **SMOKE)
+    )
     trained = {ex.trajectory_id: name for name, part in parts.items() for ex in part}
     assert trained == mined
 
