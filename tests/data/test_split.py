@@ -11,7 +11,6 @@ from test_mining import CODES_A, _traj
 from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.hgkv.groups import mine_groups
 
-
 #: one state per trajectory: below the training minimums on purpose (only the split is compared)
 SMOKE = {"min_train_states": 2, "min_dev_states": 1}
 
