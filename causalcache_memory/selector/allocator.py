@@ -34,7 +34,11 @@ from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import state_summary
-from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET, resolve_min_gain
+from causalcache_memory.selector.threshold import (
+    DEFAULT_SECOND_PASS_BUDGET,
+    resolve_min_gain,
+    resolve_thresholds,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -107,9 +111,9 @@ class SelectorAllocator:
             self.model = OnnxScorer(
                 model_path if model_path is not None else bundled_model_path(), threads=threads
             )
-        self.min_gain, self.min_gain_source = resolve_min_gain(
-            min_gain, self.model, second_pass_budget=second_pass_budget
-        )
+        #: the swap thresholds (per memory budget B where the model has a dev frontier for it)
+        self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_budget=second_pass_budget)
+        self.min_gain, self.min_gain_source = self.thresholds.default, self.thresholds.source
         self.second_pass_budget = float(second_pass_budget)
         self.beam_width = beam_width
         self.inverted = inverted
@@ -174,11 +178,13 @@ class SelectorAllocator:
             t, budget: the decision index and ``B``.
             witness: the reference action (the pass-1 proposal), for the context features.
 
-        Returns the exact-B allocation; ``info`` holds ``min_gain``, ``predicted_gain`` (the beam's predicted
-        gain over Recent-B), and ``ood_distance`` / ``fallback: "ood"`` when the guard ran.
+        Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``),
+        ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
+        ``fallback: "ood"`` when the guard ran.
         """
         recent = recent_b(t, budget)
-        info: dict[str, Any] = {"min_gain": self.min_gain, "predicted_gain": 0.0}
+        min_gain = self.thresholds.for_budget(budget)
+        info: dict[str, Any] = {"min_gain": min_gain, "predicted_gain": 0.0}
         if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
@@ -194,7 +200,7 @@ class SelectorAllocator:
         scorer = self.model.scorer(
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
-        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
+        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain)
         info["predicted_gain"] = round(result.gain, 6)
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info

@@ -8,9 +8,11 @@ split's decision states, the **frontier** of every useful threshold ``τ``:
 
 (``d_top`` the predicted gain of a state's best first swap, ``y_top`` its true utility
 ``Q(C ∪ {j}) − Q(Recent-B)`` from the labels, ``N`` the dev states with a swap out of Recent-B) and stores
-it in the model's ``causalcache.calibration`` metadata. ``min_gain: auto`` then picks, for the
-deployment's ``selector.second_pass_budget`` ``b``, the threshold with the largest ``gain(τ)`` among those
-with ``fire(τ) <= b`` (ties: the lower fire rate) — from the stored frontier, without retraining.
+it in the model's ``causalcache.calibration`` metadata, pooled and per memory budget ``B`` (pass 2
+fires more often at larger ``B``). ``min_gain: auto`` then picks, for the deployment's
+``selector.second_pass_budget`` ``b``, the threshold with the largest ``gain(τ)`` among those with
+``fire(τ) <= b`` (ties: the lower fire rate) — from the stored frontiers, without retraining; a decision
+at a ``B`` with its own frontier uses that one's choice, any other ``B`` the pooled choice.
 
 Models of format 2 have no frontier: ``auto`` uses their stored threshold. ``min_gain`` given as a
 number overrides both (``0`` = the paper's rule: every positive predicted gain).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from causalcache_memory.errors import SelectorError
@@ -28,9 +31,11 @@ from causalcache_memory.errors import SelectorError
 __all__ = [
     "BUDGET_RULE",
     "DEFAULT_SECOND_PASS_BUDGET",
+    "Thresholds",
     "check_budget",
     "choose_threshold",
     "resolve_min_gain",
+    "resolve_thresholds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -79,31 +84,62 @@ def choose_threshold(frontier: Sequence[Sequence[float]], budget: float) -> dict
     return {"min_gain": best[0], "fire_rate": best[1], "gain": best[2]}
 
 
-def _auto(model: _Calibrated, budget: float) -> tuple[float, str]:
+@dataclass(frozen=True)
+class Thresholds:
+    """The swap thresholds of one deployment: per memory budget ``B`` where the model has a frontier for it.
+
+    Attributes:
+        default: ``min_gain`` for budgets without their own (the pooled frontier's choice, the format-2
+            stored threshold, or the explicit number).
+        by_budget: ``{B: min_gain}`` chosen from the per-``B`` dev frontiers (empty unless ``auto``).
+        source: which rule set them (also logged).
+    """
+
+    default: float
+    by_budget: Mapping[int, float] = field(default_factory=dict)
+    source: str = ""
+
+    def for_budget(self, budget: int) -> float:
+        """The threshold a decision at memory budget ``budget`` uses."""
+        return self.by_budget.get(budget, self.default)
+
+
+def _auto(model: _Calibrated, budget: float) -> Thresholds:
     cal = model.calibration
     frontier = cal.get("frontier")
     if frontier:
         pick = choose_threshold(frontier, budget)
-        return pick["min_gain"], (
-            f"auto: pass-2 budget {budget:g} -> min_gain {pick['min_gain']:.4f} (dev fire rate "
-            f"{pick['fire_rate']:.3f}, dev gain {pick['gain']:.4f} per decision; the model's dev frontier)"
+        by_b = {int(b): choose_threshold(f, budget) for b, f in (cal.get("frontier_by_budget") or {}).items()}
+        per_b = "; per memory budget " + ", ".join(
+            f"B={b}: {p['min_gain']:.4f} (fire {p['fire_rate']:.3f})" for b, p in sorted(by_b.items())
+        )
+        return Thresholds(
+            pick["min_gain"],
+            {b: p["min_gain"] for b, p in by_b.items()},
+            f"auto: pass-2 budget {budget:g} -> min_gain {pick['min_gain']:.4f} pooled (dev fire rate "
+            f"{pick['fire_rate']:.3f}, dev gain {pick['gain']:.4f} per decision)"
+            + (per_b if by_b else "")
+            + "; from the model's dev frontiers",
         )
     if cal.get("min_gain") is not None:
-        return float(cal["min_gain"]), (
-            "auto: the model's stored threshold (no frontier, second_pass_budget not applied; retrain to use "
-            "it): " + str(cal.get("rule", "calibrated on dev"))
+        return Thresholds(
+            float(cal["min_gain"]),
+            {},
+            "auto: the model's stored threshold (no frontier, second_pass_budget not applied; retrain to "
+            "use it): " + str(cal.get("rule", "calibrated on dev")),
         )
-    return 0.0, "auto: model has no calibration, the paper's rule (0)"
+    return Thresholds(0.0, {}, "auto: model has no calibration, the paper's rule (0)")
 
 
-def resolve_min_gain(
+def resolve_thresholds(
     min_gain: float | str, model: _Calibrated, *, second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET
-) -> tuple[float, str]:
-    """``(threshold, source)`` for ``min_gain``: a number >= 0, or ``"auto"`` (see module doc).
+) -> Thresholds:
+    """The :class:`Thresholds` for ``min_gain``: a number >= 0, or ``"auto"`` (see module doc).
 
-    ``auto``: the budget's choice from the model's stored frontier; a model without frontier (format 2)
-    uses its stored threshold; one without calibration falls back to 0 (the paper's rule). ``source``
-    says which rule set the threshold; it is also logged (INFO, ``causalcache_memory.selector.threshold``).
+    ``auto``: the budget's choice from the model's stored frontiers (one per memory budget ``B`` where
+    stored, the pooled one otherwise); a model without frontier (format 2) uses its stored threshold; one
+    without calibration falls back to 0 (the paper's rule). A number applies to every ``B``. Which rule
+    set the thresholds is in ``source`` and logged (INFO, ``causalcache_memory.selector.threshold``).
     """
     budget = check_budget(second_pass_budget)
     if isinstance(min_gain, str):
@@ -111,10 +147,18 @@ def resolve_min_gain(
             raise SelectorError(
                 f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)"
             )
-        value, source = _auto(model, budget)
+        out = _auto(model, budget)
     elif isinstance(min_gain, bool) or not (float(min_gain) >= 0.0 and math.isfinite(float(min_gain))):
         raise SelectorError(f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)")
     else:
-        value, source = float(min_gain), "fixed (min_gain set explicitly; second_pass_budget not used)"
-    logger.info("selector swap threshold %.4f: %s", value, source)
-    return value, source
+        out = Thresholds(float(min_gain), {}, "fixed (min_gain set explicitly; second_pass_budget not used)")
+    logger.info("selector swap threshold %.4f: %s", out.default, out.source)
+    return out
+
+
+def resolve_min_gain(
+    min_gain: float | str, model: _Calibrated, *, second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET
+) -> tuple[float, str]:
+    """``(default threshold, source)`` of :func:`resolve_thresholds` (kept for callers of one threshold)."""
+    out = resolve_thresholds(min_gain, model, second_pass_budget=second_pass_budget)
+    return out.default, out.source

@@ -17,14 +17,16 @@ from causalcache_memory.selector.threshold import choose_threshold, resolve_min_
 pytest.importorskip("onnxruntime")
 
 
-def _example(gains_y: list[tuple[float, float]], split: str = "") -> tuple[np.ndarray, StateExample]:
+def _example(
+    gains_y: list[tuple[float, float]], split: str = "", budget: int = 1
+) -> tuple[np.ndarray, StateExample]:
     """A state with one Recent-B group whose candidates have predicted gains and true utilities."""
     n = len(gains_y) + 1
     d = np.array([g for g, _ in gains_y] + [0.0])
     ex = StateExample(
         "tr",
         n + 1,
-        1,
+        budget,
         np.zeros((n, NUM_FEATURES), np.float32),
         np.zeros((1, 12), np.float32),
         [()],
@@ -91,6 +93,34 @@ def test_frontier_is_monotone_and_reproduces_every_budget_choice():
     assert choose_threshold(report["frontier"], 1.0)["fire_rate"] < report["dev_fire_rate_at_0"]
 
 
+def test_each_memory_budget_gets_its_own_frontier_so_larger_b_does_not_overspend():
+    from causalcache_memory.lab.selector.calibrate import calibrate_threshold
+    from causalcache_memory.selector.threshold import resolve_thresholds
+
+    rng = np.random.default_rng(7)
+    states = []
+    for i in range(600):  # at B = 4 the predicted gains run higher: a pooled threshold fires more there
+        b = 2 if i % 2 else 4
+        g = float(rng.normal(0.2 if b == 2 else 0.6, 0.3))
+        states.append(_example([(g, 0.1 * g + float(rng.normal(0, 0.02)))], budget=b))
+    diffs, examples = [d for d, _ in states], [e for _, e in states]
+    report = calibrate_threshold(diffs, examples)
+    assert set(report["frontier_by_budget"]) == {"2", "4"}
+
+    class Model:
+        calibration: ClassVar[dict] = report
+
+    thresholds = resolve_thresholds("auto", Model(), second_pass_budget=0.15)
+    gains = np.array([d[0] for d in diffs])
+    memory = np.array([e.budget for e in examples])
+    for b in (2, 4):
+        tau = thresholds.for_budget(b)
+        assert tau == thresholds.by_budget[b] and (gains[memory == b] > tau).mean() <= 0.15
+    pooled = (gains[memory == 4] > thresholds.default).mean()
+    assert pooled > 0.15  # what one pooled threshold would have spent at B = 4
+    assert thresholds.for_budget(8) == thresholds.default  # no frontier of its own: the pooled choice
+
+
 def test_budget_is_validated_with_the_field_and_the_fix():
     from causalcache_memory.config.models import SelectorConfig
 
@@ -104,6 +134,9 @@ def test_budget_is_validated_with_the_field_and_the_fix():
 
 
 def test_budget_is_rechosen_at_load_without_retraining(trained, caplog):
+    from selector_synth import make_trajectories
+
+    from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.config.models import AllocationConfig
     from causalcache_memory.selector.allocator import SelectorAllocator
@@ -127,6 +160,11 @@ def test_budget_is_rechosen_at_load_without_retraining(trained, caplog):
         thresholds[budget] = sel.min_gain
     assert thresholds[0.0] >= thresholds[0.15] >= thresholds[1.0]
     assert thresholds[0.0] > thresholds[1.0]  # the budget changes the threshold, no retraining
+    for b in (2, 4):  # the stand-in labels cover B = 2 and 4: each decides with its own frontier's choice
+        per_b = choose_threshold(default.model.calibration["frontier_by_budget"][str(b)], 0.15)["min_gain"]
+        trajs, _ = make_trajectories(1, length=14, seed=5)
+        ctx = AllocationContext(trajs[0].trace_at(12), b, witness=trajs[0].steps[11].action)
+        assert SelectorAllocator(out, ood_guard=False).allocate(ctx).info["min_gain"] == per_b
     cfg = AllocationConfig(allocator="selector", selector={"model_path": str(out), "second_pass_budget": 0.0})
     assert build_allocator(cfg).min_gain == thresholds[0.0]
     fixed = SelectorAllocator(out, min_gain=0.25, second_pass_budget=0.0)  # a number overrides the budget

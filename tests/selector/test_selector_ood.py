@@ -169,3 +169,18 @@ def test_training_on_too_few_states_keeps_no_guard_and_says_why(trained, caplog,
     )
     assert any("without an OOD guard" in r.getMessage() for r in caplog.records)
     assert OnnxScorer(tmp_path / "tiny").ood is None  # not guarded, and the metadata says why
+
+
+def test_world_probe_reports_fire_and_ood_per_budget_and_refuses_heldout_worlds(trained, tmp_path):
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.lab.selector.ood_probe import probe_worlds
+
+    _, out, _ = trained
+    result = probe_worlds(str(out), "dev-03", tasks=2, budgets=(0.0, 1.0), workdir=str(tmp_path))
+    world = result["worlds"]["dev-03"]
+    assert world["tasks"] == 2 and set(world["rows"]) == {"0.0", "1.0"}
+    assert world["rows"]["0.0"]["fire_rate"] <= world["rows"]["1.0"]["fire_rate"]
+    assert world["rows"]["0.0"]["min_gain"] >= world["rows"]["1.0"]["min_gain"]
+    assert set(world["perturbed"]) == {"verbs_renamed", "screen_doubled"}
+    with pytest.raises(ConfigError, match="held"):
+        probe_worlds(str(out), "heldout-00", tasks=1, workdir=str(tmp_path / "h"))

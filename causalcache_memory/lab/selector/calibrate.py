@@ -6,8 +6,10 @@ every recent slot when the labels cover all slots) gets the predicted gain ``d =
 the search takes the swap with the largest ``d`` (pass 2 fires) when ``d > min_gain``, and its true
 utility ``y = Q(C ∪ {j}) - Q(Recent-B)`` is what that swap gains. For every threshold ``τ >= 0`` that
 changes which states fire, :func:`pass2_frontier` records the dev fire rate and the dev gain per state
-(:mod:`causalcache_memory.selector.threshold`), keeping the points no lower-fire point beats; the stored
-``min_gain`` is the choice for the training budget (:data:`~causalcache_memory.selector.threshold.
+(:mod:`causalcache_memory.selector.threshold`), keeping the points no lower-fire point beats. Pass 2
+fires more often at a larger memory budget ``B`` (more distant events and slots), so one frontier is kept
+per ``B`` with at least :data:`MIN_STATES_PER_BUDGET` dev states, besides the pooled one used for other
+``B``. The stored ``min_gain`` is the pooled choice for the training budget (:data:`~causalcache_memory.selector.threshold.
 DEFAULT_SECOND_PASS_BUDGET`, 0.15): the most dev gain with a dev fire rate within the budget. A deployment
 with another ``second_pass_budget`` re-chooses from the stored frontier. Dev features use the gold
 witness (as in training); at deployment the witness is the pass-1 proposal.
@@ -39,18 +41,23 @@ __all__ = ["THRESHOLD_RULE", "calibrate_ood", "calibrate_threshold", "fit_ood", 
 
 logger = logging.getLogger(__name__)
 
-THRESHOLD_RULE = BUDGET_RULE + " (first beam step from Recent-B on the dev states; gold witness)"
+THRESHOLD_RULE = BUDGET_RULE + (
+    ", per memory budget B with at least 30 dev states (else pooled over B); first beam step from "
+    "Recent-B on the dev states; gold witness"
+)
+#: fewest dev states of one memory budget ``B`` for a frontier of its own
+MIN_STATES_PER_BUDGET = 30
 
 
 def top_swaps(
-    diffs: Sequence[np.ndarray], examples: Sequence[StateExample]
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], *, with_budgets: bool = False
+) -> tuple[np.ndarray, ...] | tuple[np.ndarray, np.ndarray, list[str]]:
     """``(gain, utility, task_split)`` of each state's predicted best first swap out of Recent-B.
 
     ``diffs[i]`` holds the predicted ``d`` of every label entry of ``examples[i]`` (``(L,)``). States
-    without a ``from_recent`` group are skipped.
+    without a ``from_recent`` group are skipped. ``with_budgets`` appends each state's memory budget ``B``.
     """
-    gains, utils, splits = [], [], []
+    gains, utils, splits, budgets = [], [], [], []
     for d, ex in zip(diffs, examples, strict=True):
         if not len(ex.from_recent) or not ex.from_recent.any():
             continue
@@ -62,6 +69,9 @@ def top_swaps(
         gains.append(float(d[best]))
         utils.append(float(ex.y[best]))
         splits.append(ex.task_split)
+        budgets.append(int(ex.budget))
+    if with_budgets:
+        return np.array(gains), np.array(utils), splits, np.array(budgets, dtype=int)  # type: ignore[return-value]
     return np.array(gains), np.array(utils), splits
 
 
@@ -98,7 +108,7 @@ def calibrate_threshold(
 ) -> dict[str, Any]:
     """The dev pass-2 frontier, the threshold it gives for ``budget`` and the dev rates (see module doc)."""
     budget = check_budget(budget, field="budget")
-    gains, utils, splits = top_swaps(diffs, examples)
+    gains, utils, splits, memory = top_swaps(diffs, examples, with_budgets=True)
     if not len(gains):
         raise SelectorError(
             "cannot calibrate the swap threshold: no dev state has a labelled swap out of Recent-B; "
@@ -123,7 +133,12 @@ def calibrate_threshold(
         "dev_non_improving_admitted": float(fire[bad].mean()) if bad.any() else 0.0,
         "dev_improving_admitted": float(fire[~bad].mean()) if (~bad).any() else 0.0,
         "frontier": frontier,
+        "frontier_by_budget": {},
     }
+    for b in sorted(set(memory.tolist())):  # per memory budget B: pass 2 fires more often at larger B
+        sel = memory == b
+        if sel.sum() >= MIN_STATES_PER_BUDGET:
+            report["frontier_by_budget"][str(b)] = pass2_frontier(gains[sel], utils[sel])
     for name in sorted(set(splits) - {""}):
         sel = np.array([s == name for s in splits])
         report[f"dev_fire_rate_{name}"] = float(fire[sel].mean())
