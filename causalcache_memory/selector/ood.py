@@ -8,11 +8,12 @@ looks only at what the scorer relies on:
   columns constant in training such as ``witness_present`` under a gold witness, and identity columns
   named ``*_id`` / ``*_px`` — raw verb ids, pixel sizes — are left out). Action types enter the features
   as families only, and points as relative coordinates, so an unseen verb of a known family or a larger
-  screen moves no guarded column by itself;
+  screen moves no action or position column (summaries name the verb and the pixel point, so the
+  summary-overlap columns can move a little);
 * **robust standardisation**: ``u_f = (z_f − median_f) / s_f`` with ``s_f = max(1.4826 · MAD_f, 0.1)``
   over the training states (the standard deviation where the MAD is 0; the floor: features live on unit
   ranges, and a column that barely varies in training, e.g. a summary overlap under one verb, must not
-  make a shift of a few hundredths out of distribution);
+  make a shift of a tenth of its range out of distribution by itself);
 * **shrinkage covariance** (Ledoit & Wolf 2004): ``Σ = (1 − δ) S + δ (tr S / d) I`` of ``u`` over the
   training states, ``δ`` the estimated optimal intensity but at least 0.5, so a few dozen states never
   give a singular guard and columns computed from one source (the summary-overlap features move
@@ -66,8 +67,8 @@ FALSE_ALARM_RATE = 0.01
 #: fewest training states a guard is fitted on, and the states needed per guarded column
 GUARD_MIN_STATES = 30
 GUARD_STATES_PER_FEATURE = 2
-#: smallest robust scale: features live on unit ranges (0..1 shares, log ages), so a shift of a few
-#: hundredths is never out of distribution by itself, however narrow the training spread (a tenth of the range)
+#: smallest robust scale: features live on unit ranges (0..1 shares, log ages), so a shift of a tenth
+#: of the range is at most one robust standard unit, however narrow the training spread
 SCALE_FLOOR = 0.1
 #: least shrinkage intensity: training correlations are at most half trusted (see module doc)
 MIN_SHRINKAGE = 0.5
