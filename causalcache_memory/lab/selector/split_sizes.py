@@ -1,9 +1,10 @@
 """The one size rule of selector training: refuse splits too small to train, calibrate and guard.
 
 ``train selector`` (and ``causalcache learn``) call :func:`check_split_sizes` on the trajectory split
-before anything is trained or written. The OOD guard is a Mahalanobis distance over the
-``len(FEATURE_SCHEMA)`` per-state feature means, fitted on the training states; the swap threshold is
-calibrated on the dev states, never on train.
+before anything is trained or written. The OOD guard (:mod:`causalcache_memory.selector.ood`) is fitted on
+the training states and needs :func:`~causalcache_memory.selector.ood.min_guard_states` of them for the
+``len(FEATURE_SCHEMA)`` per-state feature means (the guard's own rule, used here, not restated); the swap
+threshold is calibrated on the dev states, never on train.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any
 
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.features import FEATURE_SCHEMA
+from causalcache_memory.selector.ood import min_guard_states
 
 __all__ = ["MIN_DEV_STATES", "MIN_TRAIN_STATES", "check_split_sizes"]
 
-#: fewest training states the OOD guard is fitted on: twice the features of its Mahalanobis distance
-#: (a covariance of fewer states is singular in most directions, and the guard then flags nearly every
-#: deployed decision: 43 states declined all of them, issue 25)
-MIN_TRAIN_STATES = 2 * len(FEATURE_SCHEMA)
+#: fewest training states the OOD guard is fitted on (the guard's rule: at most one feature per two states;
+#: with fewer the guard flagged nearly every deployed decision: 43 states declined all of them, issue 25)
+MIN_TRAIN_STATES = min_guard_states(len(FEATURE_SCHEMA))
 #: fewest dev states the swap threshold is calibrated on (it admits at most 1 % of the non-improving
 #: top swaps: fewer states leave that quantile to one or two of them)
 MIN_DEV_STATES = 20

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.split import trajectory_split
-from causalcache_memory.lab.selector.calibrate import calibrate_threshold, fit_ood
+from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
@@ -329,8 +329,7 @@ def _calibrate(
     dev = parts["dev"]
     calibration = calibrate_threshold(_state_diffs(model, dev), dev)
     calibration["split"] = "dev"
-    guard, report = fit_ood(parts["train"], parts["dev"], cfg.drop_features)
-    return {"calibration": calibration, "ood": {**report, "guard": guard.to_json()}}
+    return {"calibration": calibration, "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features)}
 
 
 def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:  # type: ignore[no-untyped-def]
