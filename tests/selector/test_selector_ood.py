@@ -157,12 +157,20 @@ def test_the_fitted_model_guard_accepts_renamed_verbs_and_larger_screens(trained
 def test_training_on_too_few_states_keeps_no_guard_and_says_why(trained, caplog, tmp_path):
     import logging
 
+    from causalcache_memory.lab.data.split import trajectory_split
     from causalcache_memory.lab.selector.train import TrainConfig, train_selector
     from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
     _, _, examples = trained
+    # a smoke run (the size rule lowered) whose 20 training states are too few for the guard
+    cfg = TrainConfig(epochs=1, min_train_states=2, min_dev_states=1)
+
+    def split(ex):
+        return trajectory_split(ex.trajectory_id, dev=cfg.splits[1], test=cfg.splits[2], salt=cfg.split_salt)
+
+    tiny = [e for e in examples if split(e) == "train"][:20] + [e for e in examples if split(e) == "dev"][:8]
     with caplog.at_level(logging.WARNING, logger="causalcache_memory.lab.selector.calibrate"):
-        result = train_selector(examples[:24], TrainConfig(epochs=1), output_dir=tmp_path / "tiny")
+        result = train_selector(tiny, cfg, output_dir=tmp_path / "tiny")
     assert (
         "training decision states" in result.metadata["ood"]["skipped"]
         and "guard" not in result.metadata["ood"]
