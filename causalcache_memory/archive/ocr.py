@@ -66,19 +66,16 @@ class RapidOcrEngine:
 
 
 class TesseractEngine:
-    """Tesseract through ``pytesseract`` (``languages`` like ``"eng"`` or ``"eng+deu"``)."""
+    """Tesseract through ``pytesseract`` (``languages`` like ``"eng"`` or ``"eng+deu"``); its threads
+    follow the environment variable ``OMP_THREAD_LIMIT`` of the process."""
 
     name = "tesseract"
 
-    def __init__(self, languages: str = "eng", threads: int = 1) -> None:
+    def __init__(self, languages: str = "eng") -> None:
         self.languages = languages
-        self.threads = int(threads)
 
     def read(self, image: bytes) -> str:
-        import os
-
         pytesseract = require("pytesseract", purpose="archive.ocr.engine: tesseract")
-        os.environ.setdefault("OMP_THREAD_LIMIT", str(self.threads))
         text = pytesseract.image_to_string(_rgb(image), lang=self.languages)
         return "\n".join(line for line in text.splitlines() if line.strip())
 
@@ -105,5 +102,5 @@ def build_ocr(config: Any) -> OcrEngine | None:
                 "tesseract-ocr tesseract-ocr-eng && pip install pytesseract (or use engine: rapidocr with "
                 "pip install 'causalcache-memory[ocr]')"
             )
-        return TesseractEngine(languages=config.languages, threads=config.threads)
+        return TesseractEngine(languages=config.languages)
     raise ConfigError(f"archive.ocr.engine={engine!r} is not an OCR engine: use none, rapidocr or tesseract")

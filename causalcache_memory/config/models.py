@@ -75,7 +75,10 @@ class OcrConfig(_Strict):
         description="Tesseract language codes joined by '+' (e.g. 'eng+deu'); rapidocr ignores it.",
     )
     threads: int = Field(
-        1, ge=1, le=64, description="CPU threads of one OCR call (one screenshot at a time)."
+        1,
+        ge=1,
+        le=64,
+        description="CPU threads of one rapidocr call (one screenshot at a time); tesseract follows OMP_THREAD_LIMIT.",
     )
     max_pending: int = Field(
         32,

@@ -87,3 +87,23 @@ def test_the_ocr_queue_is_bounded_and_drops_newer_screens_with_one_warning(tmp_p
 def test_clip_text_cuts_at_a_character_boundary():
     assert clip_text("abc", 10) == "abc"
     assert clip_text("aé€", 4) == "aé"  # 1 + 2 bytes; the 3-byte € does not fit
+
+
+def test_tesseract_engine_passes_the_languages_and_drops_blank_lines(monkeypatch, make_png):
+    import types
+
+    import causalcache_memory.archive.ocr as ocr
+
+    calls: list[tuple[tuple[int, int], str]] = []
+
+    def image_to_string(image, lang: str) -> str:
+        calls.append((image.size, lang))
+        return "Order A-1042\n\n  \nDesk Lamp\n"
+
+    fake = types.SimpleNamespace(image_to_string=image_to_string)
+    monkeypatch.setattr(ocr, "is_available", lambda module: True)
+    monkeypatch.setattr(ocr.shutil, "which", lambda name: "/usr/bin/tesseract")
+    monkeypatch.setattr(ocr, "require", lambda module, purpose="": fake)
+    engine = build_ocr(OcrConfig(engine="tesseract", languages="eng+deu"))
+    assert engine is not None and engine.read(make_png(size=(40, 30))) == "Order A-1042\nDesk Lamp"
+    assert calls == [((40, 30), "eng+deu")]
