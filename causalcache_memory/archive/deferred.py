@@ -88,6 +88,7 @@ class DeferredArchive:
         self._records: dict[str, bytes] = {}
         self._texts: dict[str, str] = {}
         self._text_memo = TextMemo()
+        self._text_puts = 0  # put_text calls so far: a read that overlapped one is not remembered
         self._tasks: set[Future[None]] = set()
         self._failed: BaseException | None = None
 
@@ -199,6 +200,8 @@ class DeferredArchive:
         """Check ``text`` now (``ScreenTextError``); store it (``inner.put_text``) in the background,
         after the screenshot handed over before it. See :meth:`flush`."""
         encode_text(sha256, text)
+        with self._lock:
+            self._text_puts += 1
         self._submit(self.inner.put_text, sha256, text, text=(sha256, text))
         self._text_memo.forget(sha256)  # read again once it landed (the first text stays)
 
@@ -208,7 +211,7 @@ class DeferredArchive:
         if not isinstance(sha256, str):
             return None
         with self._lock:
-            kept = self._texts.get(sha256)
+            kept, puts = self._texts.get(sha256), self._text_puts
         if kept is not None:
             return kept
         known = self._text_memo.get(sha256)
@@ -216,7 +219,7 @@ class DeferredArchive:
             return known  # type: ignore[return-value]
         text: str | None = self.inner.get_text(sha256)
         with self._lock:
-            if sha256 not in self._texts:  # no put_text of ours started meanwhile
+            if self._text_puts == puts:  # no put_text of ours started meanwhile: what we read is current
                 self._text_memo.put(sha256, text)
         return text
 
