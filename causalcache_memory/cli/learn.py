@@ -58,7 +58,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         plan = summary["plan"]
         print(f"  states planned: {plan['states']} (trajectories {plan['trajectories']})")
     for name, st in stages.items():
-        line = f"  {name}: {st['seconds']:.1f} s{' (skipped: up to date)' if st['skipped'] else ''}"
+        line = f"  {name}: {st['seconds']:.1f} s{' (up to date: skipped)' if st['up_to_date'] else ''}"
         if name.startswith("labels-"):
             src = st["source"]
             line += (

@@ -26,7 +26,7 @@ from typing import Any
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.plan import check_plan, plan_labels
-from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest
+from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
 
 __all__ = ["STAGES", "run_learn"]
 
@@ -47,10 +47,12 @@ def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
     data = config.data
     if data.threads is not None:
         t = data.threads
-        ck = t.checkpointer.removeprefix("sqlite:///")
+        from causalcache_memory.lab.learn.threads import latest_states, open_checkpointer
+
+        heads = {tid: s.get("cc_head") for tid, s in latest_states(open_checkpointer(t.checkpointer)).items()}
         return {
             "threads": t.model_dump(),
-            "checkpointer_digest": file_digest(ck) if Path(ck).is_file() else t.checkpointer,
+            "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
             "success_digest": file_digest(t.success) if t.success != "all" else "all",
             "successful_only": data.successful_only,
         }
@@ -264,7 +266,7 @@ def _skipped(stage: StageResult) -> str:
 
 
 def _stage_summary(stage: StageResult) -> dict[str, Any]:
-    return {"seconds": stage.manifest["seconds"], "skipped": stage.skipped, **stage.result}
+    return {**stage.result, "seconds": stage.manifest["seconds"], "up_to_date": stage.skipped}
 
 
 def _finish(out: Path, summary: dict[str, Any], start: float) -> dict[str, Any]:
