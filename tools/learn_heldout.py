@@ -52,7 +52,7 @@ def _learn(out: Path, record: Path, world: str, source: str, k: int) -> dict:
                 "success": str(record / "success.json"),
             }
         },
-        "labels": {"budgets": [4], "max_states_per_trajectory": 6},
+        "labels": {"budgets": [4]},
         "sources": {source: 1.0},
         "deploy": {"budget": 4},
     }
@@ -97,7 +97,11 @@ def _evaluate(out: Path, world: str, tasks: int, selector: str | None, arms: tup
     results = run_closed_loop(settings, out, progress=False, on_episode=count)
     results.pop("showcase", None)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    return {"ood_rate": counts["ood"] / max(counts["decisions"], 1), **counts, "seconds": time.perf_counter() - start}
+    return {
+        "ood_rate": counts["ood"] / max(counts["decisions"], 1),
+        **counts,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,22 +123,30 @@ def main(argv: list[str] | None = None) -> int:
         report["record_seconds"] = round(secs, 1)
     success = json.loads((rec / "success.json").read_text())
     report["recorded"] = {"episodes": len(success), "successes": sum(success.values())}
-    evals = {"bundled": _evaluate(out / "eval-bundled", args.world, args.eval, None, ("recent", "causalcache"))}
+    evals = {
+        "bundled": _evaluate(out / "eval-bundled", args.world, args.eval, None, ("recent", "causalcache"))
+    }
     for source in args.sources.split(","):
         summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k)
         report[f"learn-{source}"] = {
             "seconds": summary["seconds"],
             "plan": summary["plan"],
-            "stages": {n: {k: v for k, v in s.items() if k != "report"} for n, s in summary["stages"].items()},
+            "stages": {
+                n: {k: v for k, v in s.items() if k != "report"} for n, s in summary["stages"].items()
+            },
         }
-        evals[source] = _evaluate(out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",))
+        evals[source] = _evaluate(
+            out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",)
+        )
     report["eval"] = evals
     bundled = out / "eval-bundled/results.json"
     report["contrasts"] = {"bundled_vs_recent": contrast(f"{bundled}:causalcache", f"{bundled}:recent")}
     for source in args.sources.split(","):
         mine = out / f"eval-{source}/results.json"
         report["contrasts"][f"{source}_vs_recent"] = contrast(f"{mine}:causalcache", f"{bundled}:recent")
-        report["contrasts"][f"{source}_vs_bundled"] = contrast(f"{mine}:causalcache", f"{bundled}:causalcache")
+        report["contrasts"][f"{source}_vs_bundled"] = contrast(
+            f"{mine}:causalcache", f"{bundled}:causalcache"
+        )
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report["contrasts"], indent=1))
     print(json.dumps(report["eval"], indent=1))

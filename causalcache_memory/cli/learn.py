@@ -97,7 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--source", help="comma-separated label sources, weight 1 each: teacher_forced, agreement, evidence"
     )
-    p.add_argument("--stop-after", choices=STAGES, help="stop after this stage (e.g. trajectories = export only)")
+    p.add_argument(
+        "--stop-after", choices=STAGES, help="stop after this stage (e.g. trajectories = export only)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the labelling progress bar")
     p.add_argument("--json", action="store_true", help="also print the summary as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")

@@ -60,7 +60,12 @@ def test_langchain_chat_model_agreement_rate(data) -> None:
     prompt = _prompt(traj, archive, t, recent_b(t, 2))
     assert scorer.score([prompt], [_gold(traj, t)]) == [0.75]
     assert scorer.samples == 4
-    assert scorer.label_source == {"source": "agreement", "model": "FakeListChatModel", "k": 4, "temperature": 0.9}
+    assert scorer.label_source == {
+        "source": "agreement",
+        "model": "FakeListChatModel",
+        "k": 4,
+        "temperature": 0.9,
+    }
 
 
 def test_chat_sampler_binds_the_temperature(data) -> None:
@@ -78,7 +83,9 @@ def test_chat_sampler_binds_the_temperature(data) -> None:
         def invoke(self, messages):  # type: ignore[no-untyped-def]
             return AIMessage(content=traj.steps[t - 1].response)
 
-    gen = ChatModelSampler(Model()).sample(_prompt(traj, archive, t, recent_b(t, 2)), temperature=0.3, index=0)
+    gen = ChatModelSampler(Model()).sample(
+        _prompt(traj, archive, t, recent_b(t, 2)), temperature=0.3, index=0
+    )
     assert seen == [{"temperature": 0.3}]
     assert actions_equivalent(traj.steps[t - 1].action, gen.action, platform=traj.platform)
 
@@ -112,13 +119,13 @@ def test_black_box_simulated_policies_agree_more_with_the_evidence(data) -> None
 
 
 def test_make_sampler_refuses_what_it_cannot_sample() -> None:
-    with pytest.raises(ConfigError, match="LangChain chat model, an OpenAIPolicy"):
+    with pytest.raises(ConfigError, match=r"LangChain chat model, an OpenAIPolicy"):
         make_sampler(42)
 
 
 def test_agreement_needs_action_targets() -> None:
     scorer = AgreementScorer(PolicySampler([object()]), k=1, platform="desktop")
-    with pytest.raises(ConfigError, match="labels.target: action_json"):
+    with pytest.raises(ConfigError, match=r"labels.target: action_json"):
         scorer.score([object()], ["Thought: click"])  # type: ignore[list-item]
 
 
@@ -128,11 +135,18 @@ def test_agreement_labels_file_records_its_source(data, tmp_path) -> None:
     traj, archive, _ = data
     model = FakeListChatModel(responses=[s.response for s in traj.steps])
     scorer = AgreementScorer(ChatModelSampler(model), k=2, temperature=0.5, platform=traj.platform)
-    cfg = LabelConfig(budgets=(2,), path_length=0, all_slots=False, max_states_per_trajectory=1, target="action_json")
+    cfg = LabelConfig(
+        budgets=(2,), path_length=0, all_slots=False, max_states_per_trajectory=1, target="action_json"
+    )
     counts = run_labelling(scorer, archive, [traj], tmp_path / "l.jsonl", cfg, progress=False)
     header, records = read_labels(tmp_path / "l.jsonl")
     assert counts["written"] == 1 == len(records)
-    assert header["source"] == {"source": "agreement", "model": "FakeListChatModel", "k": 2, "temperature": 0.5}
+    assert header["source"] == {
+        "source": "agreement",
+        "model": "FakeListChatModel",
+        "k": 2,
+        "temperature": 0.5,
+    }
     rec = records[0]
     assert all(0.0 <= q <= 1.0 for g in rec["groups"] for q in g["q"])
 
@@ -161,14 +175,27 @@ def test_links_fixture_maps_to_the_event_that_restores_the_screen(data, tmp_path
     ev = evidence_from_links(_links_for(traj, tmp_path), [traj])
     # fixture: step 2 is critical evidence for step 9 (step 3 -> 7 is not critical)
     assert ev == {(traj.trajectory_id, 9): {1}}
-    assert evidence_from_links(_links_for(traj, tmp_path), [traj], screen="after") == {(traj.trajectory_id, 9): {2}}
+    assert evidence_from_links(_links_for(traj, tmp_path), [traj], screen="after") == {
+        (traj.trajectory_id, 9): {2}
+    }
 
 
 def test_links_with_unknown_steps_are_refused(data, tmp_path) -> None:
     traj, _, _ = data
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"episodes": [{"trajectory_id": traj.trajectory_id, "links": [{"from": "99", "to": "3", "is_critical": True}]}]}))
-    with pytest.raises(ConfigError, match="from='99'.*not a step id"):
+    path.write_text(
+        json.dumps(
+            {
+                "episodes": [
+                    {
+                        "trajectory_id": traj.trajectory_id,
+                        "links": [{"from": "99", "to": "3", "is_critical": True}],
+                    }
+                ]
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"from='99'.*not a step id"):
         evidence_from_links(path, [traj])
 
 
@@ -182,16 +209,21 @@ def test_evidence_labels_value_restoring_the_evidence(data, tmp_path) -> None:
     rec = next(r for r in records if r["t"] == 9)
     assert rec["anchor"] == 0.0  # Recent-2 = (7, 8) does not hold event 1
     for g in rec["groups"]:
-        assert {j: q for j, q in zip(g["cands"], g["q"], strict=True)} == {j: float(j == 1) for j in g["cands"]}
+        assert {j: q for j, q in zip(g["cands"], g["q"], strict=True)} == {
+            j: float(j == 1) for j in g["cands"]
+        }
     other = next(r for r in records if r["t"] != 9)
     assert all(q == 0.0 for g in other["groups"] for q in g["q"])
 
 
 def test_mined_groups_give_the_candidate(tmp_path) -> None:
     path = tmp_path / "groups.jsonl"
-    rows = [{"trajectory_id": "a", "t": 9, "candidate": 3, "budget": 1}, {"trajectory_id": "a", "t": 9, "candidate": 3, "budget": 2}]
+    rows = [
+        {"trajectory_id": "a", "t": 9, "candidate": 3, "budget": 1},
+        {"trajectory_id": "a", "t": 9, "candidate": 3, "budget": 2},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert evidence_from_groups(path) == {("a", 9): {3}}
     path.write_text('{"trajectory_id": "a"}\n')
-    with pytest.raises(ConfigError, match="groups.jsonl:1 needs trajectory_id, t and candidate"):
+    with pytest.raises(ConfigError, match=r"groups.jsonl:1 needs trajectory_id, t and candidate"):
         evidence_from_groups(path)

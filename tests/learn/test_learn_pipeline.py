@@ -15,7 +15,7 @@ from causalcache_memory.lab.learn import plan as plan_mod
 
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).parent))
-import helpers  # noqa: E402
+import helpers
 
 
 def _config(tmp_path: Path, recorded, **extra) -> Path:  # type: ignore[no-untyped-def]
@@ -50,7 +50,11 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
     assert main(["learn", "--config", str(cfg), "--no-progress"]) == 0
     out = tmp_path / "out"
     printed = capsys.readouterr().out
-    assert "source teacher_forced" in printed and "prompts scored" in printed and "allocator: selector" in printed
+    assert (
+        "source teacher_forced" in printed
+        and "prompts scored" in printed
+        and "allocator: selector" in printed
+    )
     summary = json.loads((out / "summary.json").read_text())
     labels = summary["stages"]["labels-teacher_forced"]
     assert labels["source"]["source"] == "teacher_forced" and labels["prompts"] > 0
@@ -71,7 +75,9 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
     assert helpers.CALLS["labeller"] == 1
 
     # training never loads the labeller: retraining (new epochs) reuses the labels
-    summary3 = run_learn(load_learn_config(cfg, train={"epochs": 3, "splits": [0.5, 0.5, 0.0]}), progress=False)
+    summary3 = run_learn(
+        load_learn_config(cfg, train={"epochs": 3, "splits": [0.5, 0.5, 0.0]}), progress=False
+    )
     assert summary3["stages"]["labels-teacher_forced"]["up_to_date"]
     assert not summary3["stages"]["model"]["up_to_date"]
     assert helpers.CALLS["labeller"] == 1
@@ -90,7 +96,9 @@ def test_agreement_labels_through_the_same_path(recorded, tmp_path, small_needs)
     assert src == {"source": "agreement", "model": "simulated-world-policy", "k": 2, "temperature": None} or (
         src["source"] == "agreement" and src["k"] == 2 and src["temperature"] is None
     )
-    records = [json.loads(x) for x in (tmp_path / "out/labels-agreement/labels.jsonl").read_text().splitlines()[1:]]
+    records = [
+        json.loads(x) for x in (tmp_path / "out/labels-agreement/labels.jsonl").read_text().splitlines()[1:]
+    ]
     values = {q for r in records for g in r["groups"] for q in g["q"]} | {r["anchor"] for r in records}
     assert values <= {0.0, 0.5, 1.0}  # agreement rates of k = 2 samples
     assert summary["stages"]["model"]["sources"][0]["source"] == "agreement"

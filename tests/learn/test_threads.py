@@ -59,7 +59,7 @@ def test_success_labels_json_csv_and_all(recorded, tmp_path) -> None:
 def test_unknown_thread_in_labels_is_refused(recorded, tmp_path) -> None:
     path = tmp_path / "success.json"
     path.write_text(json.dumps({"no-such-thread": True}))
-    with pytest.raises(ConfigError, match="does not hold.*no-such-thread"):
+    with pytest.raises(ConfigError, match=r"does not hold.*no-such-thread"):
         threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), load_success_labels(path))
 
 
@@ -79,5 +79,5 @@ def test_bad_success_files_name_the_problem(tmp_path, name, text, match) -> None
 
 
 def test_missing_checkpointer_names_the_fix(tmp_path) -> None:
-    with pytest.raises(ConfigError, match="checkpointer.path"):
+    with pytest.raises(ConfigError, match=r"checkpointer.path"):
         threads_to_trajectories(str(tmp_path / "nope.sqlite"), str(tmp_path), None)

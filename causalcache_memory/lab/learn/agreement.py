@@ -70,7 +70,9 @@ class ChatModelSampler:
         require("langchain_core", purpose="agreement labels from a LangChain chat model")
         self.model = model
         self.coords, self.system = coords, system
-        self.name = str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
+        self.name = str(
+            getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+        )
 
     def sample(self, prompt: BoundPrompt, *, temperature: float | None, index: int) -> Generation:
         from causalcache_memory.integrations.langgraph.policies import ChatModelPolicy
@@ -147,7 +149,12 @@ class AgreementScorer:
 
     @property
     def label_source(self) -> dict[str, Any]:
-        return {"source": "agreement", "model": self.sampler.name, "k": self.k, "temperature": self.temperature}
+        return {
+            "source": "agreement",
+            "model": self.sampler.name,
+            "k": self.k,
+            "temperature": self.temperature,
+        }
 
     def generate(self, prompt: BoundPrompt) -> Generation:
         return self.sampler.sample(prompt, temperature=self.temperature, index=0)

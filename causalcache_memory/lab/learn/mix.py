@@ -65,7 +65,9 @@ def mix_labels(
                 records.append(_scaled(rec, scale))
                 added += 1
         src = dict(header.get("source") or {"source": "teacher_forced", "model": header.get("labeller")})
-        described.append({**src, "name": name, "weight": weight, "scale": scale, "records": len(recs), "used": added})
+        described.append(
+            {**src, "name": name, "weight": weight, "scale": scale, "records": len(recs), "used": added}
+        )
         labellers.append(str(header.get("labeller")))
     header = {
         "labeller": "+".join(labellers),

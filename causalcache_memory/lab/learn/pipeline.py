@@ -93,7 +93,9 @@ def _labeller(config: LearnConfig, source: str, trajectories: list) -> Any:
 
         ev = config.evidence
         if ev.links:
-            return EvidenceScorer(evidence_from_links(ev.links, trajectories, screen=ev.screen), origin=ev.links)
+            return EvidenceScorer(
+                evidence_from_links(ev.links, trajectories, screen=ev.screen), origin=ev.links
+            )
         return EvidenceScorer(evidence_from_groups(ev.groups), origin=str(ev.groups))  # type: ignore[arg-type]
     from causalcache_memory.lab.selector.recipe import _call
 
@@ -210,7 +212,9 @@ def run_learn(
     n_steps = 2 + len(config.sources)
 
     say(f"[1/{n_steps}] trajectories")
-    traj_stage = stages.run("trajectories", _trajectory_inputs(config), lambda f: _trajectories_stage(config, f))
+    traj_stage = stages.run(
+        "trajectories", _trajectory_inputs(config), lambda f: _trajectories_stage(config, f)
+    )
     trajectories = list(load_trajectories(traj_stage.path / "trajectories.jsonl"))
     say(f"      {traj_stage.result['kept']} trajectories ({_skipped(traj_stage)})")
     summary: dict[str, Any] = {"output": str(out), "stages": {"trajectories": _stage_summary(traj_stage)}}
@@ -238,7 +242,9 @@ def run_learn(
             lambda f, s=source: _labels_stage(config, s, trajectories, archive, f, progress),
         )
         labels[source] = stage
-        say(f"      {stage.result['written'] + stage.result['skipped']} states, {stage.result['prompts']} prompts ({_skipped(stage)})")
+        say(
+            f"      {stage.result['written'] + stage.result['skipped']} states, {stage.result['prompts']} prompts ({_skipped(stage)})"
+        )
         summary["stages"][stage.name] = _stage_summary(stage)
     if stop_after == "labels":
         return _finish(out, summary, start)
@@ -250,7 +256,9 @@ def run_learn(
         "train": dict(config.train),
         "image_features": config.image_features,
     }
-    model = stages.run("model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f))
+    model = stages.run(
+        "model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f)
+    )
     summary["stages"]["model"] = _stage_summary(model)
     model_dir = model.path / "model"
     snippet = deploy_snippet(model_dir, budget=config.deploy.budget, min_gain=config.deploy.min_gain)
