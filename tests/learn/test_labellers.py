@@ -227,3 +227,24 @@ def test_mined_groups_give_the_candidate(tmp_path) -> None:
     path.write_text('{"trajectory_id": "a"}\n')
     with pytest.raises(ConfigError, match=r"groups.jsonl:1 needs trajectory_id, t and candidate"):
         evidence_from_groups(path)
+
+
+def test_openai_endpoint_samples_at_the_stated_temperature(make_png) -> None:
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent.parent / "runtime"))
+    from loopback import MemoryArchive, OpenAILoopback, make_prompt
+
+    from causalcache_memory.runtime.openai_client import OpenAIPolicy
+
+    prompt = make_prompt(MemoryArchive(), history=[make_png((1, 2, 3))], current=make_png((9, 9, 9)))
+    with OpenAILoopback() as server:
+        policy = OpenAIPolicy(server.url + "/v1", "fake-vl", timeout_s=5, max_retries=0, check_images=False)
+        try:
+            scorer = AgreementScorer(make_sampler(policy), k=2, temperature=0.8, platform="desktop")
+            scorer.score([prompt], [json.dumps({"type": "back"})])
+            policy.generate(prompt)  # the policy's own decoding stays greedy
+        finally:
+            policy.close()
+        temps = [payload["temperature"] for _, payload, _ in server.requests]
+    assert temps == [0.8, 0.8, 0]
