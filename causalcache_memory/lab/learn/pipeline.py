@@ -47,9 +47,9 @@ def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
     data = config.data
     if data.threads is not None:
         t = data.threads
-        from causalcache_memory.lab.learn.threads import latest_states, open_checkpointer
+        from causalcache_memory.lab.learn.threads import thread_states
 
-        heads = {tid: s.get("cc_head") for tid, s in latest_states(open_checkpointer(t.checkpointer)).items()}
+        heads = {tid: s.get("cc_head") for tid, s in thread_states(t.checkpointer).items()}
         return {
             "threads": t.model_dump(),
             "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
@@ -138,14 +138,13 @@ def _labels_stage(
         if callable(close):
             close()
     seconds = time.perf_counter() - start
-    states = max(counts["planned"], 1)
     return {
         **counts,
         "source": label_source(scorer),
         "trajectories": len(chosen),
         "prompts_per_state": round(counts["prompts"] / max(counts["written"], 1), 2),
         "samples": getattr(scorer, "samples", None),
-        "seconds_per_state": round(seconds / states, 4),
+        "seconds_per_state": round(seconds / max(counts["written"], 1), 4),
     }
 
 

@@ -28,7 +28,14 @@ from causalcache_memory.lab.data.loaders._common import StepDraft, assemble
 from causalcache_memory.lab.data.trajectory import Trajectory
 from causalcache_memory.trace import Trace
 
-__all__ = ["ThreadReport", "load_success_labels", "open_checkpointer", "threads_to_trajectories"]
+__all__ = [
+    "ThreadReport",
+    "latest_states",
+    "load_success_labels",
+    "open_checkpointer",
+    "thread_states",
+    "threads_to_trajectories",
+]
 
 logger = logging.getLogger("causalcache_memory.lab.learn.threads")
 
@@ -127,6 +134,19 @@ def latest_states(saver: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def thread_states(checkpointer: Any) -> dict[str, dict[str, Any]]:
+    """:func:`latest_states` of a saver, or of the spec :func:`open_checkpointer` reads (then closed)."""
+    if not isinstance(checkpointer, str):
+        return latest_states(checkpointer)
+    saver = open_checkpointer(checkpointer)
+    try:
+        return latest_states(saver)
+    finally:
+        conn = getattr(saver, "conn", None)
+        if conn is not None:
+            conn.close()
+
+
 def threads_to_trajectories(
     checkpointer: Any,
     archive: Any,
@@ -142,9 +162,8 @@ def threads_to_trajectories(
     from causalcache_memory.archive import open_archive
     from causalcache_memory.trace_store import TraceStore
 
-    saver = open_checkpointer(checkpointer) if isinstance(checkpointer, str) else checkpointer
     store = TraceStore(open_archive(archive) if isinstance(archive, (str, Path)) else archive)
-    states = latest_states(saver)
+    states = thread_states(checkpointer)
     if success is not None:
         unknown = sorted(set(success) - set(states))
         if unknown:
