@@ -74,6 +74,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"top-1 {dev.get('top1', float('nan')):.3f}; min_gain {model['calibration']['min_gain']:.4f} "
             f"on {model['calibration']['split']}; OOD dev flagged {model['ood'].get('dev_flagged', float('nan')):.3f}"
         )
+        for msg in model.get("warnings", []):
+            print(f"  warning: {msg}")
         print(f"  model: {summary['model']}\n  deploy: {summary['deploy']}\n")
         print(summary["deploy_yaml"])
 

@@ -91,3 +91,24 @@ def test_sources_are_scaled_to_unit_gains_and_weighted(tmp_path) -> None:
     assert [r["key"] for r in records2 if r["key"].startswith("b")] == [
         r["key"] for r in records if r["key"].startswith("b")
     ]
+
+
+@pytest.mark.parametrize(
+    ("oracle", "fire", "match"),
+    [
+        (0.0, 0.0, "no swap that helps on dev"),
+        (float("nan"), 0.0, "no swap that helps on dev"),
+        (0.2, 0.0, "admits no dev swap"),
+        (0.2, 0.1, None),
+    ],
+)
+def test_a_selector_that_will_not_swap_is_reported(oracle, fire, match, caplog) -> None:
+    from causalcache_memory.lab.learn.pipeline import _idle_warnings
+
+    meta = {"metrics": {"dev": {"oracle": oracle}}, "calibration": {"min_gain": 0.3, "dev_fire_rate": fire}}
+    with caplog.at_level("WARNING", logger="causalcache_memory.lab.learn"):
+        warnings = _idle_warnings(meta)
+    if match is None:
+        assert warnings == [] and not caplog.records
+    else:
+        assert len(warnings) == 1 and match in warnings[0] and match in caplog.text

@@ -182,6 +182,7 @@ def _model_stage(
     )
     meta = result.metadata
     return {
+        "warnings": _idle_warnings(meta),
         "states": meta["states"],
         "best_epoch": meta["best_epoch"],
         "dev": meta["metrics"].get("dev"),
@@ -190,6 +191,27 @@ def _model_stage(
         "sources": header["config"]["sources"],
         "train_seconds": meta["train_seconds"],
     }
+
+
+def _idle_warnings(meta: dict[str, Any]) -> list[str]:
+    """Say so when the trained selector will (almost) never swap: the labels or the threshold say no."""
+    out = []
+    dev = meta["metrics"].get("dev") or {}
+    oracle = dev.get("oracle", float("nan"))
+    if not oracle > 0:  # NaN (no dev states) included
+        out.append(
+            f"the labels show no swap that helps on dev (dev oracle gain {oracle:.4g}): the selector will "
+            "keep Recent-B. Record more episodes where memory mattered and succeeded (docs/LEARN.md, "
+            "'When the labels have no signal')"
+        )
+    elif meta["calibration"].get("dev_fire_rate", 0.0) == 0.0:
+        out.append(
+            f"the calibrated min_gain {meta['calibration']['min_gain']:.4g} admits no dev swap: the selector "
+            "will rarely swap; more dev data sharpens the threshold"
+        )
+    for msg in out:
+        logger.warning("causalcache learn: %s", msg)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ driver
