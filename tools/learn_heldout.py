@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval", type=int, default=100)
     p.add_argument("--sources", default="teacher_forced,agreement")
     p.add_argument("--k", type=int, default=4)
+    p.add_argument(
+        "--bundled",
+        help="results.json of an earlier Recent-4 + bundled-selector run on the same --eval tasks",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     report: dict = {"world": args.world}
@@ -123,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         report["record_seconds"] = round(secs, 1)
     success = json.loads((rec / "success.json").read_text())
     report["recorded"] = {"episodes": len(success), "successes": sum(success.values())}
-    evals = {
-        "bundled": _evaluate(out / "eval-bundled", args.world, args.eval, None, ("recent", "causalcache"))
-    }
+    bundled = Path(args.bundled) if args.bundled else out / "eval-bundled/results.json"
+    evals = {}
+    if not args.bundled:
+        evals["bundled"] = _evaluate(
+            out / "eval-bundled", args.world, args.eval, None, ("recent", "causalcache")
+        )
     for source in args.sources.split(","):
         summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k)
         report[f"learn-{source}"] = {
@@ -139,7 +146,6 @@ def main(argv: list[str] | None = None) -> int:
             out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",)
         )
     report["eval"] = evals
-    bundled = out / "eval-bundled/results.json"
     report["contrasts"] = {"bundled_vs_recent": contrast(f"{bundled}:causalcache", f"{bundled}:recent")}
     for source in args.sources.split(","):
         mine = out / f"eval-{source}/results.json"
