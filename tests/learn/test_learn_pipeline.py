@@ -131,3 +131,43 @@ def test_config_errors_name_field_value_and_fix(recorded, tmp_path, extra, match
     cfg = _config(tmp_path, recorded, **extra)
     with pytest.raises(ConfigError, match=match):
         load_learn_config(cfg)
+
+
+def test_dataset_folder_with_a_weighted_mix_of_teacher_forced_and_evidence(
+    recorded, tmp_path, small_needs
+) -> None:
+    import shutil
+
+    from causalcache_memory.lab.data.trajectory import save_trajectories
+    from causalcache_memory.lab.learn.threads import threads_to_trajectories
+
+    trajs, _ = threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    save_trajectories(dataset / "trajectories.jsonl", trajs)
+    shutil.copytree(recorded.archive, dataset / "archive")
+    longest = max(trajs, key=len)
+    links = {
+        "episodes": [
+            {
+                "trajectory_id": longest.trajectory_id,
+                "links": [{"from": "2", "to": str(len(longest)), "is_critical": True}],
+            }
+        ]
+    }
+    (tmp_path / "links.json").write_text(json.dumps(links))
+    cfg = _config(
+        tmp_path,
+        recorded,
+        data={"dataset": str(dataset)},
+        sources={"teacher_forced": 1.0, "evidence": 2.0},
+        evidence={"links": "links.json"},
+    )
+    summary = run_learn(load_learn_config(cfg), progress=False)
+    ev = summary["stages"]["labels-evidence"]
+    assert ev["source"]["source"] == "evidence" and ev["trajectories"] == 1
+    mix = {s["name"]: s for s in summary["stages"]["model"]["sources"]}
+    assert mix["evidence"]["used"] == 2 * mix["evidence"]["records"]
+    assert mix["teacher_forced"]["used"] == mix["teacher_forced"]["records"]
+    meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
+    assert {s["source"] for s in meta["labels"]["config"]["sources"]} == {"teacher_forced", "evidence"}
