@@ -80,9 +80,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         print(summary["deploy_yaml"])
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from causalcache_memory.lab.learn.pipeline import STAGES  # light: no torch, no langgraph
+#: ``--stop-after`` choices: the pipeline's stage names (``lab.learn.pipeline.STAGES``, kept equal by a
+#: test; not imported here so that registering the command stays cheap)
+STAGES = ("trajectories", "labels", "model")
 
+
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "learn",
         help="train a selector on your own recorded agent: threads/dataset -> labels -> model -> deploy YAML",

@@ -112,3 +112,10 @@ def test_a_selector_that_will_not_swap_is_reported(oracle, fire, match, caplog) 
         assert warnings == [] and not caplog.records
     else:
         assert len(warnings) == 1 and match in warnings[0] and match in caplog.text
+
+
+def test_the_cli_offers_the_pipeline_stages() -> None:
+    from causalcache_memory.cli.learn import STAGES as CLI_STAGES
+    from causalcache_memory.lab.learn.pipeline import STAGES
+
+    assert CLI_STAGES == STAGES

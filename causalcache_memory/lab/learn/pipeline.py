@@ -283,11 +283,19 @@ def run_learn(
     summary["stages"]["model"] = _stage_summary(model)
     model_dir = model.path / "model"
     snippet = deploy_snippet(model_dir, budget=config.deploy.budget, min_gain=config.deploy.min_gain)
+    _check_deployable(model_dir)
     (out / "deploy.yaml").write_text(snippet, encoding="utf-8")
     summary["model"] = str(model_dir)
     summary["deploy"] = str(out / "deploy.yaml")
     summary["deploy_yaml"] = snippet
     return _finish(out, summary, start)
+
+
+def _check_deployable(model_dir: Path) -> None:
+    """Load the exported scorer the way the memory will (schema hash, metadata, ONNX session)."""
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
+
+    OnnxScorer(model_dir)
 
 
 def _skipped(stage: StageResult) -> str:
