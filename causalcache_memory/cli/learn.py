@@ -76,7 +76,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
         for msg in model.get("warnings", []):
             print(f"  warning: {msg}")
-        print(f"  model: {summary['model']}\n  deploy: {summary['deploy']}\n")
+        print(f"  trained selector: {summary['model']}\n  deploy snippet: {summary['deploy']}\n")
         print(summary["deploy_yaml"])
 
 
