@@ -23,6 +23,8 @@ def test_every_thread_becomes_its_trace(recorded) -> None:
         trace = traj.trace_at(len(traj))
         assert len(trace.events) == len(traj) - 1
         assert traj.steps[0].screenshot_before is not None
+        width, height = traj.screen_size
+        assert traj.platform == ("mobile" if height > width else "desktop")
     before = sorted(p.name for p in recorded.archive.rglob("*") if p.is_file())
     threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
     assert sorted(p.name for p in recorded.archive.rglob("*") if p.is_file()) == before

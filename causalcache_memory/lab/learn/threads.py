@@ -6,6 +6,11 @@ chain and the screenshots. :func:`threads_to_trajectories` reads the latest chec
 walks its trace chain and builds one trajectory per thread whose screens are the **deployment archive's
 own hashes** (no blob is copied: train with ``archive`` = that archive).
 
+The platform (it sets the equivalence radius of agreement labels and the selector's features) is
+``data.threads.platform`` when given; otherwise ``mobile`` when the trace says so or its screens are
+portrait (a memory whose ``policy.platform`` is ``auto`` records ``desktop`` in the trace), else
+``desktop``.
+
 Success labels come from the user (a trace does not know whether its task succeeded):
 :func:`load_success_labels` reads a JSON object ``{"thread id": true, ...}``, a CSV with columns
 ``thread_id,success`` (``true``/``false``/``1``/``0``), or the word ``all`` (every thread succeeded).
@@ -215,7 +220,7 @@ def _trajectory(thread_id: str, trace: Trace, success: bool, platform: str | Non
         )
     sizes = [tuple(e.screen_size) for e in events if e.screen_size]
     kind = platform or trace.platform
-    if kind not in ("desktop", "mobile"):  # "auto": portrait screens are phones
+    if kind != "mobile":  # a memory configured with platform "auto" records "desktop": read the screen
         kind = "mobile" if sizes and sizes[0][1] > sizes[0][0] else "desktop"
     return Trajectory(
         trajectory_id=thread_id,
