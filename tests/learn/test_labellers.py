@@ -245,6 +245,6 @@ def test_openai_endpoint_samples_at_the_stated_temperature(make_png) -> None:
             scorer.score([prompt], [json.dumps({"type": "back"})])
             policy.generate(prompt)  # the policy's own decoding stays greedy
         finally:
-            policy.close()
+            scorer.close()  # closes the endpoint's pool
         temps = [payload["temperature"] for _, payload, _ in server.requests]
     assert temps == [0.8, 0.8, 0]

@@ -93,6 +93,9 @@ class OpenAISampler:
     def sample(self, prompt: BoundPrompt, *, temperature: float | None, index: int) -> Generation:
         return self.policy.generate(prompt, temperature=0.0 if temperature is None else temperature)
 
+    def close(self) -> None:
+        self.policy.close()  # the endpoint's connection pool
+
 
 class PolicySampler:
     """Greedy ``generate`` of ``policies[index % len(policies)]`` (black box: only the action is read)."""
@@ -158,6 +161,12 @@ class AgreementScorer:
 
     def generate(self, prompt: BoundPrompt) -> Generation:
         return self.sampler.sample(prompt, temperature=self.temperature, index=0)
+
+    def close(self) -> None:
+        """Close the sampler's connections, if it holds any (an OpenAI-compatible endpoint does)."""
+        close = getattr(self.sampler, "close", None)
+        if callable(close):
+            close()
 
     def score(self, prompts: Sequence[BoundPrompt], targets: Sequence[str]) -> list[float]:
         return [self._agreement(p, _target_action(t)) for p, t in zip(prompts, targets, strict=True)]

@@ -129,7 +129,9 @@ def _labels_stage(
     labels = config.labels
     if source == "agreement":
         labels = labels.model_copy(update={"target": "action_json"})
-    chosen = scorer.trajectories(trajectories) if hasattr(scorer, "trajectories") else trajectories
+    from causalcache_memory.lab.learn.evidence import EvidenceScorer
+
+    chosen = scorer.trajectories(trajectories) if isinstance(scorer, EvidenceScorer) else trajectories
     start = time.perf_counter()
     try:
         counts = run_labelling(scorer, archive, chosen, folder / "labels.jsonl", labels, progress=progress)
