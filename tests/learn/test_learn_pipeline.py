@@ -122,8 +122,6 @@ def test_refusal_before_any_labelling_names_the_trajectories_needed(recorded, tm
         ({"sources": {"teacher_forced": -1}}, r"sources.teacher_forced=-1.*weight > 0"),
         ({"sources": {"mystery": 1}}, r"'mystery' is not a label source"),
         ({"deploy": {"budget": 4}}, r"deploy.budget=4 is not among labels.budgets"),
-        ({"labeller": None}, r"need a labeller: set labeller.factory"),
-        ({"sources": {"evidence": 1}}, r"evidence.links"),
         ({"data": {}}, r"exactly one of data.threads"),
     ],
 )
@@ -171,3 +169,26 @@ def test_dataset_folder_with_a_weighted_mix_of_teacher_forced_and_evidence(
     assert mix["teacher_forced"]["used"] == mix["teacher_forced"]["records"]
     meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
     assert {s["source"] for s in meta["labels"]["config"]["sources"]} == {"teacher_forced", "evidence"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"labeller": None}, r"need a labeller: set labeller\.factory"),
+        ({"sources": {"evidence": 1}}, r"sources\.evidence needs evidence\.links"),
+    ],
+)
+def test_what_labelling_needs_is_checked_before_any_stage(recorded, tmp_path, extra, match) -> None:
+    config = load_learn_config(_config(tmp_path, recorded, **extra))
+    with pytest.raises(ConfigError, match=match):
+        run_learn(config, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_exporting_threads_needs_no_labeller(recorded, tmp_path) -> None:
+    out = tmp_path / "export"
+    argv = ["learn", "--threads", str(recorded.checkpointer), "--archive", str(recorded.archive)]
+    assert main([*argv, "--out", str(out), "--stop-after", "trajectories", "--no-progress"]) == 0
+    lines = (out / "trajectories" / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == len(recorded.outcomes)
+    assert not [p for p in out.iterdir() if p.name.startswith(("labels", "model"))]

@@ -109,14 +109,6 @@ class LearnConfig(_Strict):
                 errors.append(f"sources.{name}={weight!r} must be a weight > 0 (drop the source to skip it)")
         if not self.sources:
             errors.append("sources is empty; e.g. sources: {teacher_forced: 1.0}")
-        needs_model = {"teacher_forced", "agreement"} & set(self.sources)
-        if needs_model and self.labeller is None:
-            errors.append(
-                f"sources {sorted(needs_model)} need a labeller: set labeller.factory "
-                "(a Policy, a LangChain chat model or an OpenAIPolicy)"
-            )
-        if "evidence" in self.sources and not (self.evidence.links or self.evidence.groups):
-            errors.append("sources.evidence needs evidence.links (AndroTMem-style) or evidence.groups")
         if self.deploy.budget not in self.labels.budgets:
             errors.append(
                 f"deploy.budget={self.deploy.budget} is not among labels.budgets={list(self.labels.budgets)}; "
@@ -125,6 +117,19 @@ class LearnConfig(_Strict):
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+    def labelling_errors(self) -> list[str]:
+        """What labelling still needs (checked before any stage runs, unless only trajectories are made)."""
+        errors = []
+        needs_model = {"teacher_forced", "agreement"} & set(self.sources)
+        if needs_model and self.labeller is None:
+            errors.append(
+                f"sources {sorted(needs_model)} need a labeller: set labeller.factory "
+                "(a Policy, a LangChain chat model or an OpenAIPolicy)"
+            )
+        if "evidence" in self.sources and not (self.evidence.links or self.evidence.groups):
+            errors.append("sources.evidence needs evidence.links (AndroTMem-style) or evidence.groups")
+        return errors
 
     def train_config(self) -> Any:
         """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` (imports torch)."""

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.plan import check_plan, plan_labels
@@ -228,6 +229,8 @@ def run_learn(
     from causalcache_memory.archive import open_archive
     from causalcache_memory.lab.data.trajectory import load_trajectories
 
+    if stop_after != "trajectories" and (errors := config.labelling_errors()):
+        raise ConfigError("causalcache learn cannot label: " + "; ".join(errors), errors)
     say = log or (lambda msg: logger.info("%s", msg))
     out = Path(config.output)
     stages = Stages(out)
