@@ -27,16 +27,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _record(out: Path, world: str, tasks: int) -> tuple[Path, float]:
-    from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+def _record(out: Path, world: str, tasks: int, explore: dict | None) -> tuple[Path, float]:
+    """Record ``tasks`` episodes (task seed 7001, policy seed 0) with Recent-4, or with Recent-4 and
+    ``allocation.explore`` (config only, as a user would); writes ``success.json`` and ``explored.json``."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.config import parse_config
+    from causalcache_memory.integrations.langgraph import CausalCacheMemory
+    from causalcache_memory.lab.eval.world_agent import build_world_agent, run_world_episode
+    from causalcache_memory.lab.world.family import policy_for_world
+    from causalcache_memory.lab.world.family_tasks import generate_world_tasks
 
     start = time.perf_counter()
-    settings = ClosedLoopSettings(
-        tasks=tasks, seed=7001, arms=("recent",), worlds=world, policy_seeds=(0,), budget_curve=(), budget=4
-    )
-    results = run_closed_loop(settings, out, progress=False)
-    success = {f"recent-b4-s0-{e['task_id']}": bool(e["success"]) for e in results["episodes"]}
+    out.mkdir(parents=True, exist_ok=True)
+    allocation: dict = {"allocator": "recent"}
+    if explore:
+        allocation["explore"] = explore
+    config = parse_config({"budget": 4, "allocation": allocation, "policy": {"kind": "simulated"}})
+    policy = policy_for_world(world, 0)
+    archive = LocalArchive(out / "archive-recent-b4-s0")
+    conn = sqlite3.connect(str(out / "checkpoints-recent-b4-s0.sqlite"), check_same_thread=False)
+    success: dict[str, bool] = {}
+    explored: dict[str, str] = {}
+    try:
+        memory = CausalCacheMemory(config=config, policy=policy, archive=archive)
+        graph = build_world_agent(memory, SqliteSaver(conn))
+        for task in generate_world_tasks(tasks, 7001, worlds=world, purpose="evaluate"):
+            thread = f"recent-b4-s0-{task.task_id}"
+            outcome = run_world_episode(
+                task, memory, graph, arm="recent", policy=policy, archive=archive, seed=0,
+                thread_id=thread, max_steps=len(task.steps) + 6,
+            )  # fmt: skip
+            success[thread] = bool(outcome.success)
+            used = {str(r.get("allocator")) for r in outcome.log}
+            explored[thread] = ",".join(sorted(used))
+    finally:
+        conn.close()
     (out / "success.json").write_text(json.dumps(success, indent=1))
+    (out / "explored.json").write_text(json.dumps(explored, indent=1))
     return out / "success.json", time.perf_counter() - start
 
 
@@ -90,6 +121,9 @@ def _evaluate(out: Path, world: str, tasks: int, selector: str | None, arms: tup
                 counts["decisions"] += 1
                 counts["ood"] += rec.get("fallback") == "ood"
 
+    done = out / "eval.json"
+    if done.exists():  # resumable: an arm already evaluated is not rerun
+        return json.loads(done.read_text())
     settings = ClosedLoopSettings(
         tasks=tasks, seed=9001, arms=arms, worlds=world, policy_seeds=(0, 1, 2), budget_curve=(),
         budget=4, selector_path=selector,
@@ -98,11 +132,13 @@ def _evaluate(out: Path, world: str, tasks: int, selector: str | None, arms: tup
     results = run_closed_loop(settings, out, progress=False, on_episode=count)
     results.pop("showcase", None)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    return {
+    summary = {
         "ood_rate": counts["ood"] / max(counts["decisions"], 1),
         **counts,
         "seconds": time.perf_counter() - start,
     }
+    done.write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,25 +152,38 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sources", default="teacher_forced,agreement")
     p.add_argument("--k", type=int, default=4)
     p.add_argument(
-        "--bundled",
-        help="results.json of an earlier Recent-4 + bundled-selector run on the same --eval tasks",
+        "--explore",
+        type=float,
+        default=0.0,
+        help="record this share of episodes with allocation.explore (0 = Recent-4 only)",
     )
+    p.add_argument("--explore-allocator", default="random")
+    p.add_argument(
+        "--skip-bundled", action="store_true", help="evaluate Recent-4 only, not the bundled selector"
+    )
+    p.add_argument(
+        "--bundled", help="results.json of an earlier bundled-selector run on the same --eval tasks"
+    )
+    p.add_argument("--recent", help="results.json of an earlier Recent-4 run on the same --eval tasks")
     args = p.parse_args(argv)
     out = Path(args.out)
     report: dict = {"world": args.world}
     rec = out / "record"
     if not (rec / "success.json").exists():
-        _, secs = _record(rec, args.world, args.record)
+        explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
+        _, secs = _record(rec, args.world, args.record, explore)
         report["record_seconds"] = round(secs, 1)
     success = json.loads((rec / "success.json").read_text())
     report["recorded"] = {"episodes": len(success), "successes": sum(success.values())}
+    sources = [x for x in args.sources.split(",") if x]
+    recent = Path(args.recent) if args.recent else out / "eval-recent/results.json"
     bundled = Path(args.bundled) if args.bundled else out / "eval-bundled/results.json"
     evals = {}
-    if not args.bundled:
-        evals["bundled"] = _evaluate(
-            out / "eval-bundled", args.world, args.eval, None, ("recent", "causalcache")
-        )
-    for source in args.sources.split(","):
+    if not args.recent:
+        evals["recent"] = _evaluate(out / "eval-recent", args.world, args.eval, None, ("recent",))
+    if not args.bundled and not args.skip_bundled:
+        evals["bundled"] = _evaluate(out / "eval-bundled", args.world, args.eval, None, ("causalcache",))
+    for source in sources:
         summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k)
         report[f"learn-{source}"] = {
             "seconds": summary["seconds"],
@@ -147,13 +196,16 @@ def main(argv: list[str] | None = None) -> int:
             out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",)
         )
     report["eval"] = evals
-    report["contrasts"] = {"bundled_vs_recent": contrast(f"{bundled}:causalcache", f"{bundled}:recent")}
-    for source in args.sources.split(","):
-        mine = out / f"eval-{source}/results.json"
-        report["contrasts"][f"{source}_vs_recent"] = contrast(f"{mine}:causalcache", f"{bundled}:recent")
-        report["contrasts"][f"{source}_vs_bundled"] = contrast(
-            f"{mine}:causalcache", f"{bundled}:causalcache"
-        )
+    report["contrasts"] = {}
+    arms = {source: out / f"eval-{source}/results.json" for source in sources}
+    if bundled.exists():
+        arms = {"bundled": bundled, **arms}
+    for name, mine in arms.items():
+        report["contrasts"][f"{name}_vs_recent"] = contrast(f"{mine}:causalcache", f"{recent}:recent")
+        if name != "bundled" and bundled.exists():
+            report["contrasts"][f"{name}_vs_bundled"] = contrast(
+                f"{mine}:causalcache", f"{bundled}:causalcache"
+            )
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report["contrasts"], indent=1))
     print(json.dumps(report["eval"], indent=1))

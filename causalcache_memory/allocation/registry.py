@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from causalcache_memory.allocation.base import Allocator
+from causalcache_memory.allocation.explore import ExploringAllocator
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.errors import AllocationError
@@ -88,9 +89,21 @@ class _DefaultOptions:
     seed: int = 0
     rgb_size: int = 32
     selector: None = None
+    explore: None = None
 
 
 def build_allocator(config: AllocationConfig | str) -> Allocator:
-    """Build the allocator named by ``config.allocator`` (or a bare name with default options)."""
+    """Build the allocator named by ``config.allocator`` (or a bare name with default options).
+
+    With ``config.explore`` set, the result is an :class:`~causalcache_memory.allocation.explore.ExploringAllocator`
+    running that allocator on most episodes and ``explore.allocator`` (seeded by ``explore.seed``) on a
+    stable ``explore.share`` of them.
+    """
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
-    return lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
+    allocator = lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
+    explore = getattr(cfg, "explore", None)
+    if explore is None:
+        return allocator
+    own = cfg.model_copy(update={"allocator": explore.allocator, "seed": explore.seed, "explore": None})  # type: ignore[union-attr]
+    explorer = lookup_allocator(explore.allocator)(own)
+    return ExploringAllocator(allocator, explorer, share=explore.share, seed=explore.seed)

@@ -7,16 +7,14 @@ the policy runtime and the LangGraph checkpointer. Load it from YAML with
 
 from __future__ import annotations
 
-import types
-import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import lookup_allocator
+from causalcache_memory.config.strict import _registered, _Strict
 from causalcache_memory.decision_stats import DEFAULT_MAX_FALLBACK_SHARE, DEFAULT_WINDOW
-from causalcache_memory.errors import CausalCacheError
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
 
 __all__ = [
@@ -24,6 +22,7 @@ __all__ = [
     "ArchiveConfig",
     "CausalCacheConfig",
     "CheckpointConfig",
+    "ExploreConfig",
     "IdleWarningConfig",
     "OcrConfig",
     "OpenAIPolicyConfig",
@@ -34,31 +33,6 @@ __all__ = [
     "SimulatedPolicyConfig",
     "TransformersPolicyConfig",
 ]
-
-
-class _Strict(BaseModel):
-    """Base of every section: unknown keys, non-finite numbers and booleans given for numbers are refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if _wants_number(annotation):
-                raise ValueError(f"{info.field_name}={value!r} is a boolean; this field takes a number")
-        return value
-
-
-def _wants_number(annotation: Any) -> bool:
-    """True when ``annotation`` accepts int or float but not bool (YAML ``true`` is no ``1`` here)."""
-    members = (
-        typing.get_args(annotation)
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
-        else (annotation,)
-    )
-    return bool not in members and any(m in (int, float) for m in members)
 
 
 class OcrConfig(_Strict):
@@ -208,12 +182,21 @@ class IdleWarningConfig(_Strict):
         return value
 
 
-def _registered(check: Any, value: Any) -> Any:
-    try:
-        check(value)
-    except CausalCacheError as exc:
-        raise ValueError(str(exc)) from None
-    return value
+class ExploreConfig(_Strict):
+    """Record a share of episodes with another allocator (allocation/explore.py, docs/LEARN.md "Record")."""
+
+    share: float = Field(
+        ..., gt=0.0, le=1.0, description="Share of episodes (stable per episode id), 0 < share <= 1."
+    )
+    allocator: str = Field("random", description="The exploring allocator: any registered name but selector.")
+    seed: int = Field(0, description="Seed of the per-episode choice and of a random explorer.")
+
+    @field_validator("allocator")
+    @classmethod
+    def _explorer(cls, name: str) -> str:
+        if name == "selector":
+            raise ValueError("the selector is not an explorer: use random (or deploy it with min_gain: 0)")
+        return _registered(lookup_allocator, name)
 
 
 class AllocationConfig(_Strict):
@@ -233,6 +216,7 @@ class AllocationConfig(_Strict):
     rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity allocator.")
     selector: SelectorConfig = SelectorConfig()
     idle_warning: IdleWarningConfig = IdleWarningConfig()
+    explore: ExploreConfig | None = Field(None, description="Exploration while recording; null = never.")
 
 
 class RenderConfig(_Strict):

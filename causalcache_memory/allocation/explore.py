@@ -1,0 +1,71 @@
+"""Exploration while recording: a stable share of episodes runs another allocator (``allocation.explore``).
+
+A selector learns from recorded decisions. Under Recent-B alone, the episodes that succeed are those where
+no distant screen was needed, so their labels hold no example of a step that needed one (docs/LEARN.md,
+"Record"). :class:`ExploringAllocator` sends a share of the *episodes* to an exploring allocator (e.g.
+``random``), so some successful episodes used an older screen and their teacher-forced labels carry the
+signal.
+
+The choice is per episode and stable: episode ``e`` explores iff
+
+    u(e) = int(sha256(f"{seed}:{episode_id}")[:8]) / 2**64 < share
+
+so every decision of an episode (and a resumed episode) uses the same allocator. Each decision record
+names the allocator that chose its set (``allocator``: the base's name, or the explorer's), so the
+recording says which episodes explored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from causalcache_memory.allocation.base import Allocation, AllocationContext, Allocator
+from causalcache_memory.errors import AllocationError
+
+__all__ = ["ExploringAllocator", "explores"]
+
+_log = logging.getLogger("causalcache_memory.allocation.explore")
+
+
+def explores(episode_id: str, *, share: float, seed: int = 0) -> bool:
+    """True when episode ``episode_id`` runs the exploring allocator (module doc: ``u(e) < share``)."""
+    digest = hashlib.sha256(f"{seed}:{episode_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+class ExploringAllocator:
+    """``base`` on most episodes, ``explorer`` on a stable ``share`` of them (module doc).
+
+    ``uses_witness`` is the base's or the explorer's (the two-pass controller then passes the pass-1
+    proposal to both; an allocator that takes no witness ignores it). ``prepare`` (thumbnail prefetch)
+    is forwarded to whichever of the two defines it.
+    """
+
+    name = "explore"
+
+    def __init__(self, base: Allocator, explorer: Allocator, *, share: float, seed: int = 0) -> None:
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
+            raise AllocationError(
+                f"allocation.explore.share={share!r} must be a number in (0, 1]: the share of episodes "
+                "recorded with the exploring allocator (e.g. share: 0.3)"
+            )
+        self.base = base
+        self.explorer = explorer
+        self.share = float(share)
+        self.seed = int(seed)
+        self.uses_witness = bool(base.uses_witness or explorer.uses_witness)
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        episode = ctx.trace.episode_id
+        chosen = self.explorer if explores(episode, share=self.share, seed=self.seed) else self.base
+        if ctx.t <= 1:  # once per episode
+            _log.debug("episode %s records with allocator %r", episode, chosen.name)
+        return chosen.allocate(ctx)
+
+    def prepare(self, archive: Any, sha256: str) -> None:
+        for allocator in (self.base, self.explorer):
+            hook = getattr(allocator, "prepare", None)
+            if hook is not None:
+                hook(archive, sha256)

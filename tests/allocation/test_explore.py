@@ -1,0 +1,127 @@
+"""Exploration while recording: a stable share of episodes runs the exploring allocator, named in each record."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from causalcache_memory import Action, Trace
+from causalcache_memory.allocation import AllocationContext, RandomAllocator, RecentAllocator
+from causalcache_memory.allocation.explore import ExploringAllocator, explores
+from causalcache_memory.allocation.registry import build_allocator
+from causalcache_memory.archive import LocalArchive
+from causalcache_memory.config import parse_config
+from causalcache_memory.controller import MemoryController
+from causalcache_memory.errors import AllocationError, ConfigError
+from causalcache_memory.policy import Generation
+
+
+def _sha(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
+def _trace(n: int, episode: str) -> Trace:
+    trace = Trace("goal", episode_id=episode)
+    trace.observe(_sha(f"{episode}-0"))
+    for i in range(n):
+        trace.record(Action("click", x=0.5, y=0.5), "r", _sha(f"{episode}-{i + 1}"))
+    return trace
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.6])
+def test_share_of_episodes_that_explore_matches_the_setting(share: float) -> None:
+    episodes = [f"thread-{i}" for i in range(4000)]
+    rate = sum(explores(e, share=share, seed=0) for e in episodes) / len(episodes)
+    assert abs(rate - share) < 0.03  # binomial sd at n = 4000 is <= 0.008
+    other_seed = {e for e in episodes if explores(e, share=share, seed=1)}
+    assert other_seed != {e for e in episodes if explores(e, share=share, seed=0)}
+
+
+def test_share_one_explores_every_episode() -> None:
+    assert all(explores(f"e{i}", share=1.0) for i in range(200))
+
+
+def test_every_decision_of_an_episode_uses_the_same_allocator() -> None:
+    allocator = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=5), share=0.5, seed=2)
+    names = {}
+    for i in range(40):
+        episode = f"ep-{i}"
+        used = {allocator.allocate(AllocationContext(_trace(n, episode), 4)).allocator for n in range(6, 16)}
+        assert len(used) == 1, (episode, used)
+        names[episode] = used.pop()
+        assert names[episode] == ("random" if explores(episode, share=0.5, seed=2) else "recent")
+    assert set(names.values()) == {"random", "recent"}
+
+
+def test_explored_episodes_show_older_screens() -> None:
+    allocator = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=0), share=1.0)
+    sets = [allocator.allocate(AllocationContext(_trace(20, f"ep-{i}"), 4)) for i in range(20)]
+    assert any(not a.is_recent for a in sets)
+    assert all(len(a.selected) == 4 for a in sets)
+
+
+@pytest.mark.parametrize("share", [0, 0.0, -0.1, 1.5, True, "0.3"])
+def test_bad_share_is_refused_naming_the_field(share: object) -> None:
+    with pytest.raises(AllocationError, match=r"allocation\.explore\.share"):
+        ExploringAllocator(RecentAllocator(), RandomAllocator(), share=share)  # type: ignore[arg-type]
+
+
+def test_config_builds_the_exploring_allocator() -> None:
+    config = parse_config(
+        {
+            "allocation": {"allocator": "recent", "explore": {"share": 0.3, "seed": 9}},
+            "policy": {"kind": "simulated"},
+        }
+    )
+    allocator = build_allocator(config.allocation)
+    assert isinstance(allocator, ExploringAllocator)
+    assert allocator.base.name == "recent" and allocator.explorer.name == "random"
+    assert allocator.share == 0.3 and allocator.seed == 9 and allocator.explorer.seed == 9
+    assert not allocator.uses_witness
+    plain = parse_config({"allocation": {"allocator": "recent"}, "policy": {"kind": "simulated"}})
+    assert build_allocator(plain.allocation).name == "recent"
+
+
+@pytest.mark.parametrize(
+    ("explore", "field"),
+    [
+        ({"share": 0}, "share"),
+        ({"share": 1.2}, "share"),
+        ({}, "share"),
+        ({"share": 0.3, "allocator": "selector"}, "allocator"),
+        ({"share": 0.3, "allocator": "nope"}, "allocator"),
+        ({"share": 0.3, "rate": 2}, "rate"),
+    ],
+)
+def test_bad_explore_config_is_an_error_naming_the_field(explore: dict, field: str) -> None:
+    with pytest.raises(ConfigError, match=rf"allocation\.explore\.{field}"):
+        parse_config(
+            {"allocation": {"allocator": "recent", "explore": explore}, "policy": {"kind": "simulated"}}
+        )
+
+
+class _EchoPolicy:
+    name = "echo"
+
+    def generate(self, prompt) -> Generation:
+        return Generation(response="Action: back", action=Action("back"))
+
+    def score(self, prompts, targets):  # pragma: no cover - not used here
+        return [0.0 for _ in prompts]
+
+
+def test_decision_records_name_the_allocator_that_chose_the_set(tmp_path, make_png) -> None:
+    archive = LocalArchive(tmp_path / "a")
+    allocator = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=1), share=0.5)
+    seen = {}
+    for i in range(12):
+        trace = Trace("goal", episode_id=f"thread-{i}")
+        shots = [archive.put(make_png((i, j * 20, 0))).sha256 for j in range(10)]
+        trace.observe(shots[0])
+        for sha in shots[1:]:
+            trace.record(Action("back"), "r", sha)
+        ctl = MemoryController(policy=_EchoPolicy(), archive=archive, allocator=allocator, budget=4)
+        seen[trace.episode_id] = ctl.decide(trace).to_record()["allocator"]
+    assert {e for e, name in seen.items() if name == "random"} == {e for e in seen if explores(e, share=0.5)}
+    assert set(seen.values()) == {"random", "recent"}
