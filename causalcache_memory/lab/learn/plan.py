@@ -119,8 +119,8 @@ def check_plan(
             "least budget + 2 steps: record longer episodes"
         )
     needed = max(
-        math.ceil(need_train / (per * fractions[0])) if fractions[0] > 0 else math.inf,
-        math.ceil(need_dev / (per * fractions[1])) if fractions[1] > 0 else math.inf,
+        _needed(need_train, plan.states["train"], total, per * fractions[0]),
+        _needed(need_dev, plan.states["dev"], total, per * fractions[1]),
     )
     shown = "more dev share (train.splits)" if math.isinf(needed) else f"about {needed} trajectories"
     raise InsufficientDataError(
@@ -129,3 +129,12 @@ def check_plan(
         f"(have {total}: {plan.trajectories['train']} train / {plan.trajectories['dev']} dev / "
         f"{plan.trajectories['test']} test). Nothing was labelled; record more episodes and rerun."
     )
+
+
+def _needed(need: int, have: int, total: int, per_trajectory: float) -> float:
+    """Trajectories for ``need`` states of one split: at this data's own rate (``have`` states from
+    ``total`` trajectories) when the split has any, else at ``per_trajectory`` (states per trajectory x
+    the split's fraction); ``inf`` when the split's fraction is 0."""
+    if have > 0:
+        return math.ceil(total * need / have) if have < need else 0
+    return math.ceil(need / per_trajectory) if per_trajectory > 0 else math.inf
