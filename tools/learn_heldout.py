@@ -1,18 +1,23 @@
-"""`causalcache learn` on a held-out world: record Recent-4 threads, learn, deploy, evaluate (RESULTS.md 9).
+"""`causalcache learn` on a held-out world: record threads, learn, deploy, evaluate (RESULTS.md 9).
 
 This is the "train on your own agent" scenario: the recorded episodes of the held-out world are the
 *user's* data, so labelling and training on them is what a team does with its own agent. Nothing of the
-method is chosen on this world (knobs, thresholds rules and the learn defaults were fixed before).
+method is chosen on this world (knobs, thresholds rules and the learn defaults were fixed before; the
+exploration share on a dev world).
 
     python tools/learn_heldout.py --out runs/learn_heldout --world heldout-02 --record 200 --eval 100
+    python tools/learn_heldout.py --out runs/explore --world heldout-02 --record 600 --explore 0.6
 
-Steps: (1) record ``--record`` Recent-4 episodes through the LangGraph world agent (SQLite checkpointer,
-local archive; policy seed 0; task seed 7001) and write the success labels the harness observed;
+Steps: (1) record ``--record`` episodes through the LangGraph world agent (SQLite checkpointer, local
+archive; policy seed 0; task seed 7001) with Recent-4, or with ``allocation.explore: {share: --explore,
+allocator: --explore-allocator}`` (RESULTS.md 9b), and write the success labels the harness observed
+(``success.json``) and the allocator each thread ran (``explored.json``);
 (2) ``causalcache learn`` on those threads with each ``--sources`` entry (teacher-forced scoring by the
 simulated policy; agreement labels with the simulated policy as a black box under seeds 0..k-1);
 (3) closed loop on ``--eval`` fresh tasks of the world (task seed 9001, policy seeds 0,1,2): Recent-4,
-the bundled selector and each learned selector; task-paired contrasts (tools/paired_contrast.py) and the
-share of selector decisions the OOD guard declined.
+the bundled selector (unless ``--skip-bundled``) and each learned selector; task-paired contrasts
+(tools/paired_contrast.py) and the share of selector decisions the OOD guard declined. Every step is
+resumable: a recording, a learn stage or an evaluated arm already on disk is reused.
 """
 
 from __future__ import annotations
