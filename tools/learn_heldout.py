@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
         _, secs = _record(rec, args.world, args.record, explore)
-        report["record_seconds"] = round(secs, 1)
+        (rec / "record.json").write_text(json.dumps({"seconds": round(secs, 1), "explore": explore}))
+    if (rec / "record.json").exists():
+        report["record"] = json.loads((rec / "record.json").read_text())
     success = json.loads((rec / "success.json").read_text())
     report["recorded"] = {"episodes": len(success), "successes": sum(success.values())}
     sources = [x for x in args.sources.split(",") if x]
