@@ -53,7 +53,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     stages = summary["stages"]
     traj = stages["trajectories"]
     print(f"\nsummary ({summary['seconds']:.1f} s, {summary['output']}/summary.json)")
-    print(f"  trajectories: {traj['kept']} kept of {traj['read']} read")
+    by = traj.get("kept_by_allocator") or {}
+    shown = f" (by allocator: {', '.join(f'{k} {v}' for k, v in by.items())})" if len(by) > 1 else ""
+    print(f"  trajectories: {traj['kept']} kept of {traj['read']} read{shown}")
     if "plan" in summary:
         plan = summary["plan"]
         print(f"  states planned: {plan['states']} (trajectories {plan['trajectories']})")

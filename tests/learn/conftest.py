@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,9 @@ class Recorded:
     outcomes: dict[str, bool]  # thread id -> success
 
 
-def record_threads(root: Path, n: int, *, seed: int = 5) -> Recorded:
-    """``n`` Recent-2 episodes of world ``train-00`` recorded through the LangGraph world agent."""
+def record_threads(root: Path, n: int, *, seed: int = 5, allocation: Any = None) -> Recorded:
+    """``n`` Recent-2 episodes (or ``allocation``'s) of world ``train-00`` recorded through the LangGraph
+    world agent."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from causalcache_memory.archive.local import LocalArchive
@@ -31,7 +33,7 @@ def record_threads(root: Path, n: int, *, seed: int = 5) -> Recorded:
     db = root / "checkpoints.sqlite"
     conn = sqlite3.connect(str(db), check_same_thread=False)
     policy = policy_for_world("train-00", 0)
-    memory = memory_for("recent", 2, policy, archive, None)
+    memory = memory_for("recent", 2, policy, archive, None, allocation=allocation)
     graph = build_world_agent(memory, SqliteSaver(conn))
     outcomes = {}
     try:
@@ -51,3 +53,9 @@ def record_threads(root: Path, n: int, *, seed: int = 5) -> Recorded:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     return record_threads(tmp_path_factory.mktemp("threads"), 8)
+
+
+@pytest.fixture
+def thread_recorder() -> Any:
+    """:func:`record_threads` as a factory fixture (threads recorded with another allocation)."""
+    return record_threads

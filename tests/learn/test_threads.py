@@ -83,3 +83,20 @@ def test_bad_success_files_name_the_problem(tmp_path, name, text, match) -> None
 def test_missing_checkpointer_names_the_fix(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"checkpointer.path"):
         threads_to_trajectories(str(tmp_path / "nope.sqlite"), str(tmp_path), None)
+
+
+def test_threads_say_which_allocator_recorded_them(recorded, thread_recorder, tmp_path) -> None:
+    from causalcache_memory.allocation import RandomAllocator, RecentAllocator
+    from causalcache_memory.allocation.explore import ExploringAllocator, explores
+
+    trajs, report = threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
+    assert report.to_dict()["allocators"] == {"recent": len(trajs)}
+    explorer = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=1), share=0.5, seed=3)
+    mixed = thread_recorder(tmp_path, 8, allocation=explorer)
+    trajs, report = threads_to_trajectories(str(mixed.checkpointer), str(mixed.archive), None)
+    expected = {
+        t.trajectory_id: ["random" if explores(t.metadata["episode_id"], share=0.5, seed=3) else "recent"]
+        for t in trajs
+    }
+    assert {t.trajectory_id: t.metadata["allocators"] for t in trajs} == expected
+    assert set(report.allocators) == {"random", "recent"}

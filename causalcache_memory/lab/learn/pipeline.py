@@ -80,7 +80,12 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
     if config.data.successful_only:
         trajs = [t for t in trajs if t.success]
     save_trajectories(folder / "trajectories.jsonl", trajs)
-    return {"read": total, "kept": len(trajs), "archive": _archive_url(config), "report": report}
+    by: dict[str, int] = {}
+    for traj in trajs:  # threads whose decisions name an exploring allocator (allocation.explore)
+        name = ",".join(traj.metadata.get("allocators") or []) or "none"
+        by[name] = by.get(name, 0) + 1
+    out = {"read": total, "kept": len(trajs), "archive": _archive_url(config), "report": report}
+    return {**out, "kept_by_allocator": dict(sorted(by.items()))} if config.data.threads is not None else out
 
 
 # ------------------------------------------------------------------------------------------ stage 3

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,9 @@ class ThreadReport:
     successes: int = 0
     unlabelled: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
+    #: converted threads by the allocators their decision records name (``"random"`` on episodes that
+    #: ``allocation.explore`` sent to Random; docs/LEARN.md "Record")
+    allocators: Counter[str] = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +128,7 @@ class ThreadReport:
             "successes": self.successes,
             "unlabelled": len(self.unlabelled),
             "empty": len(self.empty),
+            "allocators": dict(sorted(self.allocators.items())),
         }
 
 
@@ -196,17 +201,23 @@ def threads_to_trajectories(
             report.empty.append(tid)
             continue
         ok = True if success is None else success[tid]
-        out.append(_trajectory(tid, trace, ok, platform, source))
+        log = store.load_log(str(head), episode_id=state.get("cc_episode"))
+        used = sorted({str(r["allocator"]) for r in log if r.get("allocator")})
+        report.allocators[",".join(used) or "none"] += 1
+        out.append(_trajectory(tid, trace, ok, platform, source, used))
         report.successes += ok
     report.converted = len(out)
     logger.info(
-        "threads: %d read, %d converted (%d successful), %d unlabelled, %d empty",
+        "threads: %d read, %d converted (%d successful), %d unlabelled, %d empty; by allocator %s",
         report.threads, report.converted, report.successes, len(report.unlabelled), len(report.empty),
+        dict(report.allocators),
     )  # fmt: skip
     return out, report
 
 
-def _trajectory(thread_id: str, trace: Trace, success: bool, platform: str | None, source: str) -> Trajectory:
+def _trajectory(
+    thread_id: str, trace: Trace, success: bool, platform: str | None, source: str, allocators: list[str]
+) -> Trajectory:
     events = list(trace.events)
     drafts = []
     for e in events:
@@ -233,5 +244,5 @@ def _trajectory(thread_id: str, trace: Trace, success: bool, platform: str | Non
         screen_size=sizes[0] if sizes else (1, 1),  # type: ignore[arg-type]
         steps=assemble(drafts, "after", initial_screen=events[0].pre_screenshot),
         success=success,
-        metadata={"episode_id": trace.episode_id, "source": source},
+        metadata={"episode_id": trace.episode_id, "source": source, "allocators": allocators},
     )
