@@ -136,7 +136,7 @@ def test_a_screenshot_sent_as_a_data_url_is_not_encoded_again(tmp_path, make_png
     assert isinstance(wire_bytes(png, url), WireBytes)
     assert not isinstance(wire_bytes(png, url.replace("image/png", "image/jpeg")), WireBytes)
     assert not isinstance(wire_bytes(png, url[:-4] + "\n" + url[-4:]), WireBytes)  # not the wire form
-    monkeypatch.setattr(messages.base64, "b64encode", lambda data: pytest.fail("encoded again"))
+    monkeypatch.setattr(messages.pybase64, "b64encode_as_string", lambda data: pytest.fail("encoded again"))
     inner = GatedArchive(tmp_path)
     view = DeferredArchive(inner)
     sha = view.put(wire_bytes(png, url)).sha256
