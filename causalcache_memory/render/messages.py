@@ -217,8 +217,8 @@ def wire_bytes(raw: bytes, url: str) -> bytes:
     """``raw`` tagged with ``url`` (:class:`WireBytes`) when ``url`` is ``data:<mime>;base64,<b64>`` with
     ``raw``'s sniffed MIME type and the padded length of ``raw``'s encoding; else ``raw`` unchanged.
 
-    The caller must have decoded ``raw`` from ``url`` strictly (``pybase64.b64decode(..., validate=True)``): with
-    the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
+    The caller must have decoded ``raw`` from ``url`` strictly (``pybase64.b64decode(..., validate=True)``):
+    with the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
     """
     head, sep, body = url.partition(",")
     if not sep or head != f"data:{sniff_mime(raw)};base64" or len(body) != 4 * ((len(raw) + 2) // 3):
