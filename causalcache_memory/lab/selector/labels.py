@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.label_budget import LabelBudget, state_labeller
 from causalcache_memory.render.prompt import render_prompt
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
+        prompt_budget: cheaper labels under a prompt budget per state
+            (:mod:`~causalcache_memory.lab.selector.label_budget`); None (default) = full labelling.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -112,9 +115,13 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
+    prompt_budget: LabelBudget | None = None
 
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+        dump = self.model_dump()
+        if dump["prompt_budget"] is None:  # full labelling hashes as before the option existed (files resume)
+            del dump["prompt_budget"]
+        return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def decision_states(trajectory: Trajectory, budget: int, config: LabelConfig) -> list[int]:
@@ -344,12 +351,13 @@ def run_labelling(
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
+    label = state_labeller(policy, archive, config)
     bar = _progress(len(todo), progress)
     try:
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label_state(policy, archive, traj, t, budget, config)
+            record = label(traj, t, budget)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
