@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
 from causalcache_memory.allocation import recent_b
-from causalcache_memory.lab.selector.label_budget import LabelBudget, ScreenTextPrior, label_state_budgeted
+from causalcache_memory.lab.selector.label_budget import LabelBudget, ScreenTextPrior
 from causalcache_memory.lab.selector.labels import LabelConfig, label_state, read_labels, run_labelling
 
 
@@ -60,7 +62,7 @@ def test_never_scores_more_prompts_than_the_cap(world, cfg, budget):
     config = LabelConfig(prompt_budget=cfg)
     for traj, t in _states(trajs, budget):
         before = sum(len(c) for c in policy.calls)
-        rec = label_state_budgeted(policy, DictArchive(), traj, t, budget, config, FixedPrior())
+        rec = label_state(policy, DictArchive(), traj, t, budget, config, prior=FixedPrior())
         sent = sum(len(c) for c in policy.calls) - before
         assert rec["prompts_scored"] == sent == len(_sets_of(rec)) <= cfg.max_prompts
         assert rec["label_budget"] == {"prior": "fixed", "fallback": None, "cap": cfg.max_prompts}
@@ -75,7 +77,7 @@ def test_cuts_prompts_well_below_full_labelling(world):
         for tr, t in _states(trajs, 4)
     ]
     budgeted = [
-        label_state_budgeted(policy, DictArchive(), tr, t, 4, cheap, FixedPrior())["prompts_scored"]
+        label_state(policy, DictArchive(), tr, t, 4, cheap, prior=FixedPrior())["prompts_scored"]
         for tr, t in _states(trajs, 4)
     ]
     assert max(budgeted) <= 10 and sum(budgeted) * 3 < sum(full)
@@ -87,8 +89,8 @@ def test_labels_are_full_labels_prompts_with_identical_utilities(world):
     for budget in (2, 4):
         for traj, t in _states(trajs, budget):
             full = label_state(MarkerPolicy(useful), DictArchive(), traj, t, budget, LabelConfig())
-            cheap = label_state_budgeted(
-                MarkerPolicy(useful), DictArchive(), traj, t, budget, config, FixedPrior()
+            cheap = label_state(
+                MarkerPolicy(useful), DictArchive(), traj, t, budget, config, prior=FixedPrior()
             )
             full_sets, cheap_sets = _sets_of(full), _sets_of(cheap)
             singles = [g for g in cheap["groups"] if g["source"] == "singleton"]
@@ -107,12 +109,12 @@ def test_falls_back_to_full_labelling_when_the_prior_is_masked(world):
     config = LabelConfig(prompt_budget=LabelBudget(max_prompts=5))
     full = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, LabelConfig())
     masked = FixedPrior(masked=frozenset({3}))  # one distant event without a prior
-    rec = label_state_budgeted(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, masked)
+    rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=masked)
     assert rec["label_budget"]["fallback"] == "prior unavailable"
     assert rec["groups"] == full["groups"] and rec["prompts_scored"] == full["prompts_scored"] > 5
     # a masked *recent* event does not matter: recent slots are always labelled
     fine = FixedPrior(masked=frozenset(recent_b(t, 4)))
-    rec = label_state_budgeted(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, fine)
+    rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=fine)
     assert rec["label_budget"]["fallback"] is None and rec["prompts_scored"] <= 5
 
 
@@ -141,7 +143,7 @@ def test_deterministic(world, tmp_path):
     other = LabelConfig(budgets=(2, 4), prompt_budget=LabelBudget(candidates=2, explore=3, seed=6))
     traj, t = trajs[0], 19
     cands = [
-        label_state_budgeted(MarkerPolicy(useful), DictArchive(), traj, t, 4, c, FixedPrior())["groups"][0][
+        label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, c, prior=FixedPrior())["groups"][0][
             "cands"
         ]
         for c in (cfg, other)
@@ -153,9 +155,7 @@ def test_prior_decides_which_candidates_are_labelled(world):
     trajs, useful = world
     traj, t = trajs[1], 20
     config = LabelConfig(prompt_budget=LabelBudget(candidates=3, explore=0))
-    rec = label_state_budgeted(
-        MarkerPolicy(useful), DictArchive(), traj, t, 4, config, FixedPrior(lambda j: -j)
-    )
+    rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=FixedPrior(lambda j: -j))
     assert rec["groups"][0]["cands"] == [1, 2, 3]  # the oldest events rank first under this prior
 
 
@@ -164,7 +164,7 @@ class _TextArchive(DictArchive):
         self.texts = texts
 
     def get_text(self, sha256: str) -> str | None:
-        return self.texts.get(sha256)
+        return self.texts[sha256] if isinstance(self.texts, defaultdict) else self.texts.get(sha256)
 
 
 def test_screen_text_prior_ranks_screens_sharing_the_target_words(world):
@@ -207,3 +207,18 @@ def test_config_hash_of_full_labelling_is_unchanged_and_budget_is_validated(tmp_
         ConfigError, match=r"labels\.prompt_budget\.prior.*labels\.prompt_budget\.max_prompts"
     ):
         load_recipe(path)
+
+
+def test_fleet_labels_under_a_budget_equal_sequential_ones(world, tmp_path):
+    from causalcache_memory.lab.selector.label_fleet import run_labelling_fleet
+
+    trajs, useful = world
+    cfg = LabelConfig(budgets=(2, 4), max_states_per_trajectory=3, prompt_budget=LabelBudget())
+    archive = _TextArchive(defaultdict(lambda: "copy the notes"))  # every screen has text: no fallback
+    run_labelling(MarkerPolicy(useful), archive, trajs, tmp_path / "seq", cfg, progress=False)
+    run_labelling_fleet(
+        MarkerPolicy(useful), archive, trajs, tmp_path / "fleet", cfg, concurrency=3, progress=False
+    )
+    seq, fleet = (sorted(read_labels(tmp_path / n)[1], key=lambda r: r["key"]) for n in ("seq", "fleet"))
+    assert seq == fleet and len(seq) > 0
+    assert all(r["label_budget"]["fallback"] is None and r["prompts_scored"] <= 10 for r in seq)

@@ -31,7 +31,9 @@ Priors (``prior``), each returning ``p_j`` for events ``j = 1..t-1`` (NaN = unav
   ``Δ̂(j | Recent-B \\ {r}) - Δ̂(r | Recent-B \\ {r})`` (the bundled model by default, gold witness).
 
 A state whose prior is unavailable for any distant event (no text stored and no OCR, an unreadable
-screenshot) **falls back to full labelling** (record field ``budget.fallback``); such states are not capped.
+screenshot) **falls back to full labelling** (record field ``label_budget.fallback``); such states are not
+capped. :func:`~causalcache_memory.lab.selector.labels.label_state` runs this labeller when
+``LabelConfig.prompt_budget`` is set.
 """
 
 from __future__ import annotations
@@ -41,37 +43,33 @@ import logging
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import recent_b
-from causalcache_memory.errors import ConfigError
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.lab.data.trajectory import Trajectory
-    from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer
     from causalcache_memory.trace import Trace
 
 __all__ = [
-    "PRIORS",
     "CandidatePrior",
     "LabelBudget",
+    "RawGroup",
     "ScreenTextPrior",
     "SelectorPrior",
-    "label_state_budgeted",
+    "SetScore",
+    "budget_info",
+    "label_budgeted",
     "make_prior",
-    "state_labeller",
     "world_ocr_text",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: names accepted by ``LabelBudget.prior``
-PRIORS = ("screen_text", "selector")
 
 
 class LabelBudget(BaseModel):
@@ -209,18 +207,6 @@ def make_prior(budget: LabelBudget, archive: ScreenshotArchive) -> CandidatePrio
     return ScreenTextPrior(archive, world_ocr_text(archive) if budget.text == "world_ocr" else None)
 
 
-def state_labeller(
-    policy: Any, archive: ScreenshotArchive, config: LabelConfig
-) -> Callable[[Trajectory, int, int], dict[str, Any]]:
-    """``(trajectory, t, B) -> record``: full labels, or budgeted ones when ``config.prompt_budget`` is set."""
-    from causalcache_memory.lab.selector.labels import label_state
-
-    if config.prompt_budget is None:
-        return lambda traj, t, budget: label_state(policy, archive, traj, t, budget, config)
-    prior = make_prior(config.prompt_budget, archive)
-    return lambda traj, t, budget: label_state_budgeted(policy, archive, traj, t, budget, config, prior)
-
-
 # --------------------------------------------------------------------------------------------- labeller
 def _explore_rng(key: str, seed: int) -> random.Random:
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
@@ -235,10 +221,23 @@ def _ranked_candidates(distant: Sequence[int], prior: np.ndarray, cfg: LabelBudg
     return top + sorted(extra, key=lambda j: (-prior[j - 1], -j))
 
 
-class _Capped:
-    """Scores sets through a :class:`_SetScorer`, never past ``cap`` distinct prompts (truncates)."""
+class SetScore(Protocol):
+    """A state's deduplicating set scorer: ``score(sets) -> Q`` per set, with its cache and prompt count."""
 
-    def __init__(self, score: _SetScorer, cap: int) -> None:
+    cache: dict[frozenset[int], float]
+    prompts_scored: int
+
+    def __call__(self, sets: Sequence[Iterable[int]]) -> list[float]: ...
+
+
+#: ``(base, q_base, out, cands, q, source)``: one group of a labels record
+RawGroup = tuple[list[int], float, int, list[int], list[float], str]
+
+
+class _Capped:
+    """Scores sets through a :class:`SetScore`, never past ``cap`` distinct prompts (truncates)."""
+
+    def __init__(self, score: SetScore, cap: int) -> None:
         self.score, self.cap = score, cap
 
     def room(self) -> int:
@@ -256,51 +255,42 @@ class _Capped:
         return kept, (self.score(kept) if kept else [])
 
 
-def label_state_budgeted(
-    policy: Any,
-    archive: ScreenshotArchive,
+def budget_info(prior: CandidatePrior, cfg: LabelBudget, *, fallback: bool) -> dict[str, Any]:
+    """The ``label_budget`` field of a record: prior name, fallback reason (None) and the cap (None if full)."""
+    if fallback:
+        return {"prior": prior.name, "fallback": "prior unavailable", "cap": None}
+    return {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts}
+
+
+def label_budgeted(
+    score: SetScore,
+    prior: CandidatePrior,
     trajectory: Trajectory,
     t: int,
     budget: int,
-    config: LabelConfig,
-    prior: CandidatePrior,
-) -> dict[str, Any]:
-    """Label one ``(state, B)`` under ``config.prompt_budget`` (module doc); same record format as full labels.
+    trace: Trace,
+    cfg: LabelBudget,
+) -> tuple[float, list[RawGroup], list[dict[str, Any]]] | None:
+    """``(anchor, groups, path)`` of one ``(state, B)`` under ``cfg`` (module doc), or None when the prior is
+    unavailable for a distant event (the caller then labels the state in full).
 
-    The record's ``label_budget`` field says ``{"prior", "fallback", "cap"}``; ``fallback`` is set (and the
-    state labelled in full) when the prior is unavailable for a distant event.
+    ``score`` is the state's set scorer (:class:`~causalcache_memory.lab.selector.labels._SetScorer`: a
+    deduplicating cache of ``Q(S)`` with a ``prompts_scored`` count); groups are ``(base, q_base, out,
+    cands, q, source)`` tuples in the labels file's group layout.
     """
-    from causalcache_memory.lab.selector.labels import (
-        _group,
-        _SetScorer,
-        _target_text,
-        label_state,
-        state_key,
-    )
-
-    cfg = config.prompt_budget
-    if cfg is None:
-        raise ConfigError("label_state_budgeted needs labels.prompt_budget; use label_state for full labels")
-    key = state_key(trajectory.trajectory_id, t, budget)
-    trace = trajectory.trace_at(t)
     recent = recent_b(t, budget)
     rset = frozenset(recent)
     distant = [j for j in range(1, t) if j not in rset]
     p = np.asarray(prior(trajectory, t, budget, trace), dtype=np.float64)
     if p.shape != (t - 1,) or not np.all(np.isfinite(p[[j - 1 for j in distant]])):
-        logger.debug("prior %s unavailable at %s: full labelling", prior.name, key)
-        record = label_state(
-            policy, archive, trajectory, t, budget, config.model_copy(update={"prompt_budget": None})
+        logger.debug(
+            "prior %s unavailable at t=%d of %s: full labelling", prior.name, t, trajectory.trajectory_id
         )
-        record["label_budget"] = {"prior": prior.name, "fallback": "prior unavailable", "cap": None}
-        return record
-    score = _SetScorer(
-        policy, archive, trace, budget, _target_text(trajectory, t, config.target), config.batch_size
-    )
+        return None
     capped = _Capped(score, cfg.max_prompts)
     anchor = score([recent])[0]
-    cands = _ranked_candidates(distant, p, cfg, key)
-    groups: list[dict[str, Any]] = []
+    cands = _ranked_candidates(distant, p, cfg, f"{trajectory.trajectory_id}:{t}:{budget}")
+    groups: list[RawGroup] = []
     best_single: dict[int, float] = {}
     moves: list[tuple[int, int, float]] = []
     for r in sorted(recent)[: cfg.slots]:
@@ -308,29 +298,17 @@ def label_state_budgeted(
         if not sets:
             break
         js = cands[: len(sets)]
-        groups.append(_group(recent, anchor, r, js, q, "singleton"))
+        groups.append((list(recent), anchor, r, js, q, "singleton"))
         moves.extend((r, j, v) for j, v in zip(js, q, strict=True))
         for j, v in zip(js, q, strict=True):
             best_single[j] = max(v, best_single.get(j, -math.inf))
     path = _budget_path(capped, groups, moves, best_single, p, recent, anchor, cfg)
-    return {
-        "kind": "state",
-        "key": key,
-        "trajectory_id": trajectory.trajectory_id,
-        "t": t,
-        "budget": budget,
-        "recent": list(recent),
-        "anchor": anchor,
-        "groups": groups,
-        "path": path,
-        "prompts_scored": score.prompts_scored,
-        "label_budget": {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts},
-    }
+    return anchor, groups, path
 
 
 def _budget_path(
     capped: _Capped,
-    groups: list[dict[str, Any]],
+    groups: list[RawGroup],
     moves: list[tuple[int, int, float]],
     best_single: dict[int, float],
     prior: np.ndarray,
@@ -339,8 +317,6 @@ def _budget_path(
     cfg: LabelBudget,
 ) -> list[dict[str, Any]]:
     """Greedy teacher path with single-slot replacement, stopped early (module doc); appends its groups."""
-    from causalcache_memory.lab.selector.labels import _group
-
     rset = frozenset(recent)
     path = [{"set": list(recent), "q": anchor}]
     current, q_current = rset, anchor
@@ -354,7 +330,7 @@ def _budget_path(
             r = left[0]
             sets, q = capped([(current - {r}) | {j} for j in cands])
             cands = cands[: len(sets)]
-            groups.append(_group(sorted(current), q_current, r, cands, q, "path"))
+            groups.append((sorted(current), q_current, r, cands, q, "path"))
             moves = [(r, j, v) for j, v in zip(cands, q, strict=True)]
         if not moves:
             break

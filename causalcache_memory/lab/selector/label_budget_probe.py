@@ -2,13 +2,14 @@
 
 ``python -m causalcache_memory.lab.selector.label_budget_probe --out DIR [--budget NAME=JSON ...]``
 
-1. Expert demonstrations of ``--train-tasks`` tasks of the ``touch`` training worlds and ``--dev-tasks``
-   tasks of ``dev-03`` (epoch choice and calibration), labelled by the simulated policy in full and under
+1. Expert demonstrations of ``--train-tasks`` tasks of the training worlds of one action vocabulary
+   (``--vocab touch``: six worlds, ``keys``: the other six) and ``--dev-tasks`` tasks of the development
+   worlds of that vocabulary (``dev-03``; ``dev-00..02``) for epoch choice and calibration, labelled by the simulated policy in full and under
    each prompt budget (``NAME=JSON``, a :class:`~causalcache_memory.lab.selector.label_budget.LabelBudget`);
    prompts per labelled state are counted per ``B``.
 2. One selector trained per label set, same training config and seed.
-3. The allocation ladder on ``--eval-tasks`` fresh tasks of ``dev-03`` (seed ``--eval-seed``; development
-   worlds only, never held-out ones): margin over Recent-B of the deployed rule and of the paper's rule.
+3. The allocation ladder on ``--eval-tasks`` fresh tasks of the same development worlds (seed
+   ``--eval-seed``; development worlds only, never held-out ones): margin over Recent-B of the deployed rule and of the paper's rule.
 
 Prints one JSON line per label set and writes ``DIR/summary.json``. The simulated policy is shared by
 every label set (its per-prompt cache makes the cheap runs fast; prompts are counted, not seconds).
@@ -27,7 +28,11 @@ from typing import Any
 
 __all__ = ["main", "prompts_per_state"]
 
-TOUCH_TRAIN = "train-02,train-05,train-07,train-08,train-09,train-11"
+#: vocabulary -> (training worlds, development worlds): the simulated labeller speaks one vocabulary
+WORLDS = {
+    "touch": ("train-02,train-05,train-07,train-08,train-09,train-11", "dev-03"),
+    "keys": ("train-00,train-01,train-03,train-04,train-06,train-10", "dev-00,dev-01,dev-02"),
+}
 
 
 def prompts_per_state(records: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -78,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="label_budget_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--vocab", choices=sorted(WORLDS), default="touch")
     ap.add_argument("--train-tasks", type=int, default=120)
     ap.add_argument("--dev-tasks", type=int, default=40)
     ap.add_argument("--eval-tasks", type=int, default=40)
@@ -90,16 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    train_worlds, dev_worlds = WORLDS[args.vocab]
     setup = world_setup(
         tasks=args.train_tasks,
         seed=0,
         archive=str(out / "archive"),
-        worlds=TOUCH_TRAIN,
-        dev_worlds="dev-03",
+        worlds=train_worlds,
+        dev_worlds=dev_worlds,
         dev_tasks=args.dev_tasks,
     )
     evals = world_setup(
-        tasks=args.eval_tasks, seed=args.eval_seed, archive=str(out / "eval_archive"), worlds="dev-03"
+        tasks=args.eval_tasks, seed=args.eval_seed, archive=str(out / "eval_archive"), worlds=dev_worlds
     )
     policy = setup["policy"]
     runs: list[tuple[str, LabelBudget | None]] = [] if args.no_full else [("full", None)]
@@ -120,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = {
             "budget": None if prompt_budget is None else prompt_budget.model_dump(),
             "states": len(records),
+            "mean_t": statistics.fmean(int(r["t"]) for r in records),
             "prompts_per_state": prompts_per_state(records),
             "label_seconds": round(label_s, 1),
             "ladder": _ladder(policy, evals, model_dir, budgets),

@@ -27,12 +27,12 @@ import concurrent.futures
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
-from causalcache_memory.lab.selector.label_budget import state_labeller
+from causalcache_memory.lab.selector.label_budget import CandidatePrior, make_prior
 from causalcache_memory.lab.selector.labels import (
     LABELS_FORMAT,
     LABELS_VERSION,
@@ -40,6 +40,7 @@ from causalcache_memory.lab.selector.labels import (
     _open_for_append,
     _planned,
     check_labeller,
+    label_state,
     state_key,
 )
 
@@ -55,8 +56,11 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (PolicyUnavailableError, Pol
 
 
 def _label_with_retries(
-    label: Callable[[Trajectory, int, int], dict[str, Any]],
+    policy: Policy,
+    archive: ScreenshotArchive,
     item: tuple[Trajectory, int, int],
+    config: LabelConfig,
+    prior: CandidatePrior | None,
     retries: int,
     backoff_s: float,
 ) -> tuple[dict[str, Any] | None, int, str | None]:
@@ -65,7 +69,7 @@ def _label_with_retries(
     last = None
     for attempt in range(retries + 1):
         try:
-            return label(traj, t, budget), attempt, None
+            return label_state(policy, archive, traj, t, budget, config, prior=prior), attempt, None
         except TRANSIENT_ERRORS as exc:
             last = f"{type(exc).__name__}: {exc}"
             if attempt < retries:
@@ -120,12 +124,15 @@ def run_labelling_fleet(
         "prompts": 0,
         "errors": [],
     }
-    label = state_labeller(policy, archive, config)
+    prior = make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
     start = time.perf_counter()
     try:
         with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="label") as pool:
-            futures = [pool.submit(_label_with_retries, label, item, retries, backoff_s) for item in todo]
+            futures = [
+                pool.submit(_label_with_retries, policy, archive, item, config, prior, retries, backoff_s)
+                for item in todo
+            ]
             for future in concurrent.futures.as_completed(futures):
                 try:
                     record, used, error = future.result()

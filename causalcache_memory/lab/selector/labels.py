@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.lab.selector.label_budget import LabelBudget, state_labeller
+from causalcache_memory.lab.selector import label_budget as lb
 from causalcache_memory.render.prompt import render_prompt
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
-    prompt_budget: LabelBudget | None = None
+    prompt_budget: lb.LabelBudget | None = None
 
     def config_hash(self) -> str:
         dump = self.model_dump()
@@ -187,15 +187,46 @@ def label_state(
     t: int,
     budget: int,
     config: LabelConfig,
+    *,
+    prior: lb.CandidatePrior | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)``; returns the JSON record (see module doc)."""
+    """Label one ``(state, B)``; returns the JSON record (see module doc). With ``config.prompt_budget``
+    under that budget (:mod:`~causalcache_memory.lab.selector.label_budget`; ``prior`` built if not given)."""
     trace = trajectory.trace_at(t)
     score = _SetScorer(
         policy, archive, trace, budget, _target_text(trajectory, t, config.target), config.batch_size
     )
     recent = recent_b(t, budget)
+    cheap, extra = None, {}
+    if config.prompt_budget is not None:  # labelled in full when the prior is unavailable
+        prior = prior if prior is not None else lb.make_prior(config.prompt_budget, archive)
+        cheap = lb.label_budgeted(score, prior, trajectory, t, budget, trace, config.prompt_budget)
+        extra["label_budget"] = lb.budget_info(prior, config.prompt_budget, fallback=cheap is None)
+    if cheap is None:
+        anchor, groups, path = _full_labels(score, recent, config)
+    else:
+        anchor, groups, path = cheap[0], [_group(*g) for g in cheap[1]], cheap[2]
+    return {
+        "kind": "state",
+        "key": state_key(trajectory.trajectory_id, t, budget),
+        "trajectory_id": trajectory.trajectory_id,
+        "t": t,
+        "budget": budget,
+        "recent": list(recent),
+        "anchor": anchor,
+        "groups": groups,
+        "path": path,
+        "prompts_scored": score.prompts_scored,
+        **extra,
+    }
+
+
+def _full_labels(
+    score: _SetScorer, recent: tuple[int, ...], config: LabelConfig
+) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(anchor, groups, path)`` of full labelling (module doc)."""
     rset = frozenset(recent)
-    distant = [j for j in range(1, t) if j not in rset]
+    distant = [j for j in range(1, score.trace.t) if j not in rset]
     anchor = score([recent])[0]
     slots = list(recent) if config.all_slots else [min(recent)]
     groups: list[dict[str, Any]] = []
@@ -229,18 +260,7 @@ def label_state(
             break
         current, q_current = (current - {r}) | {j}, v
         path.append({"set": sorted(current), "q": v})
-    return {
-        "kind": "state",
-        "key": state_key(trajectory.trajectory_id, t, budget),
-        "trajectory_id": trajectory.trajectory_id,
-        "t": t,
-        "budget": budget,
-        "recent": list(recent),
-        "anchor": anchor,
-        "groups": groups,
-        "path": path,
-        "prompts_scored": score.prompts_scored,
-    }
+    return anchor, groups, path
 
 
 def _group(
@@ -351,13 +371,13 @@ def run_labelling(
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
-    label = state_labeller(policy, archive, config)
+    prior = lb.make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
     try:
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label(traj, t, budget)
+            record = label_state(policy, archive, traj, t, budget, config, prior=prior)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
