@@ -222,3 +222,14 @@ def test_fleet_labels_under_a_budget_equal_sequential_ones(world, tmp_path):
     seq, fleet = (sorted(read_labels(tmp_path / n)[1], key=lambda r: r["key"]) for n in ("seq", "fleet"))
     assert seq == fleet and len(seq) > 0
     assert all(r["label_budget"]["fallback"] is None and r["prompts_scored"] <= 10 for r in seq)
+
+
+def test_probe_counts_prompts_per_state_and_fallbacks():
+    from causalcache_memory.lab.selector.label_budget_probe import prompts_per_state
+
+    records = [
+        {"budget": 4, "prompts_scored": 10, "label_budget": {"fallback": None}},
+        {"budget": 4, "prompts_scored": 30, "label_budget": {"fallback": "prior unavailable"}},
+        {"budget": 2, "prompts_scored": 5},
+    ]
+    assert prompts_per_state(records) == {"B2": 5.0, "B4": 20.0, "all": 15.0, "fallback_share": 1 / 3}

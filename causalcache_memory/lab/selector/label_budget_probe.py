@@ -11,7 +11,8 @@
 3. The allocation ladder on ``--eval-tasks`` fresh tasks of the same development worlds (seed
    ``--eval-seed``; development worlds only, never held-out ones): margin over Recent-B of the deployed rule and of the paper's rule.
 
-Prints one JSON line per label set and writes ``DIR/summary.json``. The simulated policy is shared by
+Prints one JSON line per label set and writes ``DIR/summary_seeds<S>.json`` (``ladder`` per training
+seed ``--train-seeds``). Label files already in ``DIR`` are resumed, so more seeds reuse the labels. The simulated policy is shared by
 every label set (its per-prompt cache makes the cheap runs fast; prompts are counted, not seconds).
 """
 
@@ -47,10 +48,10 @@ def prompts_per_state(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def _train(records, trajectories, model_dir: Path, epochs: int) -> None:  # type: ignore[no-untyped-def]
+def _train(records, trajectories, model_dir: Path, epochs: int, seed: int) -> None:  # type: ignore[no-untyped-def]
     from causalcache_memory.lab.selector.train import TrainConfig, build_examples, train_selector
 
-    cfg = TrainConfig(epochs=epochs, seed=0, split_by="metadata")
+    cfg = TrainConfig(epochs=epochs, seed=seed, split_by="metadata")
     examples = build_examples(records, {t.trajectory_id: t for t in trajectories}, seed=0)
     train_selector(examples, cfg, output_dir=model_dir, image_features=False)
 
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-states", type=int, default=6, help="labelled states per trajectory and B")
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--ladder-budgets", default="4")
+    ap.add_argument("--train-seeds", default="0", help="training seeds; one selector and ladder per seed")
     ap.add_argument("--budget", action="append", default=[], help="NAME=JSON of a LabelBudget")
     ap.add_argument("--no-full", action="store_true", help="skip the full-labelling baseline")
     args = ap.parse_args(argv)
@@ -122,19 +124,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_labelling(policy, setup["archive"], setup["trajectories"], path, cfg, progress=False)
         label_s = time.perf_counter() - start
         _, records = read_labels(path)
-        model_dir = out / f"model_{name}"
-        _train(records, setup["trajectories"], model_dir, args.epochs)
+        ladders = {}
+        for seed in (int(x) for x in args.train_seeds.split(",")):
+            model_dir = out / f"model_{name}" if seed == 0 else out / f"model_{name}_seed{seed}"
+            _train(records, setup["trajectories"], model_dir, args.epochs, seed)
+            ladders[str(seed)] = _ladder(policy, evals, model_dir, budgets)
         row = {
             "budget": None if prompt_budget is None else prompt_budget.model_dump(),
             "states": len(records),
             "mean_t": statistics.fmean(int(r["t"]) for r in records),
             "prompts_per_state": prompts_per_state(records),
             "label_seconds": round(label_s, 1),
-            "ladder": _ladder(policy, evals, model_dir, budgets),
+            "ladder": ladders,
         }
         summary[name] = row
         print(json.dumps({"name": name, **row}), flush=True)
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        (out / f"summary_seeds{args.train_seeds.replace(',', '-')}.json").write_text(
+            json.dumps(summary, indent=1)
+        )
     return 0
 
 
