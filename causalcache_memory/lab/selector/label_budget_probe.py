@@ -12,7 +12,8 @@
    ``--eval-seed``; development worlds only, never held-out ones): margin over Recent-B of the deployed rule and of the paper's rule.
 
 Prints one JSON line per label set and writes ``DIR/summary_seeds<S>.json`` (``ladder`` per training
-seed ``--train-seeds``). Label files already in ``DIR`` are resumed, so more seeds reuse the labels. The simulated policy is shared by
+seed ``--train-seeds``; rows of earlier runs with the same seeds are kept). Label files already in
+``DIR`` are resumed, so more seeds reuse the labels. The simulated policy is shared by
 every label set (its per-prompt cache makes the cheap runs fast; prompts are counted, not seconds).
 """
 
@@ -116,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, _, raw = spec.partition("=")
         runs.append((name, LabelBudget(**json.loads(raw))))
     budgets = [int(b) for b in args.ladder_budgets.split(",")]
-    summary: dict[str, Any] = {}
+    summary_path = out / f"summary_seeds{args.train_seeds.replace(',', '-')}.json"
+    summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     for name, prompt_budget in runs:
         cfg = LabelConfig(max_states_per_trajectory=args.max_states, prompt_budget=prompt_budget)
         path = out / f"labels_{name}.jsonl"
