@@ -233,3 +233,18 @@ def test_probe_counts_prompts_per_state_and_fallbacks():
         {"budget": 2, "prompts_scored": 5},
     ]
     assert prompts_per_state(records) == {"B2": 5.0, "B4": 20.0, "all": 15.0, "fallback_share": 1 / 3}
+
+
+def test_slots_are_labelled_oldest_first_while_the_cap_allows(world):
+    trajs, useful = world
+    traj, t = trajs[0], 12  # B = 4: 7 distant events
+    recent = sorted(recent_b(t, 4))
+
+    def singles(**kw):
+        cfg = LabelConfig(prompt_budget=LabelBudget(**kw))
+        rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, cfg, prior=FixedPrior())
+        return [(g["out"], len(g["cands"])) for g in rec["groups"] if g["source"] == "singleton"]
+
+    assert singles() == [(recent[0], 7), (recent[1], 2)]  # 1 anchor + 7 + 2 = the cap of 10
+    assert singles(slots=1) == [(recent[0], 7)]
+    assert singles(candidates=2, explore=0, max_prompts=20) == [(r, 2) for r in recent]

@@ -5,8 +5,9 @@ Full labelling (:func:`~causalcache_memory.lab.selector.labels.label_state`) sco
 labeller scores a subset of the *same* prompts, chosen by a cheap prior, under a hard cap:
 
 * **anchor** ``Q(Recent-B)`` (1 prompt);
-* **single-slot replacement** (paper): swaps out of the ``slots`` oldest recent slots only (1 by default;
-  the oldest slot first), not out of every slot;
+* **slots oldest first**: swaps out of the oldest recent slot first (the paper's single-slot
+  replacement), then out of the next oldest while the cap allows (``slots``: at most that many slots;
+  None, the default, = every slot the cap leaves room for; 1 = single-slot replacement only);
 * **candidate pruning**: per slot, the ``candidates`` distant events ranked highest by the prior, plus
   ``explore`` events drawn uniformly from the rest (deterministic, seeded by the state key) so the
   scorer also sees low-prior events with their true (usually zero or negative) utilities;
@@ -81,7 +82,8 @@ class LabelBudget(BaseModel):
             only) or ``world_ocr`` (stored text, else the synthetic world's exact OCR).
         candidates: distant events kept per labelled slot, best prior first.
         explore: extra distant events per slot drawn uniformly from the rest (seeded by the state key).
-        slots: oldest recent slots labelled (1 = the paper's single-slot replacement).
+        slots: at most this many recent slots labelled, oldest first (None = as many as the cap allows;
+            1 = the paper's single-slot replacement).
         path_length: maximum swaps on the teacher path (capped at ``B``; 0 = no path).
         path_candidates: candidates tried at each further path step.
         path_min_prior: a further path step runs only while its best candidate's prior exceeds this.
@@ -96,7 +98,7 @@ class LabelBudget(BaseModel):
     text: Literal["archive", "world_ocr"] = "archive"
     candidates: int = Field(6, ge=1)
     explore: int = Field(1, ge=0)
-    slots: int = Field(1, ge=1)
+    slots: int | None = Field(None, ge=1)
     path_length: int = Field(2, ge=0)
     path_candidates: int = Field(2, ge=1)
     path_min_prior: float = 0.0
@@ -293,7 +295,7 @@ def label_budgeted(
     groups: list[RawGroup] = []
     best_single: dict[int, float] = {}
     moves: list[tuple[int, int, float]] = []
-    for r in sorted(recent)[: cfg.slots]:
+    for r in sorted(recent)[: cfg.slots or len(recent)]:
         sets, q = capped([(rset - {r}) | {j} for j in cands])
         if not sets:
             break
