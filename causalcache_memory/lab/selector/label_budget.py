@@ -64,7 +64,7 @@ __all__ = [
     "ScreenTextPrior",
     "SelectorPrior",
     "SetScore",
-    "budget_info",
+    "budgeted",
     "label_budgeted",
     "make_prior",
     "world_ocr_text",
@@ -224,8 +224,9 @@ def _ranked_candidates(distant: Sequence[int], prior: np.ndarray, cfg: LabelBudg
 
 
 class SetScore(Protocol):
-    """A state's deduplicating set scorer: ``score(sets) -> Q`` per set, with its cache and prompt count."""
+    """A state's deduplicating set scorer: ``score(sets) -> Q`` per set, its budget, cache and prompt count."""
 
+    budget: int
     cache: dict[frozenset[int], float]
     prompts_scored: int
 
@@ -257,11 +258,30 @@ class _Capped:
         return kept, (self.score(kept) if kept else [])
 
 
-def budget_info(prior: CandidatePrior, cfg: LabelBudget, *, fallback: bool) -> dict[str, Any]:
-    """The ``label_budget`` field of a record: prior name, fallback reason (None) and the cap (None if full)."""
-    if fallback:
-        return {"prior": prior.name, "fallback": "prior unavailable", "cap": None}
-    return {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts}
+def budgeted(
+    score: SetScore,
+    cfg: LabelBudget | None,
+    prior: CandidatePrior | None,
+    archive: ScreenshotArchive,
+    trajectory: Trajectory,
+    t: int,
+    trace: Trace,
+    group: Callable[..., dict[str, Any]],
+) -> tuple[tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None, dict[str, Any]]:
+    """``((anchor, groups, path) or None, extra record fields)`` of one state under ``cfg``.
+
+    None with no extra field when ``cfg`` is None (full labelling); None with ``label_budget.fallback``
+    set when the prior is unavailable (the caller labels in full). ``prior`` is built from ``cfg`` when
+    not given; ``group(*raw)`` turns a :data:`RawGroup` into the labels file's group record.
+    """
+    if cfg is None:
+        return None, {}
+    prior = prior if prior is not None else make_prior(cfg, archive)
+    raw = label_budgeted(score, prior, trajectory, t, score.budget, trace, cfg)
+    if raw is None:
+        return None, {"label_budget": {"prior": prior.name, "fallback": "prior unavailable", "cap": None}}
+    info = {"label_budget": {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts}}
+    return (raw[0], [group(*g) for g in raw[1]], raw[2]), info
 
 
 def label_budgeted(

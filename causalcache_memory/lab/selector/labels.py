@@ -100,8 +100,8 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
-        prompt_budget: cheaper labels under a prompt budget per state
-            (:mod:`~causalcache_memory.lab.selector.label_budget`); None (default) = full labelling.
+        prompt_budget: cheaper labels (:mod:`~causalcache_memory.lab.selector.label_budget`; replaces
+            ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -118,9 +118,7 @@ class LabelConfig(BaseModel):
     prompt_budget: lb.LabelBudget | None = None
 
     def config_hash(self) -> str:
-        dump = self.model_dump()
-        if dump["prompt_budget"] is None:  # full labelling hashes as before the option existed (files resume)
-            del dump["prompt_budget"]
+        dump = self.model_dump(exclude={"prompt_budget"} if self.prompt_budget is None else None)  # as before
         return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -190,22 +188,14 @@ def label_state(
     *,
     prior: lb.CandidatePrior | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)``; returns the JSON record (see module doc). With ``config.prompt_budget``
-    under that budget (:mod:`~causalcache_memory.lab.selector.label_budget`; ``prior`` built if not given)."""
+    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record."""
     trace = trajectory.trace_at(t)
     score = _SetScorer(
         policy, archive, trace, budget, _target_text(trajectory, t, config.target), config.batch_size
     )
     recent = recent_b(t, budget)
-    cheap, extra = None, {}
-    if config.prompt_budget is not None:  # labelled in full when the prior is unavailable
-        prior = prior if prior is not None else lb.make_prior(config.prompt_budget, archive)
-        cheap = lb.label_budgeted(score, prior, trajectory, t, budget, trace, config.prompt_budget)
-        extra["label_budget"] = lb.budget_info(prior, config.prompt_budget, fallback=cheap is None)
-    if cheap is None:
-        anchor, groups, path = _full_labels(score, recent, config)
-    else:
-        anchor, groups, path = cheap[0], [_group(*g) for g in cheap[1]], cheap[2]
+    cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
+    anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
     return {
         "kind": "state",
         "key": state_key(trajectory.trajectory_id, t, budget),
@@ -224,7 +214,6 @@ def label_state(
 def _full_labels(
     score: _SetScorer, recent: tuple[int, ...], config: LabelConfig
 ) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(anchor, groups, path)`` of full labelling (module doc)."""
     rset = frozenset(recent)
     distant = [j for j in range(1, score.trace.t) if j not in rset]
     anchor = score([recent])[0]
