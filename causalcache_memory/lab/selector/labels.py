@@ -211,9 +211,7 @@ def label_state(
     }
 
 
-def _full_labels(
-    score: _SetScorer, recent: tuple[int, ...], config: LabelConfig
-) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]]:
+def _full_labels(score: _SetScorer, recent: tuple[int, ...], config: LabelConfig) -> tuple[float, list, list]:
     rset = frozenset(recent)
     distant = [j for j in range(1, score.trace.t) if j not in rset]
     anchor = score([recent])[0]
