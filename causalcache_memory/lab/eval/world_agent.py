@@ -182,7 +182,12 @@ def memory_for(
             "policy": {"kind": "simulated"},
         }
     )
-    allocation = allocation if allocation is not None else build_allocator(config.allocation)
+    if allocation is None:
+        allocation = build_allocator(config.allocation)
+        if ARMS[arm] == "selector":  # the screens' text, read as in training (the world's exact OCR)
+            from causalcache_memory.lab.selector.world_text import WorldScreenText
+
+            allocation.use_screen_text(WorldScreenText(archive))
     return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "LabelConfig",
     "decision_states",
     "label_state",
+    "policy_of",
     "read_labels",
     "run_labelling",
 ]
@@ -317,7 +318,7 @@ def run_labelling(
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label_state(policy, archive, traj, t, budget, config)
+            record = label_state(policy_of(policy, traj), archive, traj, t, budget, config)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
@@ -328,6 +329,13 @@ def run_labelling(
         fh.close()
         bar.close()
     return counts
+
+
+def policy_of(policy: Policy, trajectory: Trajectory) -> Policy:
+    """The policy that labels ``trajectory``: ``policy.for_trajectory(trajectory)`` when the labeller
+    routes per trajectory (e.g. one simulated policy per world), else ``policy`` itself."""
+    route = getattr(policy, "for_trajectory", None)
+    return route(trajectory) if callable(route) else policy
 
 
 def _progress(total: int, enabled: bool) -> Any:
