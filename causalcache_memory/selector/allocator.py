@@ -136,7 +136,8 @@ class SelectorAllocator:
         if inverted:
             self.name = "selector_inverted"
         self.screen_text = screen_text
-        self._extractor = FeatureExtractor(screen_text=screen_text)
+        self._plain = FeatureExtractor(screen_text=screen_text)  # for archives it reads nothing from
+        self._extractor = self._plain
         self._archive: object | None = None
         # guards only the (archive -> extractor) binding; never held during feature extraction or I/O
         self._lock = threading.Lock()
@@ -146,7 +147,7 @@ class SelectorAllocator:
         with self._lock:
             self.screen_text = source
             self._archive = None
-            self._extractor = FeatureExtractor(screen_text=source)
+            self._plain = self._extractor = FeatureExtractor(screen_text=source)
 
     def _extractor_for(self, archive: object | None) -> FeatureExtractor:
         """The feature extractor bound to ``archive``: its thumbnails when the model uses images, its
@@ -154,7 +155,7 @@ class SelectorAllocator:
         images = archive is not None and self.model.image_features and hasattr(archive, "open_image")
         text = self.screen_text is None and callable(getattr(archive, "get_text", None))
         if not images and not text:
-            return self._extractor  # nothing to read from this archive
+            return self._plain  # nothing to read from this archive
         old = None
         with self._lock:
             if archive is not self._archive:

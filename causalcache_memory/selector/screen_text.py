@@ -69,8 +69,12 @@ class ScreenTextSource(Protocol):
     def get_text(self, sha256: str) -> str | None: ...
 
 
+def _bucket(item: str, buckets: int = TEXT_BUCKETS) -> int:
+    return zlib.crc32(item.encode()) % buckets
+
+
 def _ids(items: set[str], buckets: int, width: int) -> np.ndarray:
-    ids = sorted({zlib.crc32(item.encode()) % buckets for item in items})[:width]
+    ids = sorted({_bucket(item, buckets) for item in items})[:width]
     return np.array(ids + [buckets] * (width - len(ids)), dtype=np.int32)
 
 
@@ -116,7 +120,7 @@ class BlobText:
         n_values: their number.
         shapes: ``(SHAPE_WIDTH,)`` bucket ids of the distinct value shapes.
         line_words: the words of each line, in reading order.
-        line_has_value: whether each line holds a value-shaped token.
+        line_values: the bucket ids of each line's value-shaped tokens.
     """
 
     words: np.ndarray
@@ -125,7 +129,7 @@ class BlobText:
     n_values: int
     shapes: np.ndarray
     line_words: tuple[frozenset[str], ...]
-    line_has_value: tuple[bool, ...]
+    line_values: tuple[frozenset[int], ...]
 
 
 def encode_text(text: str) -> BlobText:
@@ -143,7 +147,7 @@ def encode_text(text: str) -> BlobText:
         int((v < TEXT_BUCKETS).sum()),
         shape_ids({value_shape(x) for x in values}),
         line_words,
-        tuple(bool(value_tokens(line)) for line in lines),
+        tuple(frozenset(_bucket(v.lower()) for v in value_tokens(line)) for line in lines),
     )
 
 

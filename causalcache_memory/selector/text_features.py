@@ -156,13 +156,14 @@ class TraceText:
         s[3] = self.goal_vec[new_words].sum() / self.goal_n if self.goal_n else 0.0
         s[4] = np.log1p(len(values)) / np.log(10.0)
         s[5] = len(new_values) / len(values) if len(values) else 0.0
-        s[6] = float(len(new_values) > 0 and self._name_beside_value(blob))
+        s[6] = float(self._name_beside_value(blob, {int(v) for v in new_values}))
 
-    def _name_beside_value(self, blob: BlobText) -> bool:
-        lines = blob.line_words
+    def _name_beside_value(self, blob: BlobText, new_values: set[int]) -> bool:
+        """A line naming a goal name with a new value on it or on the next line."""
+        lines, values = blob.line_words, blob.line_values
         for i, words in enumerate(lines):
             if words & self.name_set and (
-                blob.line_has_value[i] or (i + 1 < len(lines) and blob.line_has_value[i + 1])
+                values[i] & new_values or (i + 1 < len(lines) and values[i + 1] & new_values)
             ):
                 return True
         return False
