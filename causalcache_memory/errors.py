@@ -35,6 +35,7 @@ __all__ = [
     "PromptImageError",
     "RenderError",
     "SchemaMismatchError",
+    "ScreenTextError",
     "SelectorError",
     "TraceConflictError",
     "TraceError",
@@ -120,6 +121,10 @@ class BlobCorruptError(ArchiveError):
 
 class ImageRejectedError(ArchiveError, ValueError):
     """Bytes offered to the archive are not an acceptable image (corrupt, unsupported, too large)."""
+
+
+class ScreenTextError(ArchiveError, ValueError):
+    """Screen text offered to the archive is not acceptable (not a ``str``, not UTF-8, over the size cap)."""
 
 
 class AllocationError(CausalCacheError, ValueError):

@@ -6,6 +6,13 @@ and prints success and the task-paired difference to Recent-4 (with tasks helped
 Tasks are drawn with ``purpose="calibrate"``: held-out worlds are refused.
 
     python tools/world_recency_check.py dev 60 0,1
+
+``positions`` prints, for candidate ``before_read`` values on the development worlds, where the evidence of
+memory-critical tasks sits (First-4 / Recent-4 / uniform shares, the position rule of
+``lab/world/positions.py``, and the histogram of evidence events) -- how the family's ``before_read``
+draw was chosen (docs/WORLD.md, "Where the evidence sits"). No closed-loop run, a second or two:
+
+    python tools/world_recency_check.py positions
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from causalcache_memory.allocation.positional import EvenlySpacedAllocator, Firs
 from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
 from causalcache_memory.archive.local import LocalArchive
 from causalcache_memory.lab.world.calibration import EvidenceOracleAllocator, run_episode
-from causalcache_memory.lab.world.family import policy_for_world
+from causalcache_memory.lab.world.family import KNOB_VALUES, policy_for_world
 from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
+from causalcache_memory.lab.world.positions import before_read_positions, meets_position_rule
 
 ARMS = {
     "summary_only": SummaryOnlyAllocator,
@@ -59,5 +67,27 @@ def main(worlds: str, n: int, seeds: list[int]) -> None:
             print(f"{arm:13s} {name:16s} {mean:.2f} Δ={delta:+.2f} helped={helped} harmed={harmed}")
 
 
+#: the before_read values examined (v2's 0-k ranges, and longer ones); the rule keeps every value that meets it
+CANDIDATES = ((0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6), (1, 3), (1, 4), (1, 5), (1, 6), (2, 4), (2, 6))
+
+
+def positions() -> None:
+    shipped = set(KNOB_VALUES["before_read"]["dev"])
+    print("before_read  first-4  recent-4  uniform  need  rule  shipped  evidence event histogram (1..12+)")
+    for value in CANDIDATES:
+        p = before_read_positions(value)
+        hist = [p.histogram.get(e, 0) for e in range(1, 12)] + [
+            sum(c for e, c in p.histogram.items() if e >= 12)
+        ]
+        print(
+            f"{value!s:11s}  {p.first_share:7.2f}  {p.recent_share:8.2f}  {p.uniform_share:7.2f}  "
+            f"{p.mean_need:4.1f}  {'meets' if meets_position_rule(p) else 'fails':5s}  "
+            f"{'yes' if value in shipped else '':7s}  {hist}"
+        )
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")])
+    if sys.argv[1:] == ["positions"]:
+        positions()
+    else:
+        main(sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")])

@@ -32,7 +32,8 @@ def run_gc(archive: Any, *, grace_seconds: float, dry_run: bool, temp_grace_seco
     """Delete unreferenced objects older than ``grace_seconds``; sweep temporary files.
 
     ``archive`` provides ``_referenced()``, ``_stored()`` (``(sha, handle)`` of every blob and record),
-    ``_mark(sha)``/``_unmark(marker)``, ``_collect(sha, handle, grace, dry_run) -> (outcome, size)`` and
+    ``_mark(sha)``/``_unmark(marker)``, ``_collect(sha, handle, grace, dry_run) -> (outcome, size)``
+    (outcome ``"deleted"``, ``"recent"``, ``"gone"`` or ``"kept"``) and
     ``_sweep_tmp(cutoff)``.
     """
     if not grace_seconds >= 0:
@@ -53,7 +54,9 @@ def run_gc(archive: Any, *, grace_seconds: float, dry_run: bool, temp_grace_seco
                     kept += 1  # referenced by now, or our markers are too old to hold writers back
                     continue
                 outcome, size = archive._collect(sha, handle, grace_seconds, dry_run)
-                if outcome == "recent":
+                if outcome == "kept":
+                    kept += 1  # an orphan text whose blob was stored again meanwhile
+                elif outcome == "recent":
                     recent += 1
                 elif outcome == "deleted":
                     deleted += 1

@@ -4,6 +4,7 @@ Layout, identical for every backend (relative to the archive root)::
 
     blobs/<sha256[:2]>/<sha256>    original image bytes, addressed by their sha256
     records/<sha256[:2]>/<sha256>  small JSON records (trace chain nodes), addressed by their sha256
+    texts/<sha256[:2]>/<sha256>    screen text of blob <sha256> (``_texts.py``), addressed by the blob's hash
     refs/<episode_id>/<sha256>     empty marker: the episode references the blob or record (retention)
     refs/<episode_id>/head.<sha>   claim of a trace head's successor (``trace_store``; ``head.root``)
     tmp/                           temporary files of in-flight writes (rename-based backends)

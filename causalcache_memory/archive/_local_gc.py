@@ -33,6 +33,7 @@ from causalcache_memory.archive._localfs import (
     refuse_symlink,
     unlink_at,
 )
+from causalcache_memory.archive._texts import TEXTS, text_relpath
 from causalcache_memory.archive.base import GCReport
 
 __all__ = ["TEMP_GRACE_SECONDS", "LocalCollection"]
@@ -55,15 +56,23 @@ class LocalCollection:
         ``max(grace_seconds, TEMP_GRACE_SECONDS)``. ``dry_run`` reports what would be deleted and deletes
         nothing. Each deletion follows the marker rule of the module docstring.
         """
-        for sub in (BLOBS, RECORDS, REFS, TMP, GC):
+        for sub in (BLOBS, RECORDS, TEXTS, REFS, TMP, GC):
             refuse_symlink(self.root / sub)
         return run_gc(
             self, grace_seconds=grace_seconds, dry_run=dry_run, temp_grace_seconds=TEMP_GRACE_SECONDS
         )
 
     def _stored(self) -> list[tuple[str, Path]]:
-        stored = [(sha, self._blob(sha)) for sha in self.iter_hashes()]
-        return stored + [(sha, self.root / record_relpath(sha)) for sha in self.iter_records()]
+        """Every blob and record, and every text whose blob is not stored (an orphan); the text of a
+        stored blob is no candidate of its own: it is deleted with its blob (:meth:`_collect`)."""
+        blobs = list(self.iter_hashes())
+        stored = [(sha, self._blob(sha)) for sha in blobs]
+        stored += [(sha, self.root / record_relpath(sha)) for sha in self.iter_records()]
+        have = set(blobs)
+        return stored + [(sha, self._text(sha)) for sha in self.iter_texts() if sha not in have]
+
+    def _text(self, sha: str) -> Path:
+        return self.root / text_relpath(sha)
 
     def _mark(self, sha: str) -> Path:
         """Announce that a collector is deciding on ``sha`` (writers wait while the marker exists)."""
@@ -79,13 +88,23 @@ class LocalCollection:
             marker.unlink()
 
     def _collect(self, sha: str, path: Path, grace: float, dry_run: bool) -> tuple[str, int]:
-        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now."""
+        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now.
+
+        A blob takes its text with it. An orphan text is deleted only if its blob is still absent now
+        (a writer may have stored the blob again since the listing)."""
+        text = path == self._text(sha)
+        if text and sha in self:
+            return "kept", 0
         try:
             st = path.lstat()
         except FileNotFoundError:
             return "gone", 0
         if time.time() - st.st_mtime < grace:
             return "recent", 0
+        size = st.st_size
+        if not text:
+            with contextlib.suppress(FileNotFoundError):
+                size += self._text(sha).lstat().st_size
         if not dry_run:
             try:
                 path.unlink()
@@ -93,7 +112,18 @@ class LocalCollection:
                 return "gone", 0
             except OSError as exc:
                 raise os_error(exc, f"cannot delete {path}") from exc
-        return "deleted", st.st_size
+            if not text:
+                self._unlink_quietly(self._text(sha))
+        return "deleted", size
+
+    @staticmethod
+    def _unlink_quietly(path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise os_error(exc, f"cannot delete {path}") from exc
 
     def _sweep_tmp(self, cutoff: float | None) -> int:
         """Remove temp files of dead writers on this host, and (``cutoff`` given) any older than it."""
@@ -113,14 +143,17 @@ class LocalCollection:
     # ------------------------------------------------------------------ maintenance (causalcache archive check)
     def _discard(self, kind: str, sha: str) -> None:
         """Delete a damaged object so the next ``put`` of its bytes stores it afresh."""
-        path = self._blob(sha) if kind == "blob" else self.root / record_relpath(sha)
+        if kind == "blob":
+            path = self._blob(sha)
+        else:
+            path = self._text(sha) if kind == "text" else self.root / record_relpath(sha)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
     def _layout_problems(self) -> list[str]:
         """Symlinks (never followed) where the archive keeps its own files and folders."""
         problems = []
-        for sub in (BLOBS, RECORDS, REFS, TMP, GC):
+        for sub in (BLOBS, RECORDS, TEXTS, REFS, TMP, GC):
             base = self.root / sub
             if base.is_symlink():
                 problems.append(f"{base} is a symbolic link")
@@ -129,7 +162,7 @@ class LocalCollection:
                 for entry in os.scandir(base):
                     if entry.is_symlink():
                         problems.append(f"{entry.path} is a symbolic link")
-                    elif entry.is_dir(follow_symlinks=False) and sub in (BLOBS, RECORDS, REFS):
+                    elif entry.is_dir(follow_symlinks=False) and sub in (BLOBS, RECORDS, TEXTS, REFS):
                         problems += [
                             f"{e.path} is a symbolic link" for e in os.scandir(entry.path) if e.is_symlink()
                         ]

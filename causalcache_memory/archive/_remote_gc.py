@@ -27,6 +27,7 @@ from causalcache_memory.archive._keys import (
     record_relpath,
     temp_writer_is_dead,
 )
+from causalcache_memory.archive._texts import TEXTS, text_relpath
 from causalcache_memory.archive.base import GCReport
 
 __all__ = ["STAMP_RESOLUTION_S", "TEMP_GRACE_SECONDS", "FsspecCollection", "info_mtime"]
@@ -87,8 +88,14 @@ class FsspecCollection:
         return live
 
     def _stored(self) -> list[tuple[str, str]]:
-        stored = [(sha, self._path(blob_relpath(sha))) for sha in self._list_blobs()]
-        return stored + [(sha, self._path(record_relpath(sha))) for sha in self._list(RECORDS)]
+        """Every blob and record, and every text whose blob is not stored (an orphan); the text of a
+        stored blob is no candidate of its own: it is deleted with its blob (:meth:`_collect`)."""
+        blobs = self._list_blobs()
+        stored = [(sha, self._path(blob_relpath(sha))) for sha in blobs]
+        stored += [(sha, self._path(record_relpath(sha))) for sha in self._list(RECORDS)]
+        return stored + [
+            (sha, self._path(text_relpath(sha))) for sha in self._list(TEXTS) if sha not in blobs
+        ]
 
     def _mark(self, sha: str) -> str:
         """Announce that a collector is deciding on ``sha`` (writers wait while the marker exists)."""
@@ -104,7 +111,19 @@ class FsspecCollection:
             self._fs.rm_file(marker)
 
     def _collect(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
-        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now."""
+        """Delete one object (marked and still unreferenced) if it is older than ``grace`` now.
+
+        A blob takes its text with it. An orphan text is deleted only if its blob is still absent now
+        (a writer may have stored the blob again since the listing)."""
+        text = path == self._path(text_relpath(sha))
+        if text and sha in self:
+            return "kept", 0
+        outcome, size = self._collect_one(sha, path, grace, dry_run)
+        if outcome == "deleted" and not text:
+            size += self._collect_one(sha, self._path(text_relpath(sha)), 0.0, dry_run)[1]
+        return outcome, size
+
+    def _collect_one(self, sha: str, path: str, grace: float, dry_run: bool) -> tuple[str, int]:
         with self._io(f"cannot collect object {sha}"):
             self._fs.invalidate_cache(path)
             try:
@@ -144,7 +163,7 @@ class FsspecCollection:
 
     # ------------------------------------------------------------------ maintenance (causalcache archive check)
     def _discard(self, kind: str, sha: str) -> None:
-        rel = blob_relpath(sha) if kind == "blob" else record_relpath(sha)
+        rel = {"blob": blob_relpath, "text": text_relpath}.get(kind, record_relpath)(sha)
         with contextlib.suppress(FileNotFoundError), self._io(f"cannot delete {kind} {sha}"):
             self._fs.rm_file(self._path(rel))
 

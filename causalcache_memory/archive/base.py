@@ -75,6 +75,12 @@ class ScreenshotArchive(Protocol):
     * ``put_record``/``get_record`` store and read small JSON records (trace chain nodes) under their own
       prefix with the same atomicity, de-duplication and integrity check, but no image validation;
       records are not listed by ``iter_hashes`` and ``in`` tests blobs only.
+    * ``put_text``/``get_text`` store and read the UTF-8 text of a stored screenshot (accessibility tree
+      or OCR), once per blob, addressed by the blob's sha256 (``texts/ab/<sha256>``), re-hashed on read.
+      ``put_text`` refuses a blob that is not stored (``BlobNotFoundError``) and text over 256 KiB
+      (``ScreenTextError``); the first intact text of a blob stays (a second call only refreshes it).
+      ``get_text`` returns None when there is no text, never raises for a missing one. The text lives
+      and dies with its blob (``gc`` deletes it with the blob). Rules: :mod:`causalcache_memory.archive._texts`.
     * ``retain``/``release`` record which episodes reference which blobs and records; ``gc`` deletes
       blobs and records no live episode references (blobs younger than ``grace_seconds`` are kept, so a concurrent writer's
       just-stored blob is not collected before its episode records the reference).
@@ -89,6 +95,10 @@ class ScreenshotArchive(Protocol):
     def put_record(self, data: bytes) -> str: ...
 
     def get_record(self, sha256: str) -> bytes: ...
+
+    def put_text(self, sha256: str, text: str) -> None: ...
+
+    def get_text(self, sha256: str) -> str | None: ...
 
     def open_image(self, sha256: str) -> Image.Image: ...
 

@@ -11,6 +11,10 @@ recent screenshots never leave the machine, while writes keep the shared archive
 * a local copy is re-hashed on every read; a corrupt or torn copy is deleted and the shared archive is
   read instead, so the cache can serve stale-free bytes only (content addressing: a hash names one
   content forever).
+* screen text (``put_text``) is written to the shared archive only; ``get_text`` keeps a local copy of
+  a text it read (re-checked on every read like a blob), so the selector's reads of recent screens'
+  text stay on the machine too. A blob with no text is asked of the shared archive each time. (A text
+  is replaced only when damaged, or when its blob was collected and stored again with other text.)
 * retention, ``gc``, listings and existence checks always go to the shared archive: the cache never
   decides what is durable or live.
 
@@ -29,7 +33,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.archive._keys import check_hash, digest
+from causalcache_memory.archive._keys import check_hash, digest, is_hash
+from causalcache_memory.archive._texts import decode_text, encode_text, text_is_intact
 from causalcache_memory.archive.images import open_image_bytes, to_bytes
 
 if TYPE_CHECKING:
@@ -107,7 +112,8 @@ class CachedArchive:
             raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        if digest(raw) != sha:  # torn or corrupt copy: drop it, the shared archive decides
+        intact = text_is_intact(raw) if kind == "texts" else digest(raw) == sha
+        if not intact:  # torn or corrupt copy: drop it, the shared archive decides
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return None
@@ -129,6 +135,24 @@ class CachedArchive:
 
     def get_bytes(self, sha256: str) -> bytes:
         return self._get("blobs", check_hash(sha256), self.inner.get_bytes)
+
+    def put_text(self, sha256: str, text: str) -> None:
+        """Store in the shared archive (its rules: the first intact text of a blob stays)."""
+        self.inner.put_text(sha256, text)
+
+    def get_text(self, sha256: str) -> str | None:
+        """The blob's text: the local copy when there is an intact one, else the shared archive's."""
+        if not is_hash(sha256):
+            return None
+        raw = self._cached("texts", sha256)
+        if raw is not None:
+            self.hits += 1
+            return decode_text(raw, sha256, url=self.url, location=str(self._local("texts", sha256)))
+        self.misses += 1
+        text = self.inner.get_text(sha256)
+        if text is not None:
+            self._keep("texts", sha256, encode_text(sha256, text))
+        return text
 
     def get_record(self, sha256: str) -> bytes:
         return self._get("records", check_hash(sha256), self.inner.get_record)

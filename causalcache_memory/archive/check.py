@@ -1,10 +1,10 @@
 """Integrity check and repair of an archive (``causalcache archive check [--repair]``).
 
-``check_archive`` re-hashes every blob and record, lists references to objects that are not stored,
-symbolic links inside the archive (never followed) and temporary files. With ``repair=True`` it deletes
-damaged objects (the next ``put`` of the same bytes stores them afresh; until then a read raises
-``BlobNotFoundError`` instead of ``BlobCorruptError``) and removes temporary files of writers that no
-longer run. It never deletes an intact object: retention is ``release`` + ``gc``.
+``check_archive`` re-hashes every blob, record and screen text, lists references to objects that are not
+stored, symbolic links inside the archive (never followed) and temporary files. With ``repair=True`` it
+deletes damaged objects (the next ``put`` of the same bytes, or ``put_text`` of the text, stores them
+afresh; until then a read raises ``BlobNotFoundError`` instead of ``BlobCorruptError``, and ``get_text``
+returns None) and removes temporary files of writers that no longer run. It never deletes an intact object: retention is ``release`` + ``gc``.
 """
 
 from __future__ import annotations
@@ -66,12 +66,14 @@ def check_archive(archive: Any, *, repair: bool = False) -> CheckReport:
     for kind, hashes, read in (
         ("blob", archive.iter_hashes(), archive.get_bytes),
         ("record", archive.iter_records(), archive.get_record),
+        ("text", archive.iter_texts(), archive.get_text),
     ):
         for sha in list(hashes):
             count += 1
             try:
                 read(sha)
-                stored.add(sha)
+                if kind != "text":  # a text does not make its blob stored
+                    stored.add(sha)
             except BlobCorruptError:
                 corrupt.append((kind, sha))
             except BlobNotFoundError:

@@ -27,6 +27,11 @@ record's hash is computed on the caller's thread and its bytes kept for reads un
 itself (the exclusive create that decides between two processes) is made on the caller's thread: a
 conflict is raised by the commit, as without this view.
 
+Screen text (:meth:`DeferredArchive.put_text`) is checked (type, size cap) on the caller's thread and
+stored by the inner archive's ``put_text`` on the same writer thread, after the screenshot it belongs to
+(so its blob is there); until it lands, :meth:`get_text` serves the kept text. A failure is raised by
+the next :meth:`flush`, like any write.
+
 While a write is in flight, :meth:`DeferredArchive.blob_stamp` is ``("kept", sha256)``: a wire
 encoding built from the kept bytes is cached under it (or, for a screenshot that arrived as a data URL
 already in wire form, :class:`~causalcache_memory.render.messages.WireBytes`, that URL itself). When the write lands, the writer thread moves
@@ -44,6 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
+from causalcache_memory.archive._texts import encode_text
 from causalcache_memory.archive.images import check_pixels, open_image_bytes
 
 if TYPE_CHECKING:
@@ -79,6 +85,7 @@ class DeferredArchive:
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[bytes, Future[None]]] = {}
         self._records: dict[str, bytes] = {}
+        self._texts: dict[str, str] = {}
         self._tasks: set[Future[None]] = set()
         self._failed: BaseException | None = None
 
@@ -134,7 +141,13 @@ class DeferredArchive:
         if landed is not None and WIRE_CACHE.get((self.url, sha, landed)) is None:
             WIRE_CACHE.put((self.url, sha, landed), data_url_of(raw))
 
-    def _submit(self, call: Any, *args: Any, record: tuple[str, bytes] | None = None) -> None:
+    def _submit(
+        self,
+        call: Any,
+        *args: Any,
+        record: tuple[str, bytes] | None = None,
+        text: tuple[str, str] | None = None,
+    ) -> None:
         """Run ``call(*args)`` on the writer thread (after everything handed over before it)."""
 
         def run() -> None:
@@ -146,10 +159,15 @@ class DeferredArchive:
                     self._tasks.discard(future)
                     if record is not None:
                         self._records.pop(record[0], None)
+                    if text is not None and self._texts.get(text[0]) is text[1]:
+                        del self._texts[text[0]]
 
         with self._lock:
             if record is not None:
                 self._records[record[0]] = record[1]
+            if text is not None:
+                self._texts.setdefault(text[0], text[1])
+                text = (text[0], self._texts[text[0]])
             future = self._pool.submit(run)
             self._tasks.add(future)
 
@@ -174,6 +192,18 @@ class DeferredArchive:
         sha = digest(raw)
         self._submit(self.inner.put_record, raw, record=(sha, raw))
         return sha
+
+    def put_text(self, sha256: str, text: str) -> None:
+        """Check ``text`` now (``ScreenTextError``); store it (``inner.put_text``) in the background,
+        after the screenshot handed over before it. See :meth:`flush`."""
+        encode_text(sha256, text)
+        self._submit(self.inner.put_text, sha256, text, text=(sha256, text))
+
+    def get_text(self, sha256: str) -> str | None:
+        """The text in flight for ``sha256`` if any (the first handed over), else the inner archive's."""
+        with self._lock:
+            kept = self._texts.get(sha256) if isinstance(sha256, str) else None
+        return kept if kept is not None else self.inner.get_text(sha256)  # type: ignore[no-any-return]
 
     def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
         """References to records still in flight: written in the background, after those records;

@@ -10,6 +10,10 @@ Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.
 atomic write, de-duplication and integrity check under ``root/records/ab/<sha256>``, without image
 validation; ``retain`` and ``gc`` treat a record hash exactly like a blob hash.
 
+Screen text (:meth:`LocalArchive.put_text`) lives beside its blob under ``root/texts/ab/<sha256>``, keyed
+by the blob's hash, with the same atomic write and a re-hashed body (:mod:`~causalcache_memory.archive._texts`);
+``gc`` deletes it with its blob.
+
 An existing object is never trusted: ``put`` re-reads and re-hashes it, rewrites it when it is damaged
 (a torn or flipped file is repaired by the next ``put`` of the same bytes) and refreshes its mtime.
 
@@ -32,7 +36,7 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +66,14 @@ from causalcache_memory.archive._localfs import (
     is_regular,
     list_dir,
     refuse_symlink,
+)
+from causalcache_memory.archive._texts import (
+    TEXTS,
+    decode_text,
+    encode_text,
+    missing_blob,
+    text_is_intact,
+    text_relpath,
 )
 from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.archive.images import (
@@ -101,7 +113,7 @@ class LocalArchive(LocalRetention, LocalCollection):
         self.max_pixels = check_max_pixels(max_pixels)
         self.formats = check_formats(formats)
         self.url = self.root.as_uri()
-        for sub in (BLOBS, RECORDS, REFS, TMP, GC):
+        for sub in (BLOBS, RECORDS, TEXTS, REFS, TMP, GC):
             folder = self.root / sub
             refuse_symlink(folder)
             try:
@@ -142,12 +154,54 @@ class LocalArchive(LocalRetention, LocalCollection):
         self._store(self.root / record_relpath(sha), raw, sha, "record")
         return sha
 
-    def _store(self, path: Path, raw: bytes, sha: str, kind: str) -> None:
-        """Make ``path`` hold ``raw`` with a fresh mtime and no collector deciding on it (see module doc)."""
+    def put_text(self, sha256: str, text: str) -> None:
+        """Store ``text`` beside blob ``sha256`` (``texts/ab/<sha256>``); the first intact text stays.
+
+        Raises :class:`BlobNotFoundError` when the blob is not stored and
+        :class:`~causalcache_memory.errors.ScreenTextError` for text that is not a ``str`` or is over
+        :data:`~causalcache_memory.archive._texts.MAX_TEXT_BYTES`. A second call for a blob whose text
+        is intact keeps that text and refreshes its mtime (rules: :mod:`causalcache_memory.archive._texts`).
+        """
+        raw = encode_text(sha256, text)
+        if sha256 not in self:
+            raise BlobNotFoundError(missing_blob(sha256, self.url))
+        self._store(self.root / text_relpath(sha256), raw, sha256, "text", intact=text_is_intact)
+
+    def get_text(self, sha256: str) -> str | None:
+        """The text stored for blob ``sha256``; None when there is none (a damaged one raises)."""
+        if not is_hash(sha256):
+            return None
+        path = self.root / text_relpath(sha256)
+        try:
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+            with os.fdopen(fd, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None  # a symlink is never followed (check reports it)
+            raise os_error(exc, f"could not read the text of blob {sha256} from {path}") from exc
+        return decode_text(raw, sha256, url=self.url, location=str(path))
+
+    def iter_texts(self) -> Iterator[str]:
+        """Every blob hash that has a stored text (fan-out order, not sorted)."""
+        return self._iter_fanout(TEXTS)
+
+    def _store(
+        self, path: Path, raw: bytes, sha: str, kind: str, *, intact: Callable[[bytes], bool] | None = None
+    ) -> None:
+        """Make ``path`` hold ``raw`` with a fresh mtime and no collector deciding on it (see module doc).
+
+        ``intact`` says whether bytes already there may stay (default: they hash to ``sha``). A text
+        (``kind="text"``) also needs its blob after the wait: else ``BlobNotFoundError``.
+        """
         for _ in range(8):
-            if not self._refresh_if_intact(path, sha, kind):
+            if not self._refresh_if_intact(path, sha, kind, intact):
                 self._write_atomic(path, raw, kind)
             self._wait_for_collectors(sha)
+            if kind == "text" and sha not in self:
+                raise BlobNotFoundError(missing_blob(sha, self.url))
             if is_regular(path):
                 return
         raise ArchiveError(
@@ -155,7 +209,9 @@ class LocalArchive(LocalRetention, LocalCollection):
             "gc with grace_seconds=0 running against live writers?"
         )
 
-    def _refresh_if_intact(self, path: Path, sha: str, kind: str) -> bool:
+    def _refresh_if_intact(
+        self, path: Path, sha: str, kind: str, intact: Callable[[bytes], bool] | None = None
+    ) -> bool:
         """True if ``path`` holds bytes hashing to ``sha`` and its mtime was refreshed; False to (re)write."""
         try:
             fd = os.open(path, os.O_RDONLY | NOFOLLOW)
@@ -167,10 +223,10 @@ class LocalArchive(LocalRetention, LocalCollection):
             raise os_error(exc, f"cannot read {kind} {sha} in archive {self.url}") from exc
         try:
             with os.fdopen(fd, "rb") as fh:
-                intact = digest(fh.read()) == sha
+                held = fh.read()
         except OSError as exc:
             raise os_error(exc, f"cannot read {kind} {sha} in archive {self.url}") from exc
-        if not intact:
+        if not (intact(held) if intact is not None else digest(held) == sha):
             return False
         try:
             os.utime(path, follow_symlinks=False)  # refresh the gc grace period

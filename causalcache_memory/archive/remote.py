@@ -23,6 +23,8 @@ workers on different machines can share one archive:
   ``records/ab/<sha256>`` with the same whole-object write, de-duplication and re-hash on read, without
   image validation; retention and ``gc`` treat them like blobs.
   Blob age comes from the store's modification/creation time; objects without one are treated as old.
+* screen text (:meth:`FsspecArchive.put_text`) lives under ``texts/ab/<sha256>``, keyed by its blob's
+  hash (:mod:`~causalcache_memory.archive._texts`); ``gc`` deletes it with its blob.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ from causalcache_memory.archive._keys import (
 )
 from causalcache_memory.archive._remote_gc import FsspecCollection
 from causalcache_memory.archive._remote_refs import FsspecRetention
+from causalcache_memory.archive._texts import (
+    TEXTS,
+    decode_text,
+    encode_text,
+    missing_blob,
+    text_is_intact,
+    text_relpath,
+)
 from causalcache_memory.archive.base import StoredImage
 from causalcache_memory.archive.images import (
     DEFAULT_FORMATS,
@@ -182,11 +192,51 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
         self._store(record_relpath(sha), raw, sha, "record")
         return sha
 
+    def put_text(self, sha256: str, text: str) -> None:
+        """Store ``text`` beside blob ``sha256`` (``texts/ab/<sha256>``); the first intact text stays.
+
+        Raises :class:`BlobNotFoundError` when the blob is not stored and
+        :class:`~causalcache_memory.errors.ScreenTextError` for text that is not a ``str`` or is over the
+        cap. An intact text already there is written again unchanged (that refreshes its age, as every
+        ``put`` does here); a damaged one is replaced (rules: :mod:`causalcache_memory.archive._texts`).
+        """
+        raw = encode_text(sha256, text)
+        if sha256 not in self:
+            raise BlobNotFoundError(missing_blob(sha256, self.url))
+        held = self._read_text(sha256)
+        self._store(
+            text_relpath(sha256), held if held is not None and text_is_intact(held) else raw, sha256, "text"
+        )
+
+    def _read_text(self, sha256: str) -> bytes | None:
+        try:
+            with self._io(f"could not read the text of blob {sha256}"):
+                return bytes(self._fs.cat_file(self._path(text_relpath(sha256))))
+        except FileNotFoundError:
+            return None
+
+    def get_text(self, sha256: str) -> str | None:
+        """The text stored for blob ``sha256``; None when there is none (a damaged one raises)."""
+        if not is_hash(sha256):
+            return None
+        raw = self._read_text(sha256)
+        if raw is None:
+            return None
+        return decode_text(raw, sha256, url=self.url, location=self._path(text_relpath(sha256)))
+
+    def iter_texts(self) -> Iterator[str]:
+        """Every blob hash that has a stored text."""
+        yield from sorted(self._list(TEXTS))
+
     def _store(self, rel: str, raw: bytes, sha: str, kind: str) -> None:
+        """Write ``rel`` (W1), wait out collectors (W2), check it is still there (W3; a text also needs
+        its blob: else ``BlobNotFoundError``)."""
         path = self._path(rel)
         for _ in range(8):
             self._write(path, raw, f"cannot write {kind} {sha}")
             self._wait_for_collectors(sha)
+            if kind == "text" and sha not in self:
+                raise BlobNotFoundError(missing_blob(sha, self.url))
             with self._io(f"cannot check {kind} {sha}"):
                 if self._exists_fresh(path):
                     return

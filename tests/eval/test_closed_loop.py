@@ -50,6 +50,9 @@ def _check_numbers_against_episodes(results: dict) -> None:
                 assert contrast["non_inferior"] == (contrast["ci95"][0] > -contrast["ni_margin"])
 
 
+# the bundled selector declines held-out worlds as OOD (the demo prints that rate itself); with the
+# longer held-out episodes of the family's before_read draw, 6 tasks reach the idle warning's 20 decisions
+@pytest.mark.filterwarnings("ignore:the allocator 'selector' fell back to Recent-B")
 def test_demo_writes_results_and_report(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
     assert main(["demo", "--tasks", "6", "--out", str(out), "--quiet", "--no-plots"]) == 0

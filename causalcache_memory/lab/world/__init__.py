@@ -16,6 +16,9 @@ Pieces (one module each):
 * :mod:`.sim_policy` (+ :mod:`.sim_reading`, :mod:`.sim_scoring`) -- :class:`SimulatedPolicy`, a
   deterministic simulator implementing the policy protocol from what its prompt contains (goal,
   summaries, pixels), with a VLM's reading mistakes and slips; it is not a model;
+* :mod:`.family` / :mod:`.family_tasks` / :mod:`.splits` / :mod:`.positions` -- the world family (a world
+  is a seed for named knobs), splits of worlds and their rule, and where the evidence sits (the rule
+  that chose the ``before_read`` draw);
 * :mod:`.calibration` -- :func:`run_episode` (a minimal closed loop), :class:`EvidenceOracleAllocator`,
   :func:`calibrate`; ``python -m causalcache_memory.lab.world --tasks 300`` prints the calibration.
 

@@ -15,7 +15,8 @@ knob                   values
 ``wording``            goal wording: ``plain`` (v2), ``polite`` ("Please ..."), ``terse`` ("Get ...")
 ``after_read``         errands between the (last) read and the use: sets the evidence age, from inside the
                        recent window (0 errands) out to about 30 steps (6 errands)
-``before_read``        errands before the first read (episode length)
+``before_read``        errands before the first read: 1-4, 1-5 or 1-6 in every split, so that the evidence
+                       is not concentrated at the start of the episode (the rule of :mod:`.positions`)
 ``decoys``             probability that an errand shows another item of the needed pattern (None = v2's
                        uniform errand draw)
 ``span_controls``      share of controls whose value sits on a screen 2-3 steps back in the same app
@@ -87,7 +88,9 @@ KNOB_VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
     },
     "skin": {"train": ("v2", "dusk", "mint"), "dev": ("v2", "dusk", "mint"), "heldout": ("dusk", "mono")},
     "wording": {s: ("plain", "polite", "terse") for s in ("train", "dev", "heldout")},
-    "before_read": {s: ((0, 1), (0, 2), (0, 3)) for s in ("train", "dev", "heldout")},
+    # chosen on dev worlds by the position rule of :mod:`.positions` (docs/WORLD.md, "Where the evidence
+    # sits"); the v2-like 0-1..0-3 put 80% of dev evidence in the first four steps
+    "before_read": {s: ((1, 4), (1, 5), (1, 6)) for s in ("train", "dev", "heldout")},
     "decoys": {s: (0.2, 0.4, 0.6) for s in ("train", "dev", "heldout")},
     "span_controls": {s: (0.25, 0.5) for s in ("train", "dev", "heldout")},
     "platform": {s: ("mobile", "desktop") for s in ("train", "dev", "heldout")},

@@ -30,7 +30,7 @@ from causalcache_memory.lab.world.tasks import (
 )
 from causalcache_memory.lab.world.templates import GRAMMARS, templates_in
 
-__all__ = ["SPAN_TEMPLATES", "generate_world_tasks", "template_apps", "world_of"]
+__all__ = ["SPAN_TEMPLATES", "generate_world_tasks", "spec_tasks", "template_apps", "world_of"]
 
 # ------------------------------------------------------------------------------------------ world family
 #: same-app controls whose value sits on a screen 2-3 steps back (content that spans screens)
@@ -126,7 +126,9 @@ def _family_task(idx: int, spec: WorldSpec, seed: int, template: str, rng: rando
     )
 
 
-def _family_tasks(n: int, seed: int, spec: WorldSpec, memory_fraction: float) -> list[Task]:
+def spec_tasks(n: int, seed: int, spec: WorldSpec, memory_fraction: float = 0.5) -> list[Task]:
+    """``n`` tasks of the family world ``spec`` (not v2), deterministic from ``seed`` and the world id; no
+    split check (callers that train or calibrate check the split: :func:`generate_world_tasks`)."""
     which = _TEMPLATES_OF_SPLIT[spec.split]
     pools = {g: [t for t in templates_in(which, g) if template_apps(t) <= set(spec.apps)] for g in GRAMMARS}
     spans = [t for t in SPAN_TEMPLATES if template_apps(t) <= set(spec.apps)]
@@ -195,7 +197,7 @@ def generate_world_tasks(
                 count, seed, platform=v2_platform, memory_fraction=memory_fraction, templates=v2_templates
             )
         else:
-            out += _family_tasks(count, seed, world_spec(world_id), memory_fraction)
+            out += spec_tasks(count, seed, world_spec(world_id), memory_fraction)
     return out
 
 
