@@ -312,13 +312,15 @@ class FeatureExtractor:
         """The ``text_*`` columns (:mod:`~causalcache_memory.selector.text_features`); reads outside the lock."""
         cache, text = self.screen_text, st.text
         assert cache is not None and text is not None
+        cur = cache.get(current)
+        if cur is None:
+            return  # no text for the current screen: every text feature is masked, nothing else to read
         rows = text.missing(n)
         if rows:
             blobs = TraceText.read(cache, [st.shas[r] if st.shas else None for r in rows])
             if any(b is not None for b in blobs):
                 with self._lock:
                     text.fill(rows, blobs)
-        cur = cache.get(current)
         lines = cache.lines(current) if witness is not None and witness.x is not None else None
         text.fill_columns(out, n, cur, witness, lines)
 
