@@ -76,7 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sel.add_argument("--labels", help="labels file (default: recipe labels.output)")
     sel.add_argument("--output-dir", help="model directory (default: recipe train.output_dir)")
     sel.add_argument("--epochs", type=int, default=None, help="override train.epochs")
-    sel.add_argument("--skip-ablation", action="store_true", help="do not train the ablations (no recency, no screen text)")
+    sel.add_argument(
+        "--skip-ablation", action="store_true", help="do not train the ablations (no recency, no screen text)"
+    )
     sel.add_argument(
         "--no-image-features",
         action="store_true",

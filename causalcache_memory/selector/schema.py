@@ -103,7 +103,10 @@ FEATURE_SCHEMA: tuple[tuple[str, str], ...] = (
         "(masked, never invented)",
     ),
     ("text_goal_cover", "share of the goal's distinct words that appear in the text of v_j"),
-    ("text_goal_names", "share of the goal's names (capitalised words not starting a sentence) in v_j's text"),
+    (
+        "text_goal_names",
+        "share of the goal's names (capitalised words not starting a sentence) in v_j's text",
+    ),
     ("text_current_jaccard", "word Jaccard of v_j's text with the current screen x_t's text"),
     (
         "text_witness_cover",

@@ -210,4 +210,5 @@ class TraceText:
             query = _query(shape_ids(shapes), SHAPE_BUCKETS)
             out[:, _COL["text_witness_shape"]] = query[self.shapes[:n]].sum(1) / float(query.sum())
 
+
 _TEXT_REST = tuple(n for n, _ in FEATURE_SCHEMA if n.startswith("text_") and n != "text_available")

@@ -247,6 +247,15 @@ def run_world_episode(
     success = bool(task.check(world.state()))
     wall = time.perf_counter() - start
     return EpisodeOutcome(
-        task.task_id, task.split, arm, memory.budget, success, world.steps, wall, log, thread_id, seed,
+        task.task_id,
+        task.split,
+        arm,
+        memory.budget,
+        success,
+        world.steps,
+        wall,
+        log,
+        thread_id,
+        seed,
         evidence_steps=tuple(sorted(evidence)),
     )

@@ -250,12 +250,18 @@ def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, bu
     cfg = lad.cfg
     trace = traj.trace_at(t)
     score = _SetScorer(
-        policy_of(lad.policy, traj), lad.archive, trace, budget, _target_text(traj, t, "response"),
+        policy_of(lad.policy, traj),
+        lad.archive,
+        trace,
+        budget,
+        _target_text(traj, t, "response"),
         cfg.batch_size,
     )
     state = _State(traj, t, budget, trace, score)
     if set(_LEARNED) & set(rules):
-        state.witness = _witness(cfg.witness, policy_of(lad.policy, traj), lad.archive, traj, t, trace, budget)
+        state.witness = _witness(
+            cfg.witness, policy_of(lad.policy, traj), lad.archive, traj, t, trace, budget
+        )
         state.events = lad.extractor(trace, budget, state.witness)
     chosen: dict[str, tuple[tuple[int, ...], bool]] = {}
     for rule in rules:
