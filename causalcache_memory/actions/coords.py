@@ -7,11 +7,16 @@ Three systems are read and written:
   inverse of :meth:`Action.pixel`, so pixel positions round-trip exactly;
 * ``thousand``: the ``[0, 1000]`` grid of several VLM policies; ``x_rel = x / 1000``.
 
-``coords="auto"`` picks one system for *all* coordinates of an action, deterministically:
+``coords="auto"`` picks one system for *all* coordinates of an action — or, for an imported dataset, of
+a whole trajectory (:func:`decide_system`: the loaders decide once per trajectory, from all its actions
+and its screen size, and record the system in ``Trajectory.metadata["coords"]``) — deterministically:
 
 1. every value is in ``[0, 1]`` and at least one is written as a float (``0.5``, ``1.0``) -> ``relative``
    (integer-only values such as ``click(1, 0)`` are never read as relative);
-2. otherwise, when ``screen_size`` is given and every ``x <= width`` and ``y <= height`` -> ``absolute``;
+2. otherwise, when ``screen_size`` is given and at least :data:`PIXEL_SHARE` (90 %) of the points lie on
+   the screen (``x <= width - 1``, ``y <= height - 1``, one pixel of slack) -> ``absolute`` (for one
+   action of one or two points: all of them); a point off the screen is then an error for its action
+   alone (a loader keeps that step as unparsed), never a reason to read the others as the grid;
 3. otherwise, every value ``<= 1000`` -> ``thousand``;
 4. otherwise an :class:`ActionParseError` names the value.
 
@@ -28,12 +33,23 @@ from typing import Any, Literal
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ActionParseError
 
-__all__ = ["CoordMode", "CoordSystem", "RawAction", "build_action", "from_relative", "resolve_system"]
+__all__ = [
+    "PIXEL_SHARE",
+    "CoordMode",
+    "CoordSystem",
+    "RawAction",
+    "build_action",
+    "decide_system",
+    "from_relative",
+    "resolve_system",
+]
 
 CoordSystem = Literal["relative", "absolute", "thousand"]
 CoordMode = Literal["auto", "relative", "absolute", "thousand"]
 _MODES = ("auto", "relative", "absolute", "thousand")
 _SLACK = {"relative": 1e-3, "absolute": 1.0, "thousand": 1.0}
+#: share of the points that must lie on the screen for ``auto`` to read them as pixels (rule 2)
+PIXEL_SHARE = 0.9
 
 #: a number as written by the model: (value, written_as_float)
 Num = tuple[float, bool]
@@ -45,13 +61,16 @@ class RawAction:
 
     ``points`` holds the start and optional end point as written (numbers or numeric strings);
     ``default_point`` is a *relative* point used when ``points`` is empty (e.g. a swipe given only a
-    direction starts at the screen centre); ``fields`` are the remaining :class:`Action` fields.
+    direction starts at the screen centre); ``fields`` are the remaining :class:`Action` fields;
+    ``system`` pins the coordinate system when the format itself says it (``Action.to_dict`` output is
+    relative), else None.
     """
 
     type: str
     points: list[tuple[Any, Any]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     default_point: tuple[float, float] | None = None
+    system: CoordSystem | None = None
 
 
 def number(value: Any, what: str) -> Num:
@@ -99,11 +118,13 @@ def resolve_system(
             raise ActionParseError(f"coordinate value {v:g} is negative; coordinates must lie on the screen")
     if all(v <= 1.0 + _SLACK["relative"] for v, _ in values) and any(f for _, f in values):
         return "relative"
-    if screen is not None and all(
-        x <= screen[0] - 1 + _SLACK["absolute"] and y <= screen[1] - 1 + _SLACK["absolute"]
-        for (x, _), (y, _) in points
-    ):
-        return "absolute"
+    if screen is not None and points:
+        on_screen = sum(
+            x <= screen[0] - 1 + _SLACK["absolute"] and y <= screen[1] - 1 + _SLACK["absolute"]
+            for (x, _), (y, _) in points
+        )
+        if on_screen >= PIXEL_SHARE * len(points):
+            return "absolute"
     if all(v <= 1000 + _SLACK["thousand"] for v, _ in values):
         return "thousand"
     worst = max(v for v, _ in values)
@@ -112,6 +133,21 @@ def resolve_system(
         f"coordinate value {worst:g} is outside {where}the [0, 1000] grid; pass screen_size=(width, height) "
         "for pixel coordinates"
     )
+
+
+def decide_system(
+    raws: list[RawAction], mode: str, screen_size: tuple[int, int] | None
+) -> CoordSystem | None:
+    """One coordinate system for every action in ``raws`` (a trajectory), from all their points.
+
+    ``mode`` other than ``auto`` is returned as is (checked); ``auto`` applies the module's rule to the
+    points of every action at once (actions whose format pins the system are left out). None when no
+    action has a point to decide from. Raises :class:`ActionParseError` when no system fits.
+    """
+    nums = [(number(px, "x"), number(py, "y")) for raw in raws if raw.system is None for px, py in raw.points]
+    if mode == "auto" and not nums:
+        return None
+    return resolve_system(nums, mode, screen_size)
 
 
 def to_relative(value: float, axis: int, system: CoordSystem, screen_size: tuple[int, int] | None) -> float:
@@ -151,7 +187,7 @@ def build_action(raw: RawAction, *, screen_size: tuple[int, int] | None, coords:
     nums = [(number(px, "x"), number(py, "y")) for px, py in raw.points]
     kwargs = dict(raw.fields)
     if nums:
-        system = resolve_system(nums, coords, screen_size)
+        system = raw.system or resolve_system(nums, coords, screen_size)
         rel = [
             (to_relative(x[0], 0, system, screen_size), to_relative(y[0], 1, system, screen_size))
             for x, y in nums

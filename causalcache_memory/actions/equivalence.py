@@ -3,6 +3,7 @@
 The paper uses this relation to mine recurring target actions and to score offline accuracy (type,
 arguments and coordinates within tolerance). Defaults follow public GUI-agent evaluators:
 
+* a triple click (a ``click`` with ``amount = 3``) is never equivalent to a single click;
 * a pointer is correct when it lies inside the *reference* action's target ``box`` (desktop: the box as
   is; mobile: the box scaled by ``box_scale`` about its centre), or, without a box, when its Euclidean
   distance to the reference point in relative coordinates is ``<= radius`` (desktop ``0.014``, mobile
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from causalcache_memory.actions.coords import direction_of
-from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.model import TRIPLE_CLICKS, Action
 from causalcache_memory.actions.normalize import normalize_keys, normalize_text
 from causalcache_memory.errors import ActionParseError, ConfigError
 
@@ -100,6 +101,8 @@ def actions_equivalent(
     if _KIND.get(a.type, a.type) != _KIND.get(b.type, b.type):
         return False
     t = a.type
+    if t == "click" and (a.amount == TRIPLE_CLICKS) != (b.amount == TRIPLE_CLICKS):
+        return False
     if t in ("click", "double_click", "right_click", "long_press", "move"):
         return _point_ok(a, b, platform, tol)
     if t == "drag":

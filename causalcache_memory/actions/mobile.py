@@ -16,15 +16,16 @@ from collections.abc import Callable
 from typing import Any
 
 from causalcache_memory.actions.coords import CoordMode, RawAction, build_action, number
-from causalcache_memory.actions.model import ACTION_TYPES, Action
+from causalcache_memory.actions.model import ACTION_TYPES, TRIPLE_CLICKS, Action
 from causalcache_memory.errors import ActionParseError
 
-__all__ = ["ACTION_SYNONYMS", "parse_mobile_json", "unwrap"]
+__all__ = ["ACTION_SYNONYMS", "parse_mobile_json", "read_mobile_json", "unwrap"]
 
 #: accepted JSON action names -> canonical handler name
 ACTION_SYNONYMS: dict[str, str] = {
     **dict.fromkeys(["click", "tap", "left_click", "leftclick"], "click"),
     **dict.fromkeys(["double_click", "double_tap", "doubleclick"], "double_click"),
+    **dict.fromkeys(["triple_click", "tripleclick"], "triple_click"),
     **dict.fromkeys(["right_click", "rightclick"], "right_click"),
     **dict.fromkeys(["long_press", "long_click", "longpress", "long_tap"], "long_press"),
     **dict.fromkeys(["move", "mouse_move", "hover", "move_to"], "move"),
@@ -183,6 +184,9 @@ def _done(data: dict[str, Any]) -> RawAction:
 
 _HANDLERS: dict[str, Callable[[dict[str, Any]], RawAction]] = {
     **{k: _pointer(k) for k in ("click", "double_click", "right_click", "long_press", "move")},
+    "triple_click": lambda d: RawAction(
+        "click", [_start(d, True, "triple_click")], {"amount": TRIPLE_CLICKS}
+    ),
     "drag": _drag,
     "swipe": _swipe,
     "scroll": _scroll,
@@ -232,18 +236,36 @@ def unwrap(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def parse_mobile_json(
-    obj: str | dict[str, Any], *, screen_size: tuple[int, int] | None = None, coords: CoordMode = "auto"
-) -> Action:
-    """Parse one JSON action (a string or an already decoded dict) into an :class:`Action`."""
+def read_mobile_json(obj: str | dict[str, Any]) -> RawAction:
+    """One JSON action as a :class:`RawAction` (coordinates as written, not yet converted)."""
     data = unwrap(_load(obj))
     if "action" not in data and "action_type" not in data and data.get("type") in ACTION_TYPES:
-        return Action.from_dict(data)  # this library's own serialization (relative coordinates)
+        return _own(data)
     name = data.get("action", data.get("action_type"))
     if not isinstance(name, str) or not name.strip():
         raise ActionParseError(f'JSON action has no "action" (or "action_type") name: {data!r}')
     canonical = ACTION_SYNONYMS.get(name.strip().lower().replace("-", "_").replace(" ", "_"))
     if canonical is None:
         raise ActionParseError(f"unknown action {name!r}; accepted: {', '.join(sorted(ACTION_SYNONYMS))}")
-    raw = _HANDLERS[canonical](data)
-    return build_action(raw, screen_size=screen_size, coords=coords)
+    return _HANDLERS[canonical](data)
+
+
+def _own(data: dict[str, Any]) -> RawAction:
+    """This library's own serialization (:meth:`Action.to_dict`, relative coordinates)."""
+    action = Action.from_dict(data)
+    fields = {k: v for k, v in action.to_dict().items() if k not in ("type", "x", "y", "x2", "y2")}
+    if "keys" in fields:
+        fields["keys"] = tuple(fields["keys"])
+    if "box" in fields:
+        fields["box"] = tuple(fields["box"])
+    points = [(action.x, action.y)] if action.x is not None else []
+    if action.x2 is not None:
+        points.append((action.x2, action.y2))
+    return RawAction(action.type, points, fields, system="relative")  # type: ignore[arg-type]
+
+
+def parse_mobile_json(
+    obj: str | dict[str, Any], *, screen_size: tuple[int, int] | None = None, coords: CoordMode = "auto"
+) -> Action:
+    """Parse one JSON action (a string or an already decoded dict) into an :class:`Action`."""
+    return build_action(read_mobile_json(obj), screen_size=screen_size, coords=coords)

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 from causalcache_memory.errors import ActionParseError
 
-__all__ = ["ACTION_TYPES", "POINTER_TYPES", "Action", "ActionType"]
+__all__ = ["ACTION_TYPES", "POINTER_TYPES", "TRIPLE_CLICKS", "Action", "ActionType"]
 
 ActionType = Literal[
     "click",
@@ -42,6 +42,8 @@ POINTER_TYPES: frozenset[str] = frozenset(
     {"click", "double_click", "right_click", "long_press", "move", "drag", "swipe"}
 )
 _DIRECTIONS = ("up", "down", "left", "right")
+#: ``Action.amount`` of a triple click: a ``click`` whose amount is 3 (single clicks leave it None)
+TRIPLE_CLICKS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,8 @@ class Action:
         text: typed text (``type``), app name (``open_app``), answer text (``answer``).
         keys: key names for ``hotkey``/``key`` (lower case, e.g. ``("ctrl", "c")``).
         direction: ``up``/``down``/``left``/``right`` for ``scroll`` and ``swipe``.
-        amount: scroll clicks (signed as in PyAutoGUI: positive scrolls up) or wait seconds.
+        amount: scroll clicks (signed as in PyAutoGUI: positive scrolls up), wait / long-press seconds, or
+            :data:`TRIPLE_CLICKS` (3) for a triple click (a ``click``; never equivalent to a single one).
         status: ``success``/``failure`` for ``done``.
         target: label of the UI element acted on, when known (summaries only, not equivalence).
         box: the target element's box ``(x0, y0, x1, y1)``, relative, when known (used by equivalence).

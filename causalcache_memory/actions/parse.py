@@ -9,30 +9,44 @@ is never silently replaced by something else):
 2. a fenced block (```` ```python ```` / ```` ```json ```` / bare ```` ``` ````), JSON when tagged ``json``
    or starting with ``{``, else PyAutoGUI code;
 3. text starting with ``{`` (JSON);
-4. PyAutoGUI lines (``pyautogui.*``, ``computer.*``, ``time.sleep``, ``DONE``/``WAIT``/``FAIL``);
-5. the first JSON object naming an action (``action``/``action_type``/``name``);
-6. after ``Action:`` only: the rest of the text as code (e.g. a bare ``click(10, 20)``).
+4. text that is code as a whole (imports, action calls, sentinels; e.g. OSWorld's
+   ``import pyautogui; pyautogui.click(1, 2)`` on one line or a bare ``click(10, 20)``);
+5. PyAutoGUI lines (``pyautogui.*``, ``computer.*``, ``time.sleep``, ``DONE``/``WAIT``/``FAIL``);
+6. the first JSON object naming an action (``action``/``action_type``/``name``);
+7. after ``Action:`` only: the rest of the text as code (e.g. a bare ``click(10, 20)``).
+
+An already decoded JSON action (a mapping) is parsed as JSON directly.
 
 ``platform="mobile"`` accepts only JSON; ``"desktop"`` and ``"auto"`` accept both (GUI-Owl writes desktop
 actions as JSON tool calls).
+
+This is the one action parser: the runtime parses policy replies with it and every dataset loader
+(``lab/data/loaders``) parses the stored actions with it, so an imported event and a deployed event
+of the same action are the same :class:`Action`. Code forms: :mod:`.pyautogui` (including AgentNet /
+OpenCUA ``computer.*`` calls and ``hotkey([...])`` lists); JSON forms: :mod:`.mobile` (mobile actions,
+tool calls, :meth:`Action.to_dict` output). :func:`read_action` stops before the coordinate conversion,
+so a loader can decide one coordinate system for a whole trajectory (:func:`.coords.decide_system`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from causalcache_memory.actions.coords import CoordMode
-from causalcache_memory.actions.mobile import parse_mobile_json
+from causalcache_memory.actions.coords import CoordMode, RawAction, build_action
+from causalcache_memory.actions.mobile import read_mobile_json
 from causalcache_memory.actions.model import ACTION_TYPES, Action
-from causalcache_memory.actions.pyautogui import parse_pyautogui
+from causalcache_memory.actions.pyautogui import is_pyautogui_code, read_pyautogui
 from causalcache_memory.errors import ActionParseError
 
-__all__ = ["ACCEPTED_FORMATS", "parse_action"]
+__all__ = ["ACCEPTED_FORMATS", "parse_action", "read_action"]
+
+Platform = Literal["auto", "desktop", "mobile"]
 
 ACCEPTED_FORMATS = (
-    "a ```python block or bare pyautogui.* lines (desktop), a JSON object such as "
+    "a ```python block or bare pyautogui.* / computer.* lines (desktop), a JSON object such as "
     '{"action": "click", "coordinate": [x, y]} (optionally inside <tool_call>...</tool_call> or '
     '{"name": ..., "arguments": {...}}), or either after an "Action:" line'
 )
@@ -67,6 +81,8 @@ def _search(text: str) -> tuple[Literal["json", "code"], str] | None:
         return _kind(match.group(2), match.group(1)), match.group(2).strip()
     if text.lstrip().startswith("{"):
         return "json", text.strip()
+    if is_pyautogui_code(text):
+        return "code", text.strip()
     lines = [m.group(1) for m in _CODE_LINE.finditer(text)]
     if lines:
         return "code", "\n".join(lines)
@@ -97,21 +113,16 @@ def _load_json(snippet: str) -> Any:
         ) from None
 
 
-def parse_action(
-    text: str,
-    *,
-    platform: Literal["auto", "desktop", "mobile"] = "auto",
-    screen_size: tuple[int, int] | None = None,
-    coords: CoordMode = "auto",
-) -> Action:
-    """Parse the action of a full model response (thought + action) into an :class:`Action`.
+def read_action(text: str | Mapping[str, Any], *, platform: Platform = "auto") -> RawAction:
+    """The action of a full response (or a decoded JSON action) with its coordinates as written.
 
     Raises:
-        ActionParseError: no action was found, or the one found is malformed; the message says what
-            was wrong and which formats are accepted.
+        ActionParseError: as :func:`parse_action`.
     """
     if platform not in ("auto", "desktop", "mobile"):
         raise ActionParseError(f"platform={platform!r} must be 'auto', 'desktop' or 'mobile'")
+    if isinstance(text, Mapping):
+        return read_mobile_json(dict(text))
     if not isinstance(text, str) or not text.strip():
         raise ActionParseError(f"empty response {text!r}: no action to parse; expected {ACCEPTED_FORMATS}")
     found = _candidate(text)
@@ -124,5 +135,24 @@ def parse_action(
             '{"action": "click", "coordinate": [x, y]}'
         )
     if kind == "json":
-        return parse_mobile_json(_load_json(snippet), screen_size=screen_size, coords=coords)
-    return parse_pyautogui(snippet, screen_size=screen_size, coords=coords)
+        return read_mobile_json(_load_json(snippet))
+    return read_pyautogui(snippet)
+
+
+def parse_action(
+    text: str | Mapping[str, Any],
+    *,
+    platform: Platform = "auto",
+    screen_size: tuple[int, int] | None = None,
+    coords: CoordMode = "auto",
+) -> Action:
+    """Parse the action of a full model response (thought + action) into an :class:`Action`.
+
+    ``text`` may also be an already decoded JSON action (a mapping), as datasets store them.
+
+    Raises:
+        ActionParseError: no action was found, or the one found is malformed; the message says what
+            was wrong and which formats are accepted.
+    """
+    raw = read_action(text, platform=platform)
+    return build_action(raw, screen_size=screen_size, coords=coords)

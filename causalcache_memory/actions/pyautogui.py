@@ -2,10 +2,13 @@
 
 The code is read with :mod:`ast` and only literal arguments are accepted; it is never executed.
 Accepted calls (with or without the ``pyautogui.`` prefix): ``click``, ``leftClick``, ``doubleClick``,
-``rightClick``, ``moveTo``, ``dragTo``, ``mouseDown``/``mouseUp``, ``scroll``/``vscroll``, ``hscroll``,
-``write``/``typewrite``, ``press``, ``hotkey``, ``keyDown``/``keyUp``; ``time.sleep``; the OpenCUA-style
-``computer.terminate(status=..., answer=...)`` and ``computer.wait()``; and the bare sentinels ``DONE``,
-``WAIT`` and ``FAIL``.
+``tripleClick``, ``rightClick``, ``moveTo``, ``dragTo``, ``mouseDown``/``mouseUp``, ``scroll``/``vscroll``,
+``hscroll``, ``write``/``typewrite``, ``press``, ``hotkey`` (keys as arguments, ``hotkey('ctrl', 'end')``,
+or as one list, ``hotkey(['ctrl', 'end'])`` / ``hotkey(keys=[...])``), ``keyDown``/``keyUp``;
+``time.sleep``; the OpenCUA/AgentNet ``computer.*`` calls (``computer.terminate(status=..., answer=...)``,
+``computer.wait()``, ``computer.triple_click(x=, y=)``, and ``computer.<any call above>``); and the bare
+sentinels ``DONE``, ``WAIT`` and ``FAIL``. A triple click (``tripleClick``, ``computer.triple_click``,
+``click(clicks=3)``) is a ``click`` with ``amount=3`` (never equivalent to a single click).
 
 Several lines combine into one action: ``moveTo`` + ``dragTo`` (or ``mouseDown`` + ``moveTo`` +
 ``mouseUp``) is a drag, ``mouseDown`` + ``time.sleep`` + ``mouseUp`` in place is a long press, ``moveTo`` +
@@ -21,11 +24,11 @@ import textwrap
 from typing import Any
 
 from causalcache_memory.actions.coords import CoordMode, RawAction, build_action
-from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.model import TRIPLE_CLICKS, Action
 from causalcache_memory.actions.normalize import normalize_key
 from causalcache_memory.errors import ActionParseError
 
-__all__ = ["parse_pyautogui"]
+__all__ = ["is_pyautogui_code", "parse_pyautogui", "read_pyautogui"]
 
 _MODULES = {"pyautogui", "computer", "time"}
 _SENTINELS = {
@@ -34,8 +37,9 @@ _SENTINELS = {
     "WAIT": ("wait", {}),
 }
 _ACCEPTED = (
-    "pyautogui.click/leftClick/doubleClick/rightClick/moveTo/dragTo/mouseDown/mouseUp/scroll/vscroll/hscroll/"
-    "write/typewrite/press/hotkey/keyDown/keyUp, time.sleep, computer.terminate/wait, DONE, WAIT, FAIL"
+    "pyautogui.click/leftClick/doubleClick/tripleClick/rightClick/moveTo/dragTo/mouseDown/mouseUp/scroll/"
+    "vscroll/hscroll/write/typewrite/press/hotkey/keyDown/keyUp, time.sleep, "
+    "computer.terminate/wait/triple_click (and computer.<pyautogui call>), DONE, WAIT, FAIL"
 )
 
 
@@ -102,6 +106,8 @@ class _Reader:
         elif fn == "wait":
             seconds = kw.get("seconds", args[0] if args else None)
             self.emit("wait", amount=None if seconds is None else float(_num(seconds, "computer.wait")))
+        elif (handler := getattr(self, "fn_" + fn.lower().replace("_", ""), None)) is not None:
+            handler(f"computer.{fn}", args, kw)  # computer.triple_click(x=, y=), computer.click(...)
         else:
             raise ActionParseError(f"unknown function computer.{fn}(...); accepted: {_ACCEPTED}")
 
@@ -110,14 +116,21 @@ class _Reader:
         button, clicks = str(kw.get("button", "left")).lower(), kw.get("clicks", 1)
         if button not in ("left", "right", "primary", "secondary"):
             raise ActionParseError(f"{name}(button={button!r}) is not supported; use 'left' or 'right'")
-        if clicks not in (1, 2):
-            raise ActionParseError(f"{name}(clicks={clicks!r}) is not supported; use 1 (click) or 2 (double)")
-        kind = (
-            "right_click" if button in ("right", "secondary") else "double_click" if clicks == 2 else "click"
-        )
-        self.emit(kind, [point])
+        if clicks not in (1, 2, 3):
+            raise ActionParseError(
+                f"{name}(clicks={clicks!r}) is not supported; use 1 (click), 2 (double) or 3 (triple)"
+            )
+        if button in ("right", "secondary"):
+            self.emit("right_click", [point])
+        elif clicks == 3:
+            self.emit("click", [point], amount=TRIPLE_CLICKS)
+        else:
+            self.emit("double_click" if clicks == 2 else "click", [point])
 
     fn_leftclick = fn_click
+
+    def fn_tripleclick(self, name: str, args: list, kw: dict) -> None:
+        self.emit("click", [self.point(name, args, kw)], amount=TRIPLE_CLICKS)
 
     def fn_doubleclick(self, name: str, args: list, kw: dict) -> None:
         self.emit("double_click", [self.point(name, args, kw)])
@@ -188,7 +201,13 @@ class _Reader:
 
     def fn_hotkey(self, name: str, args: list, kw: dict) -> None:
         if not args:
-            raise ActionParseError(f"{name}() needs key names, e.g. hotkey('ctrl', 'c')")
+            args = [kw[k] for k in ("keys", "args") if k in kw][:1]
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = list(args[0])  # hotkey(['ctrl', 'end']): AgentNet/OpenCUA write the keys as one list
+        if not args:
+            raise ActionParseError(
+                f"{name}() needs key names, e.g. hotkey('ctrl', 'c') or hotkey(['ctrl', 'c'])"
+            )
         self.emit("hotkey", keys=tuple(_key(k, name) for k in args))
 
     def fn_keydown(self, name: str, args: list, kw: dict) -> None:
@@ -269,6 +288,35 @@ def _callee(node: ast.expr) -> tuple[str | None, str]:
     raise ActionParseError(f"call `{ast.unparse(node)}(...)` is not allowed; accepted: {_ACCEPTED}")
 
 
+def is_pyautogui_code(text: str) -> bool:
+    """Whether ``text`` as a whole is Python made only of imports, action calls (``pyautogui.*``,
+    ``computer.*``, ``time.*`` or a bare call such as ``click(1, 2)``) and the sentinels: a reply that
+    is nothing but code, e.g. ``import pyautogui; pyautogui.click(1, 2)`` on one line."""
+    try:
+        tree = ast.parse(textwrap.dedent(text).strip())
+    except SyntaxError:
+        return False
+    if not tree.body:
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        if not isinstance(stmt, ast.Expr):
+            return False
+        value = stmt.value
+        if isinstance(value, ast.Name) and value.id.upper() in _SENTINELS:
+            continue
+        if not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        named = isinstance(func, ast.Name)
+        if not named and not (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in _MODULES
+        ):
+            return False
+    return True
+
+
 def _statement(stmt: ast.stmt, reader: _Reader) -> None:
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
         names = [stmt.module] if isinstance(stmt, ast.ImportFrom) else [a.name for a in stmt.names]
@@ -300,10 +348,8 @@ def _statement(stmt: ast.stmt, reader: _Reader) -> None:
     )
 
 
-def parse_pyautogui(
-    code: str, *, screen_size: tuple[int, int] | None = None, coords: CoordMode = "auto"
-) -> Action:
-    """Parse one step of PyAutoGUI code into an :class:`Action` (coordinates as in :mod:`.coords`)."""
+def read_pyautogui(code: str) -> RawAction:
+    """One step of PyAutoGUI code as a :class:`RawAction` (coordinates as written, not yet converted)."""
     if not isinstance(code, str) or not code.strip():
         raise ActionParseError(f"empty PyAutoGUI code {code!r}; expected e.g. pyautogui.click(540, 320)")
     source = textwrap.dedent(code).strip()
@@ -316,4 +362,11 @@ def parse_pyautogui(
     reader = _Reader()
     for stmt in tree.body:
         _statement(stmt, reader)
-    return build_action(reader.result(), screen_size=screen_size, coords=coords)
+    return reader.result()
+
+
+def parse_pyautogui(
+    code: str, *, screen_size: tuple[int, int] | None = None, coords: CoordMode = "auto"
+) -> Action:
+    """Parse one step of PyAutoGUI code into an :class:`Action` (coordinates as in :mod:`.coords`)."""
+    return build_action(read_pyautogui(code), screen_size=screen_size, coords=coords)

@@ -15,7 +15,7 @@ import json
 from typing import Any, Literal
 
 from causalcache_memory.actions.coords import CoordSystem, from_relative
-from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.model import TRIPLE_CLICKS, Action
 from causalcache_memory.errors import RenderError
 
 __all__ = ["compose_response", "render_action"]
@@ -39,6 +39,8 @@ def _xy(point: tuple) -> str:
 def _json(action: Action, coords: CoordSystem, screen_size: tuple[int, int] | None) -> dict[str, Any]:
     names = {"open_app": "open", "done": "terminate", "move": "move"}
     out: dict[str, Any] = {"action": names.get(action.type, action.type)}
+    if action.type == "click" and action.amount == TRIPLE_CLICKS:
+        return {"action": "triple_click", "coordinate": list(_pt(action, False, coords, screen_size))}
     if action.type in ("back", "home"):
         return {"action": "system_button", "button": action.type.capitalize()}
     if action.x is not None and action.y is not None:
@@ -72,6 +74,8 @@ def _code(action: Action, coords: CoordSystem, screen_size: tuple[int, int] | No
     t = action.type
     point = (lambda: _xy(_pt(action, False, coords, screen_size))) if action.x is not None else None
     simple = {"click": "click", "double_click": "doubleClick", "right_click": "rightClick", "move": "moveTo"}
+    if t == "click" and action.amount == TRIPLE_CLICKS:
+        return f"pyautogui.tripleClick({point()})"  # type: ignore[misc]
     if t in simple:
         return f"pyautogui.{simple[t]}({point()})"  # type: ignore[misc]
     if t == "drag":

@@ -38,6 +38,7 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         beam_width=sel.beam_width,
         inverted=sel.inverted,
         min_gain=sel.min_gain,
+        second_pass_budget=sel.second_pass_budget,
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
     )

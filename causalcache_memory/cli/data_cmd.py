@@ -111,7 +111,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument(
         "--coords",
         choices=("auto", "absolute", "relative", "thousand"),
-        help="mobileworld: coordinate system of the actions (default auto)",
+        help="mobileworld: coordinate system of the actions (default auto: decided once per trajectory "
+        "from all its points and the screen size, recorded in metadata.coords)",
     )
     imp.add_argument("--source-archive", help="causalcache: the deployment's archive (path or URL)")
     imp.add_argument(

@@ -22,6 +22,7 @@ def _label_selector(args: argparse.Namespace) -> int:
         recipe.labels.label_config(),
         progress=not args.no_progress,
         max_states=args.max_states,
+        force_labeller=args.force_labeller,
     )
     print(
         f"{output}: {counts['written']} new records ({counts['skipped']} already present of "
@@ -45,6 +46,7 @@ def _label_fleet(args: argparse.Namespace, res: object, recipe: object, output: 
             retries=args.retries,
             progress=not args.no_progress,
             max_states=args.max_states,
+            force_labeller=args.force_labeller,
         )
     finally:
         close = getattr(policy, "close", None)
@@ -82,4 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "failed states are left for the next run); default 1 = one after another",
     )
     sel.add_argument("--retries", type=int, default=2, help="retries of a state after a transient error")
+    sel.add_argument(
+        "--force-labeller",
+        action="store_true",
+        help="accept the simulated world policy as the labeller of data not from the synthetic world",
+    )
     sel.set_defaults(handler=_label_selector)

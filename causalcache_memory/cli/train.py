@@ -59,11 +59,16 @@ def _train_selector(args: argparse.Namespace) -> int:
         print(
             "  " + json.dumps({k: {n: round(v, 5) for n, v in d.items()} for k, d in meta["metrics"].items()})
         )
-        cal = meta["calibration"]
+        cal, ood = meta["calibration"], meta["ood"]
+        guard = (
+            f"OOD threshold {ood['threshold']:.2f}, dev flagged {ood.get('dev_flagged', float('nan')):.3f}"
+            if "guard" in ood
+            else f"no OOD guard ({ood['skipped']})"
+        )
         print(
-            f"  min_gain (auto) {cal['min_gain']:.4f} on {cal['split']}: dev fire rate {cal['dev_fire_rate']:.3f} "
-            f"(at 0: {cal['dev_fire_rate_at_0']:.3f}); OOD threshold {meta['ood']['threshold']:.2f}, "
-            f"dev flagged {meta['ood'].get('dev_flagged', float('nan')):.3f}"
+            f"  min_gain (auto, pass-2 budget {cal['second_pass_budget']:g}) {cal['min_gain']:.4f} on "
+            f"{cal['split']}: dev fire rate {cal['dev_fire_rate']:.3f}, dev gain {cal['dev_gain']:.4f} "
+            f"(at 0: {cal['dev_fire_rate_at_0']:.3f}, {cal['dev_gain_at_0']:.4f}); {guard}"
         )
     return 0
 

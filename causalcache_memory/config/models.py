@@ -102,6 +102,12 @@ class SelectorConfig(_Strict):
         "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
         "larger = fewer second passes.",
     )
+    second_pass_budget: float = Field(
+        0.15,
+        description="With min_gain: auto, the largest share of decisions that may run pass 2, in [0, 1]: "
+        "the threshold is the one with the most dev gain within it, chosen from the frontier stored in "
+        "the model (docs/SELECTOR.md); a number in min_gain overrides it.",
+    )
     ood_guard: bool = Field(
         True,
         description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
@@ -110,6 +116,16 @@ class SelectorConfig(_Strict):
     ood_scale: float = Field(
         1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
     )
+
+    @field_validator("second_pass_budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"second_pass_budget={value!r} must be a share of decisions in [0, 1], e.g. 0.15 (at most "
+                "15% of decisions run pass 2); 1 = no budget limit, or set min_gain to a number instead"
+            )
+        return float(value)
 
     @field_validator("min_gain", mode="before")
     @classmethod

@@ -35,6 +35,11 @@ from causalcache_memory.selector.features import FeatureExtractor, context_featu
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import state_summary
 from causalcache_memory.selector.screen_text import ScreenTextSource
+from causalcache_memory.selector.threshold import (
+    DEFAULT_SECOND_PASS_BUDGET,
+    resolve_min_gain,
+    resolve_thresholds,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,26 +65,6 @@ def bundled_model_path() -> Path:
     return Path(str(ref))
 
 
-def resolve_min_gain(min_gain: float | str, model: OnnxScorer) -> tuple[float, str]:
-    """``(threshold, source)`` for ``min_gain``: a number >= 0, or ``"auto"`` = the model's calibrated one.
-
-    ``auto`` on a model exported without calibration metadata falls back to 0 (the paper's rule) and says
-    so in ``source``; ``0`` is the paper's rule (every positive predicted gain is taken).
-    """
-    if isinstance(min_gain, str):
-        if min_gain != "auto":
-            raise SelectorError(
-                f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)"
-            )
-        calibrated = model.calibrated_min_gain
-        if calibrated is None:
-            return 0.0, "auto: model has no calibration, the paper's rule (0)"
-        return calibrated, "auto: " + str(model.calibration.get("rule", "calibrated on dev"))
-    if isinstance(min_gain, bool) or not float(min_gain) >= 0.0:
-        raise SelectorError(f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)")
-    return float(min_gain), "fixed"
-
-
 class SelectorAllocator:
     """Learned budget-aware restoration selector (:class:`Allocator`).
 
@@ -91,8 +76,11 @@ class SelectorAllocator:
         inverted: negate every predicted marginal (specificity control of the allocation ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
         min_gain: smallest predicted gain for which a swap is taken: ``"auto"`` (default) = the threshold
-            calibrated on development data and stored in the model; ``0`` = the paper's rule (every
-            positive predicted gain); larger values decline near-neutral swaps.
+            chosen for ``second_pass_budget`` from the dev frontier stored in the model (a format-2 model:
+            its stored threshold); ``0`` = the paper's rule (every positive predicted gain); larger values
+            decline near-neutral swaps (:mod:`~causalcache_memory.selector.threshold`).
+        second_pass_budget: with ``min_gain="auto"``, the largest share of dev decisions that may run
+            pass 2, in ``[0, 1]`` (default 0.15).
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
             (needs a model exported with OOD statistics; older models are not guarded).
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
@@ -113,6 +101,7 @@ class SelectorAllocator:
         inverted: bool = False,
         thumbnail_size: int = 32,
         min_gain: float | Literal["auto"] = "auto",
+        second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
         screen_text: ScreenTextSource | None = None,
@@ -127,7 +116,10 @@ class SelectorAllocator:
             self.model = OnnxScorer(
                 model_path if model_path is not None else bundled_model_path(), threads=threads
             )
-        self.min_gain, self.min_gain_source = resolve_min_gain(min_gain, self.model)
+        #: the swap thresholds (per memory budget B where the model has a dev frontier for it)
+        self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_budget=second_pass_budget)
+        self.min_gain, self.min_gain_source = self.thresholds.default, self.thresholds.source
+        self.second_pass_budget = float(second_pass_budget)
         self.beam_width = beam_width
         self.inverted = inverted
         self.thumbnail_size = thumbnail_size
@@ -208,11 +200,13 @@ class SelectorAllocator:
             t, budget: the decision index and ``B``.
             witness: the reference action (the pass-1 proposal), for the context features.
 
-        Returns the exact-B allocation; ``info`` holds ``min_gain``, ``predicted_gain`` (the beam's predicted
-        gain over Recent-B), and ``ood_distance`` / ``fallback: "ood"`` when the guard ran.
+        Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``),
+        ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
+        ``fallback: "ood"`` when the guard ran.
         """
         recent = recent_b(t, budget)
-        info: dict[str, Any] = {"min_gain": self.min_gain, "predicted_gain": 0.0}
+        min_gain = self.thresholds.for_budget(budget)
+        info: dict[str, Any] = {"min_gain": min_gain, "predicted_gain": 0.0}
         if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
@@ -228,7 +222,7 @@ class SelectorAllocator:
         scorer = self.model.scorer(
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
-        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=self.min_gain)
+        result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain)
         info["predicted_gain"] = round(result.gain, 6)
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info

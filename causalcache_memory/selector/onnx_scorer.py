@@ -5,8 +5,9 @@ its feature-schema hash against this library's extractor *and* the graph's actua
 (names, ranks, element types, fixed widths) and refuses a mismatch with
 :class:`~causalcache_memory.errors.SchemaMismatchError`, then scores conditioning sets for the beam.
 Scores that are not finite (NaN, ±inf) are refused with :class:`NonFiniteScoreError` instead of being
-ranked. The model's calibrated swap threshold and OOD statistics are read from its metadata
-(``causalcache.calibration``, ``causalcache.ood``; absent in models exported before them).
+ranked. The model's calibration (stored threshold and the dev pass-2 frontier) and OOD statistics are
+read from its metadata (``causalcache.calibration``, ``causalcache.ood``; absent in models exported
+before them; format-2 models carry a threshold without frontier and the earlier Mahalanobis guard).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feature_index, schema_hash
-from causalcache_memory.selector.ood import OodGuard
+from causalcache_memory.selector.ood import OodGuard, RobustGuard, load_guard
 
 __all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxScorer", "pack_sets_np"]
 
@@ -123,19 +124,26 @@ class OnnxScorer:
         self.feature_names: list[str] = json.loads(self.metadata.get("causalcache.feature_names", "[]"))
         self.drop_features: list[str] = json.loads(self.metadata.get("causalcache.drop_features", "[]"))
         self.drop_index: list[int] = [feature_index(n) for n in self.drop_features]
-        #: ``{"min_gain", "rule", ...}`` chosen on dev at training time; empty for older models
+        #: ``{"min_gain", "rule", "frontier", ...}`` from the dev split at training time (format 2: no
+        #: ``frontier``, only the stored threshold); empty for older models
         self.calibration: dict = json.loads(self.metadata.get("causalcache.calibration", "{}"))
         ood = self.metadata.get("causalcache.ood")
-        #: the out-of-distribution guard fitted on the training states; None for older models
-        self.ood: OodGuard | None = (
-            OodGuard.from_json(ood, self.feature_names, source=f"selector model {p}") if ood else None
+        #: the out-of-distribution guard (:mod:`~causalcache_memory.selector.ood`); None for older models
+        self.ood: RobustGuard | OodGuard | None = (
+            load_guard(ood, self.feature_names, source=f"selector model {p}") if ood else None
         )
+        #: the model's metadata layout version (``causalcache.model_format_version``; 0 when absent)
+        self.format_version: int = int(self.metadata.get("causalcache.model_format_version", "0") or 0)
         #: whether the model was trained with thumbnail statistics (False: the extractor reads no pixels)
         self.image_features: bool = self.metadata.get("causalcache.image_features", "true") != "false"
 
     @property
     def calibrated_min_gain(self) -> float | None:
-        """The swap threshold chosen on dev data (``min_gain: auto``); None when the model has none."""
+        """The swap threshold stored at training (for the training budget); None when the model has none.
+
+        ``min_gain: auto`` re-chooses from ``calibration["frontier"]`` for the deployment's budget
+        (:func:`~causalcache_memory.selector.threshold.resolve_min_gain`).
+        """
         value = self.calibration.get("min_gain")
         return None if value is None else float(value)
 

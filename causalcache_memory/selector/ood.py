@@ -1,20 +1,40 @@
-"""Out-of-distribution guard: is a decision state like the states the scorer was trained on?
+"""Out-of-distribution guard: does a decision state look like the states the scorer was trained on?
 
-Rule (stated in advance, stored with the model): a state is summarized by the mean of each event-feature
-column over its events (``(F,)``; columns the model drops are zeroed). With ``mu`` and ``Sigma`` the mean
-and covariance of that summary over the *training* states, the state's distance is the Mahalanobis
-distance ``sqrt((z - mu)^T P (z - mu))`` with ``P = (Sigma + lambda I)^-1``, ``lambda`` = 1e-3 x the mean
-variance (a feature constant in training makes any deviation from it far). The state is out of
-distribution when its distance exceeds ``threshold``: the 99.9th percentile of the distances of the
-training and development states. At deployment such a state falls back to Recent-B with reason ``ood``.
+A state is summarized by the mean of each event-feature column over its events (:func:`state_summary`,
+``(F,)``). The guard (:class:`RobustGuard`, rule :data:`OOD_RULE`, fitted by :meth:`RobustGuard.fit`)
+looks only at what the scorer relies on:
 
-The statistics (fitted by :mod:`causalcache_memory.lab.selector.calibrate`) live in the model's ``causalcache.ood`` metadata (JSON):
-``{"rule", "features", "mean", "precision", "threshold", "quantile", "states"}``.
+* **columns**: the features the model uses and that vary across training states (columns the model drops,
+  columns constant in training such as ``witness_present`` under a gold witness, and identity columns
+  named ``*_id`` / ``*_px`` — raw verb ids, pixel sizes — are left out). Action types enter the features
+  as families only, and points as relative coordinates, so an unseen verb of a known family or a larger
+  screen moves no action or position column (summaries name the verb and the pixel point, so the
+  summary-overlap columns can move a little);
+* **robust standardisation**: ``u_f = (z_f − median_f) / s_f`` with ``s_f = max(1.4826 · MAD_f, 0.1)``
+  over the training states (the standard deviation where the MAD is 0; the floor: features live on unit
+  ranges, and a column that barely varies in training, e.g. a summary overlap under one verb, must not
+  make a shift of a tenth of its range out of distribution by itself);
+* **shrinkage covariance** (Ledoit & Wolf 2004): ``Σ = (1 − δ) S + δ (tr S / d) I`` of ``u`` over the
+  training states, ``δ`` the estimated optimal intensity but at least 0.5, so a few dozen states never
+  give a singular guard and columns computed from one source (the summary-overlap features move
+  together in training) may move off their training pattern — new wording, a new verb — without the
+  state being out of distribution unless the columns themselves are far; distance
+  ``D(z) = sqrt(u^T Σ^{-1} u)``;
+* **threshold on dev**: the smallest order statistic of the *dev* states' distances above which at most
+  ``false_alarm_rate`` (1%) of them lie; a state with ``D > threshold`` (or a non-finite summary) is out of
+  distribution and the decision falls back to Recent-B with reason ``ood``.
+
+Fitting needs at least :func:`min_guard_states` training states (:func:`guard_fit_size_check` refuses
+fewer with the number needed). The statistics live in the model's ``causalcache.ood`` metadata (JSON,
+``"kind": "robust-shrinkage"``). Models of format 2 carry the earlier guard (:class:`OodGuard`: Mahalanobis
+distance over all 45 columns, threshold = 99.9th percentile of train + dev distances); :func:`load_guard`
+reads either.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,16 +43,53 @@ import numpy as np
 
 from causalcache_memory.errors import SelectorError
 
-__all__ = ["OOD_QUANTILE", "OOD_RIDGE", "OOD_RULE", "OodGuard", "state_summary"]
+__all__ = [
+    "FALSE_ALARM_RATE",
+    "GUARD_KIND",
+    "GUARD_MIN_STATES",
+    "OOD_QUANTILE",
+    "OOD_RIDGE",
+    "OOD_RULE",
+    "SCALE_FLOOR",
+    "GuardFitError",
+    "OodGuard",
+    "RobustGuard",
+    "guard_columns",
+    "guard_fit_size_check",
+    "load_guard",
+    "min_guard_states",
+    "state_summary",
+]
 
+GUARD_KIND = "robust-shrinkage"
+#: share of dev decision states the fitted guard may flag (its calibrated false-alarm rate)
+FALSE_ALARM_RATE = 0.01
+#: fewest training states a guard is fitted on, and the states needed per guarded column
+GUARD_MIN_STATES = 30
+GUARD_STATES_PER_FEATURE = 2
+#: smallest robust scale: features live on unit ranges (0..1 shares, log ages), so a shift of a tenth
+#: of the range is at most one robust standard unit, however narrow the training spread
+SCALE_FLOOR = 0.1
+#: least shrinkage intensity: training correlations are at most half trusted (see module doc)
+MIN_SHRINKAGE = 0.5
+#: name endings of identity columns (raw verb/type ids, pixel sizes), never guarded
+IDENTITY_SUFFIXES = ("_id", "_px")
 OOD_RULE = (
+    "shrinkage (Ledoit-Wolf) Mahalanobis distance of the state's per-feature event means, robustly "
+    "standardised (median, 1.4826 MAD) on the training states, over the columns that vary in training "
+    "(no dropped or identity columns), above the threshold that flags at most {rate:g} of the dev states"
+)
+#: format-2 guard (:class:`OodGuard`): ridge relative to the mean variance, and its train+dev quantile
+OOD_RIDGE = 1e-3
+OOD_QUANTILE = 0.999
+_LEGACY_RULE = (
     "Mahalanobis distance of the state's per-feature event means from the training states' mean "
     "(covariance + 1e-3 x mean variance x I) above the 99.9th percentile of train+dev state distances"
 )
-#: ridge added to the covariance diagonal, relative to the mean feature variance
-OOD_RIDGE = 1e-3
-#: quantile of in-distribution (train + dev) distances used as the threshold
-OOD_QUANTILE = 0.999
+
+
+class GuardFitError(SelectorError, ValueError):
+    """Too few (or degenerate) training states to fit the OOD guard."""
 
 
 def state_summary(events: np.ndarray, drop: Sequence[int] = ()) -> np.ndarray:
@@ -43,15 +100,178 @@ def state_summary(events: np.ndarray, drop: Sequence[int] = ()) -> np.ndarray:
     return z
 
 
+def min_guard_states(n_features: int) -> int:
+    """Training states needed to fit a guard on ``n_features`` columns: ``max(30, 2 · n_features)``."""
+    return max(GUARD_MIN_STATES, GUARD_STATES_PER_FEATURE * int(n_features))
+
+
+def guard_fit_size_check(n_states: int, n_features: int) -> None:
+    """Refuse (:class:`GuardFitError`) to fit a guard on fewer than :func:`min_guard_states` states."""
+    need = min_guard_states(n_features)
+    if n_states < need:
+        raise GuardFitError(
+            f"the OOD guard needs at least {need} training decision states for {n_features} features "
+            f"(max({GUARD_MIN_STATES}, {GUARD_STATES_PER_FEATURE} per feature)), got {n_states}: label "
+            f"{need - n_states} more states (more trajectories, or more states per trajectory)"
+        )
+
+
+def guard_columns(
+    names: Sequence[str], z_train: np.ndarray, drop: Sequence[int] = (), *, tol: float = 1e-9
+) -> list[int]:
+    """Indices of the columns the guard watches: used, varying in training, not identity columns."""
+    spread = np.asarray(z_train, dtype=np.float64).std(axis=0)
+    dropped = set(drop)
+    return [
+        i
+        for i, name in enumerate(names)
+        if i not in dropped and not name.endswith(IDENTITY_SUFFIXES) and spread[i] > tol
+    ]
+
+
+def _ledoit_wolf(u: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(Σ, δ)``: the shrinkage of the covariance of ``u`` ``(n, d)`` towards ``(tr S/d) I``.
+
+    ``δ`` = the Ledoit-Wolf estimate of the optimal intensity, at least :data:`MIN_SHRINKAGE`.
+    """
+    n, d = u.shape
+    x = u - u.mean(axis=0)
+    s = x.T @ x / n
+    mu = float(np.trace(s)) / d
+    dist2 = float(((s - mu * np.eye(d)) ** 2).sum())
+    x2 = x**2
+    beta2 = float((x2.T @ x2).sum() / n - (s**2).sum()) / n
+    delta = 0.0 if dist2 <= 0.0 else min(max(beta2, 0.0), dist2) / dist2
+    delta = max(delta, MIN_SHRINKAGE)
+    return (1.0 - delta) * s + delta * mu * np.eye(d), delta
+
+
+@dataclass(frozen=True)
+class RobustGuard:
+    """The guard of the module doc: robust standardisation, shrinkage covariance, dev-calibrated threshold.
+
+    Attributes:
+        features: the model's feature names (all ``F`` columns of a summary).
+        columns: indices of the guarded columns (``d`` of them).
+        center, scale: ``(d,)`` training medians and robust scales of those columns.
+        precision: ``(d, d)`` inverse of the shrunk covariance of the standardised training summaries.
+        threshold: distance above which a state is out of distribution.
+        false_alarm_rate: share of dev states the threshold was set to flag at most.
+        shrinkage: the Ledoit-Wolf intensity ``δ`` used.
+    """
+
+    features: tuple[str, ...]
+    columns: tuple[int, ...]
+    center: np.ndarray
+    scale: np.ndarray
+    precision: np.ndarray
+    threshold: float
+    false_alarm_rate: float = FALSE_ALARM_RATE
+    shrinkage: float = 0.0
+
+    @property
+    def rule(self) -> str:
+        return OOD_RULE.format(rate=self.false_alarm_rate)
+
+    @classmethod
+    def fit(
+        cls,
+        names: Sequence[str],
+        z_train: np.ndarray,
+        z_dev: np.ndarray | None = None,
+        *,
+        drop: Sequence[int] = (),
+        false_alarm_rate: float = FALSE_ALARM_RATE,
+    ) -> RobustGuard:
+        """Fit on training summaries ``(n, F)``; the threshold comes from ``z_dev`` (training if empty)."""
+        if not 0.0 <= false_alarm_rate < 1.0:
+            raise GuardFitError(f"false_alarm_rate={false_alarm_rate!r} must be in [0, 1), e.g. 0.01")
+        z_train = np.asarray(z_train, dtype=np.float64)
+        cols = guard_columns(names, z_train, drop)
+        guard_fit_size_check(len(z_train), len(cols))
+        if not cols:
+            raise GuardFitError(
+                "no feature varies across the training states: the OOD guard has nothing to watch"
+            )
+        x = z_train[:, cols]
+        center = np.median(x, axis=0)
+        scale = 1.4826 * np.median(np.abs(x - center), axis=0)
+        scale = np.maximum(np.where(scale > 1e-9, scale, x.std(axis=0)), SCALE_FLOOR)
+        cov, delta = _ledoit_wolf((x - center) / scale)
+        precision = np.linalg.inv(cov)
+        guard = cls(tuple(names), tuple(cols), center, scale, (precision + precision.T) / 2.0, 1.0)
+        pool = z_train if z_dev is None or not len(z_dev) else np.asarray(z_dev, dtype=np.float64)
+        dist = np.sort([guard.distance(z) for z in pool])
+        k = max(math.ceil((1.0 - false_alarm_rate) * len(dist)) - 1, 0)
+        threshold = max(float(dist[k]), 1e-9)
+        return cls(
+            guard.features, guard.columns, center, scale, guard.precision, threshold, false_alarm_rate, delta
+        )
+
+    def distance(self, summary: np.ndarray) -> float:
+        u = (np.asarray(summary, dtype=np.float64)[list(self.columns)] - self.center) / self.scale
+        value = float(u @ self.precision @ u)
+        return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
+
+    def is_ood(self, summary: np.ndarray, *, scale: float = 1.0) -> tuple[bool, float]:
+        """``(out_of_distribution, distance)``; a non-finite summary is always out of distribution."""
+        dist = self.distance(summary)
+        return (not dist <= self.threshold * scale), dist
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "kind": GUARD_KIND,
+                "rule": self.rule,
+                "features": list(self.features),
+                "columns": [self.features[i] for i in self.columns],
+                "center": self.center.tolist(),
+                "scale": self.scale.tolist(),
+                "precision": self.precision.tolist(),
+                "threshold": self.threshold,
+                "false_alarm_rate": self.false_alarm_rate,
+                "shrinkage": self.shrinkage,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], feature_names: Sequence[str], source: str) -> RobustGuard:
+        names = tuple(data["features"])
+        if names != tuple(feature_names):
+            raise SelectorError(
+                f"{source}: causalcache.ood statistics describe {len(names)} features, but the model has "
+                f"{len(feature_names)} ({'another order' if len(names) == len(feature_names) else 'another list'}); "
+                "re-export it"
+            )
+        cols = tuple(names.index(c) for c in data["columns"])
+        center = np.asarray(data["center"], dtype=np.float64)
+        scale = np.asarray(data["scale"], dtype=np.float64)
+        precision = np.asarray(data["precision"], dtype=np.float64)
+        d = len(cols)
+        if center.shape != (d,) or scale.shape != (d,) or precision.shape != (d, d):
+            raise SelectorError(
+                f"{source}: causalcache.ood statistics for {d} columns have center {center.shape}, scale "
+                f"{scale.shape}, precision {precision.shape}; re-export the model"
+            )
+        threshold = float(data["threshold"])
+        finite = np.isfinite(center).all() and np.isfinite(precision).all() and np.isfinite(scale).all()
+        if not (finite and (scale > 0).all() and threshold > 0):
+            raise SelectorError(f"{source}: causalcache.ood statistics are not finite; re-export the model")
+        return cls(
+            names, cols, center, scale, precision, threshold,
+            float(data.get("false_alarm_rate", FALSE_ALARM_RATE)), float(data.get("shrinkage", 0.0)),
+        )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class OodGuard:
-    """Mahalanobis distance of a state summary to the training distribution (see module doc)."""
+    """The format-2 guard: Mahalanobis distance over every column (kept to load models of format 2)."""
 
     features: tuple[str, ...]
     mean: np.ndarray
     precision: np.ndarray
     threshold: float
-    rule: str = OOD_RULE
+    rule: str = _LEGACY_RULE
 
     def distance(self, summary: np.ndarray) -> float:
         d = np.asarray(summary, dtype=np.float64) - self.mean
@@ -76,17 +296,18 @@ class OodGuard:
 
     @classmethod
     def from_json(cls, text: str, feature_names: Sequence[str], *, source: str = "model") -> OodGuard:
-        """Parse ``causalcache.ood`` metadata; refuses statistics of another feature list or shape."""
-        try:
-            data: Mapping[str, Any] = json.loads(text)
-            features = tuple(data["features"])
-            mean = np.asarray(data["mean"], dtype=np.float64)
-            precision = np.asarray(data["precision"], dtype=np.float64)
-            threshold = float(data["threshold"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SelectorError(
-                f"{source}: causalcache.ood metadata is malformed ({exc}); re-export the model"
-            ) from exc
+        """Parse format-2 ``causalcache.ood`` metadata; refuses statistics of another feature list."""
+        guard = load_guard(text, feature_names, source=source)
+        if not isinstance(guard, OodGuard):
+            raise SelectorError(f"{source}: causalcache.ood holds a {GUARD_KIND} guard; use load_guard")
+        return guard
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], feature_names: Sequence[str], source: str) -> OodGuard:
+        features = tuple(data["features"])
+        mean = np.asarray(data["mean"], dtype=np.float64)
+        precision = np.asarray(data["precision"], dtype=np.float64)
+        threshold = float(data["threshold"])
         n = len(feature_names)
         if features != tuple(feature_names) or mean.shape != (n,) or precision.shape != (n, n):
             raise SelectorError(
@@ -95,4 +316,25 @@ class OodGuard:
             )
         if not (np.isfinite(mean).all() and np.isfinite(precision).all() and threshold > 0):
             raise SelectorError(f"{source}: causalcache.ood statistics are not finite; re-export the model")
-        return cls(features, mean, precision, threshold, str(data.get("rule", OOD_RULE)))
+        return cls(features, mean, precision, threshold, str(data.get("rule", _LEGACY_RULE)))
+
+
+def load_guard(text: str, feature_names: Sequence[str], *, source: str = "model") -> RobustGuard | OodGuard:
+    """Parse a model's ``causalcache.ood`` metadata: the robust guard, or a format-2 :class:`OodGuard`."""
+    try:
+        data: Mapping[str, Any] = json.loads(text)
+        kind = data.get("kind")
+        if kind == GUARD_KIND:
+            return RobustGuard.from_dict(data, feature_names, source)
+        if kind is not None:
+            raise SelectorError(
+                f"{source}: causalcache.ood has guard kind {kind!r}; this library reads {GUARD_KIND!r} and "
+                "the format-2 guard: upgrade causalcache-memory or re-export the model"
+            )
+        return OodGuard.from_dict(data, feature_names, source)
+    except SelectorError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SelectorError(
+            f"{source}: causalcache.ood metadata is malformed ({exc!r}); re-export the model"
+        ) from exc

@@ -75,3 +75,40 @@ def test_error_lists_accepted_formats() -> None:
     with pytest.raises(ActionParseError) as info:
         parse_action("nothing here")
     assert ACCEPTED_FORMATS in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("computer.triple_click(x=0.5, y=0.25)", Action("click", x=0.5, y=0.25, amount=3)),
+        ("Thought: select the line\nAction:\n```python\ncomputer.triple_click(x=0.5, y=0.25)\n```",
+         Action("click", x=0.5, y=0.25, amount=3)),
+        ("pyautogui.tripleClick(0.5, 0.25)", Action("click", x=0.5, y=0.25, amount=3)),
+        ("pyautogui.click(0.5, 0.25, clicks=3)", Action("click", x=0.5, y=0.25, amount=3)),
+        ("pyautogui.hotkey(['ctrl', 'end'])", Action("hotkey", keys=("ctrl", "end"))),
+        ("pyautogui.hotkey('ctrl', 'end')", Action("hotkey", keys=("ctrl", "end"))),
+        ("pyautogui.hotkey(keys=['ctrl', 'end'])", Action("hotkey", keys=("ctrl", "end"))),
+        ("Action: computer.hotkey(['ctrl', 'end'])", Action("hotkey", keys=("ctrl", "end"))),
+        ("import pyautogui; pyautogui.click(0.5, 0.25)", Action("click", x=0.5, y=0.25)),
+        ('{"action": "triple_click", "coordinate": [0.5, 0.25]}', Action("click", x=0.5, y=0.25, amount=3)),
+    ],
+)  # fmt: skip
+def test_accepts_the_forms_the_importers_accept(text: str, expected: Action) -> None:
+    """The runtime reply parser reads AgentNet/OpenCUA ``computer.*`` calls and hotkey lists (issue 25:
+    it used to reject ``computer.triple_click(...)`` and ``hotkey(['ctrl', 'end'])``)."""
+    assert parse_action(text, platform="desktop") == expected
+
+
+def test_decoded_json_action_is_accepted() -> None:
+    assert parse_action({"action": "click", "coordinate": [960, 540]}, screen_size=SCREEN) == CLICK
+
+
+def test_triple_click_is_not_a_single_click() -> None:
+    from causalcache_memory.actions import actions_equivalent, render_action
+
+    triple = parse_action("computer.triple_click(x=0.5, y=0.5)")
+    assert not actions_equivalent(triple, CLICK) and not actions_equivalent(CLICK, triple)
+    assert actions_equivalent(triple, parse_action("pyautogui.tripleClick(960, 540)", screen_size=SCREEN))
+    for fmt in ("pyautogui", "json"):
+        text = render_action(triple, fmt=fmt, coords="relative")
+        assert parse_action(text) == triple, text

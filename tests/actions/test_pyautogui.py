@@ -89,7 +89,7 @@ def test_coordinate_systems(code: str, screen, coords: str, xy: tuple[float, flo
     [
         ("", {}, "empty"),
         ("   \n", {}, "empty"),
-        ("pyautogui.tripleClick(1, 2)", {}, "unknown function pyautogui.tripleClick"),
+        ("pyautogui.quadrupleClick(1, 2)", {}, "unknown function pyautogui.quadrupleClick"),
         ("pyautogui.frobnicate()", {}, "unknown function"),
         ("os.system('rm -rf /')", {}, "os.system"),
         ("import os\nos.system('ls')", {}, "only pyautogui and time"),

@@ -7,6 +7,7 @@ import json
 import pytest
 from data_builders import screen_number, write_agentnet
 
+from causalcache_memory.actions import Action
 from causalcache_memory.lab.data.loaders import DatasetFormatError
 from causalcache_memory.lab.data.loaders.agentnet import load_agentnet
 
@@ -48,7 +49,7 @@ def test_actions_timing_and_ids(tmp_path, archive) -> None:
     drag = steps[2].action
     assert (drag.type, drag.x, drag.y, drag.x2, drag.y2) == ("drag", 0.1, 0.2, 0.6, 0.7)
     assert steps[3].action.type == "hotkey" and steps[3].action.keys == ("ctrl", "s")
-    assert steps[4].action.type == "click" and steps[4].metadata["clicks"] == 3
+    assert steps[4].action == Action("click", x=0.3, y=0.4, amount=3)  # a triple click
     assert steps[5].unparsed == "pyautogui.frobnicate(3)" and not steps[5].parsed  # kept, not dropped
     assert steps[6].action.type == "wait" and steps[6].parsed
     assert steps[7].action.type == "done" and steps[7].action.status == "success"
@@ -129,3 +130,24 @@ def test_bad_json_line(tmp_path, archive) -> None:
     src.write_text('{"task_id": 1\n', encoding="utf-8")
     with pytest.raises(DatasetFormatError, match=r"x\.jsonl:1: field '<line>': not JSON"):
         load_agentnet(src, archive)
+
+
+def test_observation_and_reflection_are_kept_as_event_text(tmp_path, archive) -> None:
+    """Issue 25: AgentNet's ``observation`` and ``reflection`` texts used to be dropped on import."""
+    src = write_agentnet(
+        tmp_path,
+        [{"task_id": "t", "instruction": "g", "codes": ["computer.wait()"] * 3, "task_completed": True}],
+    )
+    lines = [json.loads(line) for line in src.read_text().splitlines()]
+    for k, step in enumerate(lines[0]["traj"]):
+        step["value"]["observation"] = f"The inbox lists order #{k}4\nwith two lines."
+        step["value"]["reflection"] = f"Step {k} worked."
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (traj,) = load_agentnet(src, archive).trajectories
+    response = traj.steps[1].response
+    assert "## Observation:\nThe inbox lists order #14\nwith two lines." in response
+    assert "## Reflection:\nStep 1 worked." in response
+    assert response.index("## Observation") < response.index("## Reflection") < response.index("## Thought")
+    event = traj.trace_at(3).events[1]
+    assert event.response == response
+    assert "\n" not in event.summary and "#14" not in event.summary  # summaries stay one line, of actions

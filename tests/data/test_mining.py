@@ -8,7 +8,6 @@ from collections import defaultdict
 import pytest
 
 from causalcache_memory.actions import Tolerance, actions_equivalent, parse_pyautogui
-from causalcache_memory.lab.data.loaders.agentnet import normalize_agentnet_code
 from causalcache_memory.lab.data.trajectory import Step, Trajectory
 from causalcache_memory.lab.hgkv.groups import ReplacementGroup, mine_groups
 
@@ -22,14 +21,12 @@ def _traj(tid: str, codes: list[str | None], *, success: bool = True) -> Traject
     steps = []
     for k, code in enumerate(codes, 1):
         unparsed = code is None
-        fixed, meta = normalize_agentnet_code(code or "computer.wait()")
         steps.append(
             Step(
-                action=parse_pyautogui(fixed, coords="relative"),
+                action=parse_pyautogui(code or "computer.wait()", coords="relative"),
                 response=code or "???",
                 screenshot_before=_sha(f"{tid}/{k}"),
                 screenshot_after=_sha(f"{tid}/{k + 1}"),
-                metadata=meta,
                 step_id=str(10 * k),
                 unparsed="???" if unparsed else None,
             )

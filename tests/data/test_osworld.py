@@ -10,17 +10,19 @@ from data_builders import screen_number, write_osworld_example
 from causalcache_memory.lab.data.loaders import DatasetFormatError
 from causalcache_memory.lab.data.loaders.osworld import load_osworld
 
+OSWORLD_STEPS = [
+    (1, "pyautogui.click(319, 179)"),
+    (2, "import pyautogui; pyautogui.typewrite('Grüße')"),
+    (4, "pyautogui.moveTo(100, 200)\npyautogui.dragTo(639, 359, duration=0.5)"),
+    (4, "WAIT"),
+    (5, {"action_type": "CLICK", "parameters": {}}),
+    (6, "DONE"),
+]
+
 
 def test_pixels_post_action_screens_and_sentinels(tmp_path, archive) -> None:
     root = tmp_path / "results"
-    steps = [
-        (1, "pyautogui.click(319, 179)"),
-        (2, "import pyautogui; pyautogui.typewrite('Grüße')"),
-        (4, "pyautogui.moveTo(100, 200)\npyautogui.dragTo(639, 359, duration=0.5)"),
-        (4, "WAIT"),
-        (5, {"action_type": "CLICK", "parameters": {}}),
-        (6, "DONE"),
-    ]
+    steps = OSWORLD_STEPS
     write_osworld_example(root, "chrome", "ex-1", steps, extra_lines=[{"Error": "VM hiccup"}], result="1.0")
     examples = tmp_path / "evaluation_examples" / "examples" / "chrome"
     examples.mkdir(parents=True)

@@ -137,6 +137,11 @@ def test_real_data_pipeline(tmp_path, one_thread, capsys) -> None:
                     "output_dir": str(tmp_path / "selector"),
                     "epochs": 2,
                     "description": "pipeline test",
+                    # the split data mine used (one split function), and a smoke run's minimums
+                    "splits": [0.6, 0.3, 0.1],
+                    "split_salt": salt,
+                    "min_train_states": 2,
+                    "min_dev_states": 1,
                 },
                 "ladder": {
                     "budgets": [1],

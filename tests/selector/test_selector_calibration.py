@@ -1,4 +1,7 @@
-"""Calibrated swap threshold (``min_gain: auto``), the OOD guard, all-slot labels (issue 14)."""
+"""Calibration metadata (``min_gain: auto``), the OOD fallback, all-slot labels (issues 14, 24).
+
+The pass-2 budget rule is tested in test_selector_budget.py, the guard in test_selector_ood.py.
+"""
 
 from __future__ import annotations
 
@@ -10,57 +13,9 @@ import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
 from causalcache_memory.allocation import AllocationContext, recent_b
-from causalcache_memory.lab.selector.examples import StateExample
-from causalcache_memory.selector.features import NUM_FEATURES
-from causalcache_memory.selector.ood import OodGuard, state_summary
+from causalcache_memory.selector.ood import RobustGuard
 
 onnx_mod = pytest.importorskip("onnxruntime")
-
-
-def _example(gains_y: list[tuple[float, float]], split: str = "") -> tuple[np.ndarray, StateExample]:
-    """A state with one Recent-B group whose candidates have predicted gains and true utilities."""
-    n = len(gains_y) + 1
-    d = np.array([g for g, _ in gains_y] + [0.0])
-    ex = StateExample(
-        "tr",
-        n + 1,
-        1,
-        np.zeros((n, NUM_FEATURES), np.float32),
-        np.zeros((1, 12), np.float32),
-        [()],
-        np.zeros(n, int),
-        np.array([*range(len(gains_y)), n - 1]),
-        np.full(n, n - 1),
-        np.array([y for _, y in gains_y] + [0.0], np.float32),
-        from_recent=np.array([True]),
-        task_split=split,
-    )
-    return d, ex
-
-
-def test_threshold_rule_admits_at_most_one_percent_of_non_improving_top_swaps():
-    from causalcache_memory.lab.selector.calibrate import ALPHA, calibrate_threshold, top_swaps
-
-    rng = np.random.default_rng(0)
-    states = []
-    for i in range(400):  # 300 states whose best swap is useless, 100 whose best swap helps
-        good = i % 4 == 0
-        g = float(rng.normal(0.8 if good else 0.1, 0.3))
-        states.append(
-            _example([(g, 0.5 if good else -0.01), (g - 1.0, -0.2)], "memory_critical" if good else "control")
-        )
-    diffs, examples = [d for d, _ in states], [e for _, e in states]
-    report = calibrate_threshold(diffs, examples)
-    gains, utils, _ = top_swaps(diffs, examples)
-    tau = report["min_gain"]
-    bad = gains[utils <= 0]
-    assert (bad > tau).sum() <= ALPHA * len(bad)
-    # smallest such threshold: the next lower candidate value admits too many
-    lower = np.sort(bad[bad <= tau])[-1] - 1e-9
-    assert (bad > lower).sum() > ALPHA * len(bad)
-    assert report["dev_fire_rate_control"] <= 0.02 < report["dev_fire_rate_memory_critical"]
-    assert report["dev_fire_rate"] < report["dev_fire_rate_at_0"]
-    assert "1%" in report["rule"]
 
 
 def test_calibration_and_ood_metadata_round_trip(trained):
@@ -75,9 +30,16 @@ def test_calibration_and_ood_metadata_round_trip(trained):
         model.calibration["min_gain"] == meta["calibration"]["min_gain"] == on_disk["calibration"]["min_gain"]
     )
     assert model.calibration["rule"] == THRESHOLD_RULE and model.calibrated_min_gain >= 0.0
-    assert model.ood is not None and model.ood.threshold == pytest.approx(meta["ood"]["threshold"])
-    np.testing.assert_allclose(model.ood.mean, json.loads(meta["ood"]["guard"])["mean"])
-    assert 0.0 <= meta["ood"]["dev_flagged"] <= 0.05  # in-distribution states are rarely flagged
+    assert (
+        model.calibration["frontier"] == on_disk["calibration"]["frontier"] == meta["calibration"]["frontier"]
+    )
+    assert model.calibration["second_pass_budget"] == 0.15 >= model.calibration["dev_fire_rate"]
+    assert isinstance(model.ood, RobustGuard) and model.ood.threshold == pytest.approx(
+        meta["ood"]["threshold"]
+    )
+    np.testing.assert_allclose(model.ood.center, json.loads(meta["ood"]["guard"])["center"])
+    assert model.ood.false_alarm_rate == meta["ood"]["false_alarm_rate"] == 0.01
+    assert meta["ood"]["split"] == "dev" and 0.0 <= meta["ood"]["dev_flagged"] <= 0.01
     assert model.image_features is True
 
 
@@ -119,31 +81,6 @@ def test_a_higher_threshold_fires_less(trained):
             for t in range(5, 15)
         )
     assert fired[0.0] > 0 and fired[1e6] == 0
-
-
-def test_ood_guard_rule():
-    rng = np.random.default_rng(1)
-    from causalcache_memory.lab.selector.calibrate import fit_ood
-
-    def ex(z):
-        return StateExample(
-            "t", 3, 1, np.tile(z, (2, 1)).astype(np.float32), np.zeros((1, 12)), [], *[np.zeros(0)] * 4
-        )
-
-    base = rng.random(NUM_FEATURES)
-    train = [ex(base + 0.01 * rng.normal(size=NUM_FEATURES)) for _ in range(300)]
-    dev = [ex(base + 0.01 * rng.normal(size=NUM_FEATURES)) for _ in range(50)]
-    guard, report = fit_ood(train, dev)
-    assert report["dev_flagged"] <= 0.05
-    assert not guard.is_ood(state_summary(train[0].events))[0]
-    shifted = base.copy()
-    shifted[5] += 0.5  # one feature far outside its training range
-    assert guard.is_ood(shifted)[0]
-    assert guard.is_ood(np.full(NUM_FEATURES, np.nan))[0]  # a non-finite state is never in distribution
-    again = OodGuard.from_json(guard.to_json(), guard.features)
-    assert again.threshold == guard.threshold and again.distance(shifted) == pytest.approx(
-        guard.distance(shifted)
-    )
 
 
 def test_ood_fallback_has_reason_ood_in_the_decision_log(trained):

@@ -40,7 +40,13 @@ def test_label_train_eval_commands(tmp_path):
                     "kwargs": {"n": 8, "length": 12, "archive": str(tmp_path / "archive")},
                 },
                 "labels": {"output": str(tmp_path / "labels.jsonl"), "budgets": [2]},
-                "train": {"output_dir": str(tmp_path / "model"), "epochs": 3, "description": "cli test"},
+                "train": {
+                    "output_dir": str(tmp_path / "model"),
+                    "epochs": 3,
+                    "description": "cli test",
+                    "min_train_states": 10,  # a smoke run: 8 trajectories
+                    "min_dev_states": 2,
+                },
                 "ladder": {
                     "budgets": [2],
                     "rules": ["learned", "random", "rgb", "oracle"],

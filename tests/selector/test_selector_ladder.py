@@ -27,6 +27,7 @@ def test_ladder_brackets_the_learned_scorer(trained, tmp_path):
         bootstrap=300,
         max_states_per_trajectory=4,
         rules=("learned", "random", "rgb", "inverted", "no_recency", "oracle"),
+        second_pass_budget=1.0,  # a quarter of the stand-in states need a distant event: no budget limit
     )
     report = run_ladder(policy, DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     res = report["results"]

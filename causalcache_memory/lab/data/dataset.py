@@ -6,12 +6,16 @@ Layout of ``DIR``::
     DIR/trajectories.jsonl  one Trajectory per line (causalcache_memory.lab.data.trajectory)
     DIR/archive/            content-addressed screenshot archive (original bytes, de-duplicated)
 
+An import stages its screenshots in ``DIR/.import-staging`` and copies them into ``DIR/archive`` only
+when the whole load succeeded: a failed import leaves nothing behind (a ``DIR`` it created is removed).
+
 Recipes point at ``DIR/trajectories.jsonl`` and ``DIR/archive`` (docs/DATA.md, "Pipeline").
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -34,6 +38,8 @@ __all__ = [
 
 DATASET_FORMAT_VERSION = 1
 MANIFEST, TRAJECTORIES, ARCHIVE = "dataset.json", "trajectories.jsonl", "archive"
+#: where a running import stages its screenshots (removed when it ends, successful or not)
+STAGING = ".import-staging"
 
 
 @dataclass
@@ -80,8 +86,19 @@ def import_dataset(
         raise ConfigError(f"source {src} does not exist")
     if (out / TRAJECTORIES).exists() and not force:
         raise ConfigError(f"{out / TRAJECTORIES} already exists; choose a new --out or pass --force")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    result = load(fmt, src, open_archive(out / ARCHIVE), **options)
+    staging = out / STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # left by an import that was killed
+    try:
+        result = load(fmt, src, open_archive(staging), **options)
+        _commit_screens(open_archive(staging), open_archive(out / ARCHIVE))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
     save_trajectories(out / TRAJECTORIES, result.trajectories)
     manifest = {
         "version": DATASET_FORMAT_VERSION,
@@ -96,6 +113,18 @@ def import_dataset(
     }
     _write_manifest(out, manifest)
     return manifest
+
+
+def _commit_screens(staged: Any, final: Any) -> None:
+    """Copy every screenshot of a finished load from the staging archive into the dataset's archive.
+
+    A load writes into ``DIR/.import-staging`` first; only a load that succeeded reaches the dataset's
+    archive, so a failed import leaves no blob behind (and never touches blobs already stored there,
+    which other trajectories of a re-import may reference). The bytes were validated when staged.
+    """
+    for sha in staged.iter_hashes():
+        raw, stored = final.check_image(staged.get_bytes(sha), decode=False)
+        final.store_image(raw, stored)
 
 
 def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
@@ -171,7 +200,8 @@ def mine_dataset(
 
 def dataset_stats(root: str | Path, groups: str | Path | None = None) -> dict[str, Any]:
     """Tasks, steps, successes, split sizes, unparsed actions and groups per ``B`` of a dataset."""
-    from causalcache_memory.lab.hgkv.groups import assign_split, load_groups
+    from causalcache_memory.lab.data.split import trajectory_split
+    from causalcache_memory.lab.hgkv.groups import load_groups
 
     data = open_dataset(root)
     trajs = data.trajectories
@@ -192,7 +222,7 @@ def dataset_stats(root: str | Path, groups: str | Path | None = None) -> dict[st
         "missing_first_screen": sum(bool(t.steps) and t.steps[0].screenshot_before is None for t in trajs),
         "missing_last_screen": sum(bool(t.steps) and t.steps[-1].screenshot_after is None for t in trajs),
         "splits": dict(
-            Counter(assign_split(t.trajectory_id, dev=dev, test=test, salt=salt) for t in successful)
+            Counter(trajectory_split(t.trajectory_id, dev=dev, test=test, salt=salt) for t in successful)
         ),
         "task_splits": dict(Counter(str(t.metadata["split"]) for t in trajs if "split" in t.metadata)),
         "platforms": dict(Counter(t.platform for t in trajs)),

@@ -11,7 +11,8 @@ earlier step ``i < t`` under full-action equivalence. The screenshot preceding t
   recent window, ``age >= B + 2``) whose following action ``a_{j-+1}`` is *not* equivalent to ``a_t``.
 
 Only single-slot (``k = 1``) replacement is built ("Why single-slot replacement"). Splits are
-trajectory-disjoint and deterministic: a trajectory's split is a function of the sha256 of its id.
+trajectory-disjoint and deterministic: :func:`~causalcache_memory.lab.data.split.trajectory_split`, the
+one split that selector training (``split_by: hash``) uses too.
 
 Real data (:mod:`causalcache_memory.lab.data`): a step whose action did not parse is never a target, a
 recurrence or a wrong-restore witness (its equivalence is unknown); steps whose ``metadata.clicks``
@@ -23,18 +24,18 @@ event sets (``arms``, 1-based event indices; ``arm_steps``, the dataset step ids
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from causalcache_memory._jsonl import read_jsonl, write_jsonl
 from causalcache_memory.actions.equivalence import Tolerance
 from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import Allocation, make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.data.split import Split, trajectory_split
 from causalcache_memory.lab.data.trajectory import Step, Trajectory
 
 __all__ = [
@@ -51,7 +52,8 @@ __all__ = [
 
 GROUP_FORMAT_VERSION = 1
 ARMS = ("recent", "relevant", "wrong")
-Split = Literal["train", "dev", "test"]
+#: the one trajectory split (mining, ``data stats`` and ``train selector`` share it)
+assign_split = trajectory_split
 Equivalence = Callable[[Action, Action], bool]
 
 
@@ -156,18 +158,6 @@ class MiningReport:
             f"{self.trajectories} trajectories, {self.decision_points} decision points, "
             f"{self.recurring} with an earlier equivalent action; groups {per_b}; splits {self.per_split}"
         )
-
-
-def assign_split(trajectory_id: str, *, dev: float = 0.15, test: float = 0.15, salt: str = "") -> Split:
-    """Deterministic trajectory-level split from ``sha256(salt + id)``."""
-    if dev < 0 or test < 0 or dev + test >= 1:
-        raise ConfigError(f"split fractions dev={dev}, test={test} must be >= 0 and sum below 1")
-    u = int.from_bytes(hashlib.sha256(f"{salt}{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
-    if u < test:
-        return "test"
-    if u < test + dev:
-        return "dev"
-    return "train"
 
 
 #: full-action equivalence tolerance for mining: text and keys exact, pointers within the radius

@@ -1,21 +1,26 @@
-"""Calibration on development data: the swap threshold (``min_gain: auto``) and the OOD guard's statistics.
+"""Calibration on development data: the pass-2 frontier (``min_gain: auto``) and the OOD guard.
 
 **Threshold rule (stated before looking at any evaluation task).** For every dev state, take the first
 step of the deployed search from Recent-B: every labelled swap out of Recent-B (``from_recent`` groups;
 every recent slot when the labels cover all slots) gets the predicted gain ``d = Δ̂(j | C) - Δ̂(r | C)``;
-the search would take the swap with the largest ``d`` when ``d > min_gain``. That top swap is
-*non-improving* when its true utility ``Q(C ∪ {j}) - Q(Recent-B)`` is ``<= 0``. The threshold is the
-smallest ``τ >= 0`` such that at most ``ALPHA`` = 1% of the dev states whose top swap is non-improving
-would still take it (``d > τ``). Equivalently: the ``1 - ALPHA`` quantile, taken from above, of the
-predicted gains of non-improving top swaps, floored at 0. Dev features use the gold witness (as in
-training); at deployment the witness is the pass-1 proposal.
+the search takes the swap with the largest ``d`` (pass 2 fires) when ``d > min_gain``, and its true
+utility ``y = Q(C ∪ {j}) - Q(Recent-B)`` is what that swap gains. For every threshold ``τ >= 0`` that
+changes which states fire, :func:`pass2_frontier` records the dev fire rate and the dev gain per state
+(:mod:`causalcache_memory.selector.threshold`), keeping the points no lower-fire point beats. Pass 2
+fires more often at a larger memory budget ``B`` (more distant events and slots), so one frontier is kept
+per ``B`` with at least :data:`MIN_STATES_PER_BUDGET` dev states, besides the pooled one used for other
+``B``. The stored ``min_gain`` is the pooled choice for the training budget (:data:`~causalcache_memory.selector.threshold.
+DEFAULT_SECOND_PASS_BUDGET`, 0.15): the most dev gain with a dev fire rate within the budget. A deployment
+with another ``second_pass_budget`` re-chooses from the stored frontier. Dev features use the gold
+witness (as in training); at deployment the witness is the pass-1 proposal.
 
-**OOD statistics** (:mod:`causalcache_memory.selector.ood`): mean and shrunk inverse covariance of the
-training states' per-feature event means; threshold = the 99.9th percentile of train + dev distances.
+**OOD guard** (:class:`causalcache_memory.selector.ood.RobustGuard`): fitted on the training states'
+summaries, threshold set on the dev states at a 1% false-alarm rate.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,27 +29,35 @@ import numpy as np
 from causalcache_memory.errors import SelectorError
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
-from causalcache_memory.selector.ood import OOD_QUANTILE, OOD_RIDGE, OOD_RULE, OodGuard, state_summary
-
-__all__ = ["ALPHA", "THRESHOLD_RULE", "calibrate_threshold", "fit_ood", "top_swaps"]
-
-#: largest share of non-improving dev top swaps the calibrated threshold may admit
-ALPHA = 0.01
-THRESHOLD_RULE = (
-    "smallest min_gain >= 0 admitting at most 1% of the dev states' non-improving top swaps "
-    "(first beam step from Recent-B, true utility <= 0; gold witness)"
+from causalcache_memory.selector.ood import FALSE_ALARM_RATE, GuardFitError, RobustGuard, state_summary
+from causalcache_memory.selector.threshold import (
+    BUDGET_RULE,
+    DEFAULT_SECOND_PASS_BUDGET,
+    check_budget,
+    choose_threshold,
 )
+
+__all__ = ["THRESHOLD_RULE", "calibrate_ood", "calibrate_threshold", "fit_ood", "pass2_frontier", "top_swaps"]
+
+logger = logging.getLogger(__name__)
+
+THRESHOLD_RULE = BUDGET_RULE + (
+    ", per memory budget B with at least 30 dev states (else pooled over B); first beam step from "
+    "Recent-B on the dev states; gold witness"
+)
+#: fewest dev states of one memory budget ``B`` for a frontier of its own
+MIN_STATES_PER_BUDGET = 30
 
 
 def top_swaps(
-    diffs: Sequence[np.ndarray], examples: Sequence[StateExample]
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], *, with_budgets: bool = False
+) -> tuple[np.ndarray, ...] | tuple[np.ndarray, np.ndarray, list[str]]:
     """``(gain, utility, task_split)`` of each state's predicted best first swap out of Recent-B.
 
     ``diffs[i]`` holds the predicted ``d`` of every label entry of ``examples[i]`` (``(L,)``). States
-    without a ``from_recent`` group are skipped.
+    without a ``from_recent`` group are skipped. ``with_budgets`` appends each state's memory budget ``B``.
     """
-    gains, utils, splits = [], [], []
+    gains, utils, splits, budgets = [], [], [], []
     for d, ex in zip(diffs, examples, strict=True):
         if not len(ex.from_recent) or not ex.from_recent.any():
             continue
@@ -56,34 +69,76 @@ def top_swaps(
         gains.append(float(d[best]))
         utils.append(float(ex.y[best]))
         splits.append(ex.task_split)
+        budgets.append(int(ex.budget))
+    if with_budgets:
+        return np.array(gains), np.array(utils), splits, np.array(budgets, dtype=int)  # type: ignore[return-value]
     return np.array(gains), np.array(utils), splits
 
 
+def pass2_frontier(gains: np.ndarray, utils: np.ndarray) -> list[list[float]]:
+    """``[[τ, fire_rate, gain], ...]`` for the thresholds ``τ >= 0`` that change which states fire.
+
+    ``gains`` / ``utils`` ``(N,)`` are each dev state's top-swap predicted gain and true utility. A state
+    fires when ``gain > τ``; ``fire_rate`` = fired / N, ``gain`` = Σ utils of fired / N. Only points whose
+    gain beats every point of lower fire rate are kept (enough for :func:`choose_threshold` at any
+    budget); the first point fires on no state.
+    """
+    g = np.asarray(gains, dtype=np.float64)
+    u = np.asarray(utils, dtype=np.float64)
+    n = len(g)
+    order = np.argsort(-g, kind="stable")
+    cum = np.concatenate([[0.0], np.cumsum(u[order])])
+    desc = g[order]
+    taus = np.unique(np.concatenate([np.maximum(g, 0.0), [0.0]]))[::-1]  # high -> low: fire rate rises
+    points, best = [], -np.inf
+    for tau in taus:
+        fired = int(np.searchsorted(-desc, -tau, side="left"))  # states with gain > tau
+        value = float(cum[fired]) / n
+        if not points or value > best:
+            points.append([float(tau), fired / n, value])
+            best = value
+    return points
+
+
 def calibrate_threshold(
-    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], *, alpha: float = ALPHA
+    diffs: Sequence[np.ndarray],
+    examples: Sequence[StateExample],
+    *,
+    budget: float = DEFAULT_SECOND_PASS_BUDGET,
 ) -> dict[str, Any]:
-    """The calibrated ``min_gain`` and the dev fire rates it implies (see module doc)."""
-    gains, utils, splits = top_swaps(diffs, examples)
+    """The dev pass-2 frontier, the threshold it gives for ``budget`` and the dev rates (see module doc)."""
+    budget = check_budget(budget, field="budget")
+    gains, utils, splits, memory = top_swaps(diffs, examples, with_budgets=True)
     if not len(gains):
         raise SelectorError(
             "cannot calibrate the swap threshold: no dev state has a labelled swap out of Recent-B; "
             "label more trajectories (the dev split is empty or has only teacher-path groups)"
         )
-    bad = np.sort(gains[utils <= 0.0])[::-1]
-    allowed = int(np.floor(alpha * len(bad)))
-    threshold = 0.0 if allowed >= int((bad > 0).sum()) else max(float(bad[allowed]), 0.0)
+    frontier = pass2_frontier(gains, utils)
+    pick = choose_threshold(frontier, budget)
+    threshold = pick["min_gain"]
     fire = gains > threshold
+    bad = utils <= 0.0
     report: dict[str, Any] = {
         "min_gain": threshold,
         "rule": THRESHOLD_RULE,
-        "alpha": alpha,
+        "second_pass_budget": budget,
         "dev_states": len(gains),
-        "dev_non_improving_top": len(bad),
         "dev_fire_rate": float(fire.mean()),
+        "dev_gain": float(utils[fire].sum() / len(gains)),
         "dev_fire_rate_at_0": float((gains > 0).mean()),
-        "dev_non_improving_admitted": float(fire[utils <= 0].mean()) if len(bad) else 0.0,
-        "dev_improving_admitted": float(fire[utils > 0].mean()) if (utils > 0).any() else 0.0,
+        "dev_gain_at_0": float(utils[gains > 0].sum() / len(gains)),
+        "dev_oracle_gain": float(np.maximum(utils, 0.0).sum() / len(gains)),
+        "dev_non_improving_top": int(bad.sum()),
+        "dev_non_improving_admitted": float(fire[bad].mean()) if bad.any() else 0.0,
+        "dev_improving_admitted": float(fire[~bad].mean()) if (~bad).any() else 0.0,
+        "frontier": frontier,
+        "frontier_by_budget": {},
     }
+    for b in sorted(set(memory.tolist())):  # per memory budget B: pass 2 fires more often at larger B
+        sel = memory == b
+        if sel.sum() >= MIN_STATES_PER_BUDGET:
+            report["frontier_by_budget"][str(b)] = pass2_frontier(gains[sel], utils[sel])
     for name in sorted(set(splits) - {""}):
         sel = np.array([s == name for s in splits])
         report[f"dev_fire_rate_{name}"] = float(fire[sel].mean())
@@ -91,24 +146,51 @@ def calibrate_threshold(
 
 
 def fit_ood(
-    train: Sequence[StateExample], held_out: Sequence[StateExample], drop_features: Sequence[str] = ()
-) -> tuple[OodGuard, dict[str, Any]]:
-    """Fit the OOD guard on training states; its threshold covers train + ``held_out`` (dev) states."""
+    train: Sequence[StateExample],
+    held_out: Sequence[StateExample],
+    drop_features: Sequence[str] = (),
+    *,
+    false_alarm_rate: float = FALSE_ALARM_RATE,
+) -> tuple[RobustGuard, dict[str, Any]]:
+    """Fit the OOD guard on the training states; its threshold flags ``false_alarm_rate`` of ``held_out`` (dev).
+
+    With no dev states the threshold is set on the training states (said in the report's ``split``).
+    Raises :class:`~causalcache_memory.selector.ood.GuardFitError` when there are too few training states.
+    """
     drop = [feature_index(n) for n in drop_features]
-    z_train = np.array([state_summary(ex.events, drop) for ex in train])
-    z_dev = np.array([state_summary(ex.events, drop) for ex in held_out]).reshape(-1, len(FEATURE_SCHEMA))
-    if len(z_train) < 2:
-        raise SelectorError(f"the OOD guard needs at least 2 training states, got {len(z_train)}")
-    mean = z_train.mean(axis=0)
-    cov = np.cov(z_train, rowvar=False)
-    ridge = OOD_RIDGE * max(float(np.mean(np.diag(cov))), 1e-12)
-    precision = np.linalg.inv(cov + ridge * np.eye(len(mean)))
-    names = tuple(n for n, _ in FEATURE_SCHEMA)
-    guard = OodGuard(names, mean, (precision + precision.T) / 2.0, 1.0)
-    pool = np.concatenate([z_train, z_dev])
-    threshold = float(np.quantile([guard.distance(z) for z in pool], OOD_QUANTILE))
-    guard = OodGuard(names, mean, guard.precision, threshold)
-    report: dict[str, Any] = {"rule": OOD_RULE, "threshold": threshold, "states": len(pool)}
+    width = len(FEATURE_SCHEMA)
+    z_train = np.array([state_summary(ex.events, drop) for ex in train]).reshape(-1, width)
+    z_dev = np.array([state_summary(ex.events, drop) for ex in held_out]).reshape(-1, width)
+    names = [n for n, _ in FEATURE_SCHEMA]
+    guard = RobustGuard.fit(names, z_train, z_dev, drop=drop, false_alarm_rate=false_alarm_rate)
+    report: dict[str, Any] = {
+        "rule": guard.rule,
+        "threshold": guard.threshold,
+        "false_alarm_rate": false_alarm_rate,
+        "split": "dev" if len(z_dev) else "train (no dev states)",
+        "train_states": len(z_train),
+        "dev_states": len(z_dev),
+        "columns": [names[i] for i in guard.columns],
+        "shrinkage": guard.shrinkage,
+    }
     if len(z_dev):
         report["dev_flagged"] = float(np.mean([guard.is_ood(z)[0] for z in z_dev]))
+    report["train_flagged"] = float(np.mean([guard.is_ood(z)[0] for z in z_train]))
     return guard, report
+
+
+def calibrate_ood(
+    train: Sequence[StateExample], held_out: Sequence[StateExample], drop_features: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The model's ``ood`` metadata: :func:`fit_ood`'s report plus ``guard`` (its JSON).
+
+    With too few training states the model is trained without a guard: ``{"skipped": reason}`` and a
+    WARNING (``causalcache_memory.lab.selector.calibrate``); such a model is not guarded at deployment.
+    Callers that must refuse instead call :func:`~causalcache_memory.selector.ood.guard_fit_size_check`.
+    """
+    try:
+        guard, report = fit_ood(train, held_out, drop_features)
+    except GuardFitError as exc:
+        logger.warning("selector trained without an OOD guard: %s", exc)
+        return {"skipped": str(exc)}
+    return {**report, "guard": guard.to_json()}

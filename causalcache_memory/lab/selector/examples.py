@@ -2,13 +2,12 @@
 
 Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
 ``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself (see
-:mod:`causalcache_memory.lab.selector.labels`). Splits are disjoint by trajectory: a hash of the id and
-the seed decides ``train``/``dev``/``test``.
+:mod:`causalcache_memory.lab.selector.labels`). Splits are disjoint by trajectory: training splits with
+the one trajectory split, :func:`causalcache_memory.lab.data.split.trajectory_split` (as ``data mine``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,15 +19,7 @@ from causalcache_memory.allocation.base import recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 
-__all__ = ["StateExample", "build_examples", "split_of"]
-
-
-def split_of(trajectory_id: str, seed: int, fractions: Sequence[float]) -> str:
-    """``train``/``dev``/``test`` for a trajectory, from a hash of its id and ``seed`` (deterministic)."""
-    u = int.from_bytes(hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()[:8], "big") / 2.0**64
-    if u < fractions[0]:
-        return "train"
-    return "dev" if u < fractions[0] + fractions[1] else "test"
+__all__ = ["StateExample", "build_examples"]
 
 
 @dataclass

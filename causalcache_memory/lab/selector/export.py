@@ -7,6 +7,9 @@ model-format versions, the target scale and a description of the training data, 
 refuse a model whose features it would compute differently; and (format 2) the swap threshold calibrated
 on dev with its rule (``causalcache.calibration``), the out-of-distribution guard's statistics
 (``causalcache.ood``) and whether the model uses thumbnail features (``causalcache.image_features``).
+Format 3: the calibration also holds the dev pass-2 frontier and the budget it was chosen for (a
+deployment re-chooses the threshold for its own ``second_pass_budget``), and the guard is the robust
+shrinkage guard with a dev false-alarm rate (:mod:`causalcache_memory.selector.ood`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA,
 __all__ = ["METADATA_KEYS", "MODEL_FORMAT_VERSION", "export_onnx"]
 
 #: version of the exported model's metadata layout (bump when its keys change meaning)
-MODEL_FORMAT_VERSION = 2
+MODEL_FORMAT_VERSION = 3
 
 METADATA_KEYS = (
     "causalcache.schema_hash",
@@ -98,7 +101,7 @@ def export_onnx(model: Any, path: str | Path, *, metadata: Mapping[str, Any] | N
     }
     if "calibration" in meta:
         props["causalcache.calibration"] = json.dumps(meta["calibration"], sort_keys=True)
-    if "ood" in meta:
+    if meta.get("ood", {}).get("guard"):  # absent when training had too few states for a guard
         props["causalcache.ood"] = meta["ood"]["guard"]
     del proto.metadata_props[:]
     for key, value in props.items():

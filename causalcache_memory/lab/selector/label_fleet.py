@@ -37,6 +37,7 @@ from causalcache_memory.lab.selector.labels import (
     LabelConfig,
     _open_for_append,
     _planned,
+    check_labeller,
     label_state,
     state_key,
 )
@@ -85,6 +86,7 @@ def run_labelling_fleet(
     backoff_s: float = 0.5,
     progress: bool = True,
     max_states: int | None = None,
+    force_labeller: bool = False,
 ) -> dict[str, Any]:
     """Label every planned ``(state, B)`` into ``output`` with ``concurrency`` states in flight.
 
@@ -94,6 +96,7 @@ def run_labelling_fleet(
     """
     if concurrency < 1 or retries < 0:
         raise ValueError(f"concurrency={concurrency} must be >= 1 and retries={retries} >= 0")
+    check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
     header = {
         "kind": "header",

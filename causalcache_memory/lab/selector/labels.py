@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 __all__ = [
     "LABELS_FORMAT",
     "LABELS_VERSION",
+    "SYNTHETIC_SOURCES",
     "LabelConfig",
+    "check_labeller",
     "decision_states",
     "label_state",
     "policy_of",
@@ -55,6 +57,33 @@ __all__ = [
 
 LABELS_FORMAT = "causalcache-selector-labels"
 LABELS_VERSION = 1
+#: ``Trajectory.metadata["source"]`` values of synthetic-world trajectories: the only data the simulated
+#: policy may label (the world's expert writes ``synthetic-expert``; episodes recorded in the world
+#: are marked ``synthetic-world``)
+SYNTHETIC_SOURCES = frozenset({"synthetic-expert", "synthetic-world"})
+
+
+def check_labeller(policy: Any, trajectories: Sequence[Trajectory], *, force: bool = False) -> None:
+    """Refuse the synthetic world's simulated policy as the labeller of anything but that world.
+
+    The simulated policy knows only the world's screens and plans; its utilities on real screenshots
+    are noise, and a selector trained on them is silently useless. ``force=True`` (``--force-labeller``)
+    accepts it anyway.
+    """
+    from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
+
+    if force or not isinstance(policy, SimulatedPolicy):
+        return
+    foreign = [t.trajectory_id for t in trajectories if t.metadata.get("source") not in SYNTHETIC_SOURCES]
+    if foreign:
+        shown = ", ".join(repr(i) for i in foreign[:3]) + (" …" if len(foreign) > 3 else "")
+        raise ConfigError(
+            f"policy: the simulated world policy ({type(policy).__name__}) cannot label "
+            f"{len(foreign)} trajector{'y' if len(foreign) == 1 else 'ies'} that are not from the synthetic "
+            f"world ({shown}; metadata['source'] not in {sorted(SYNTHETIC_SOURCES)}): label real data "
+            "with your own policy (recipe policy.factory), or pass --force-labeller (force_labeller=True) "
+            "if you really mean it"
+        )
 
 
 class LabelConfig(BaseModel):
@@ -292,12 +321,15 @@ def run_labelling(
     *,
     progress: bool = True,
     max_states: int | None = None,
+    force_labeller: bool = False,
 ) -> dict[str, int]:
     """Label every planned ``(state, B)`` into ``output``, skipping those already there.
 
     ``max_states`` stops after that many *new* records (useful for chunked runs). Returns counts
-    ``{"planned", "skipped", "written", "prompts"}``.
+    ``{"planned", "skipped", "written", "prompts"}``. The simulated policy is refused for data not from
+    the synthetic world unless ``force_labeller`` (:func:`check_labeller`).
     """
+    check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
     path = Path(output)
     header = {

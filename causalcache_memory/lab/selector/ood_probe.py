@@ -13,6 +13,13 @@ share its OOD guard sends to Recent-B (``ood``), on three inputs:
 
 The witness is the gold next action for the world inputs (the most favourable case for firing) and a
 random benchmark action for the random traces. No torch is imported.
+
+``--worlds dev-03`` (any world ids or split names of the world family except held-out worlds) instead
+measures, on expert demonstrations of those worlds, every decision at ``B`` = 4 with the gold witness,
+per world and for each ``--budgets`` value of ``selector.second_pass_budget``: the pass-2 fire rate and
+the OOD rate, over the decisions where a swap is possible (``t - 1 > B``; RESULTS.md 8b); and the
+rates at the default budget on the same decisions with every verb renamed to an unused verb of its
+family (``click`` -> ``long_press``, ...) and with the screen size doubled.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main", "probe"]
+__all__ = ["main", "probe", "probe_worlds"]
 
 
 def _rates(selector: Any, decisions: Sequence[Any]) -> dict[str, Any]:
@@ -127,6 +134,71 @@ def probe(
     }
 
 
+def probe_worlds(
+    model: str | None,
+    worlds: str,
+    *,
+    tasks: int = 40,
+    seed: int = 4242,
+    budget: int = 4,
+    budgets: Sequence[float] = (0.05, 0.15, 0.3, 1.0),
+    workdir: str | None = None,
+) -> dict[str, Any]:
+    """Fire and OOD rates per family world and ``second_pass_budget`` (module doc); held-out worlds refused."""
+    from causalcache_memory.archive import LocalArchive
+    from causalcache_memory.lab.world import generate_demonstrations
+    from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    root = workdir or tempfile.mkdtemp(prefix="causalcache-ood-")
+    archive = LocalArchive(f"{root}/archive")
+    generated = generate_world_tasks(tasks, seed, worlds=worlds, purpose="calibrate")
+    by_world: dict[str, list[Any]] = {}
+    for task, traj in zip(generated, generate_demonstrations(generated, archive), strict=True):
+        by_world.setdefault(world_of(task), []).append(traj)
+    out: dict[str, Any] = {"model": model or "bundled", "budget": budget, "worlds": {}}
+    for world, trajs in sorted(by_world.items()):
+        decisions = _world_decisions(trajs, archive, budget, None)
+        rows = {}
+        for b in budgets:
+            sel = SelectorAllocator(model, second_pass_budget=b)
+            rows[str(b)] = {"min_gain": sel.thresholds.for_budget(budget), **_rates(sel, decisions)}
+        perturbed = {
+            name: _rates(
+                SelectorAllocator(model), _world_decisions([change(t) for t in trajs], archive, budget, None)
+            )
+            for name, change in (("verbs_renamed", _renamed), ("screen_doubled", _doubled))
+        }
+        out["worlds"][world] = {"tasks": len(trajs), "rows": rows, "perturbed": perturbed}
+    return out
+
+
+#: a verb of the same family the world never uses (``selector.schema.TYPE_GROUPS``)
+_RENAME = {"click": "long_press", "drag": "swipe", "key": "hotkey", "back": "home"}
+
+
+def _renamed(traj: Any) -> Any:
+    """``traj`` with every action of a renamed verb replaced by its same-family twin (:data:`_RENAME`)."""
+    import dataclasses
+
+    def swap(step: Any) -> Any:
+        new = _RENAME.get(step.action.type)
+        return (
+            step
+            if new is None
+            else dataclasses.replace(step, action=dataclasses.replace(step.action, type=new))
+        )
+
+    return dataclasses.replace(traj, steps=tuple(swap(s) for s in traj.steps))
+
+
+def _doubled(traj: Any) -> Any:
+    """``traj`` on a screen twice as large (points are relative; summaries render pixels)."""
+    import dataclasses
+
+    return dataclasses.replace(traj, screen_size=tuple(2 * v for v in traj.screen_size))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="selector model (.onnx or directory); default: bundled")
@@ -135,11 +207,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-gain", default="auto", help="'auto' (calibrated) or a number")
     parser.add_argument("--no-ood-guard", action="store_true")
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--worlds", help="family worlds to probe instead (e.g. dev or dev-00,dev-03)")
+    parser.add_argument("--budgets", default="0.05,0.15,0.3,1", help="second_pass_budget values (--worlds)")
     args = parser.parse_args(argv)
     gain = args.min_gain if args.min_gain == "auto" else float(args.min_gain)
-    result = probe(
-        args.model, tasks=args.tasks, seed=args.seed, min_gain=gain, ood_guard=not args.no_ood_guard
-    )
+    if args.worlds:
+        budgets = [float(b) for b in args.budgets.split(",")]
+        result = probe_worlds(args.model, args.worlds, tasks=args.tasks, seed=args.seed, budgets=budgets)
+    else:
+        result = probe(
+            args.model, tasks=args.tasks, seed=args.seed, min_gain=gain, ood_guard=not args.no_ood_guard
+        )
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:

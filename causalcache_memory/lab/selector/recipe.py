@@ -151,7 +151,11 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
-    """Build the trajectories, archive and policy a recipe names."""
+    """Build the trajectories, archive and policy a recipe names.
+
+    ``need_policy=False`` (``train selector``, which fits a small network on labels already written)
+    never calls ``policy.factory``: the labeller is loaded only to label.
+    """
     base = _call(recipe.setup.factory, recipe.setup.kwargs, "setup") if recipe.setup else None
     trajectories = _get(base, "trajectories")
     if recipe.data.trajectories:
@@ -170,7 +174,7 @@ def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
     if trajectories and recipe.data.successful_only:
         trajectories = [t for t in trajectories if getattr(t, "success", True)]
     policy = _get(base, "policy")
-    if recipe.policy is not None:
+    if recipe.policy is not None and need_policy:  # training never builds the labeller (an 8B VLM...)
         policy = _call(recipe.policy.factory, recipe.policy.kwargs, "policy")
     errors = []
     if not trajectories:

@@ -7,8 +7,8 @@ Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \
 
     L = mean_j Huber(d_j - y_j / s)  +  λ_rank · mean_{(a,b): y_a > y_b + ε} softplus(-(d_a - d_b) / τ)
 
-with ``s`` the training-set scale of ``|y|``. Splits are disjoint by trajectory (hash of the id and the
-seed); the checkpoint is chosen on the dev split only, by the mean realized utility of the group's argmax
+with ``s`` the training-set scale of ``|y|``. Splits are disjoint by trajectory (the one trajectory split
+of :mod:`causalcache_memory.lab.data.split`, shared with ``data mine``, or the data's own); the checkpoint is chosen on the dev split only, by the mean realized utility of the group's argmax
 (``y`` of the candidate the model ranks first, 0 when it keeps ``r``). After training, the dev split
 also calibrates the swap threshold and the training split fits the out-of-distribution guard
 (:mod:`~causalcache_memory.lab.selector.calibrate`); both are stored in the model's metadata.
@@ -29,25 +29,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.lab.selector.calibrate import calibrate_threshold, fit_ood
+from causalcache_memory.lab.data.split import trajectory_split
+from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
-from causalcache_memory.lab.selector.examples import StateExample, build_examples, split_of
+from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
+from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
 torch = require("torch", purpose="training the learned selector")
 
 __all__ = [
+    "MIN_DEV_STATES",
+    "MIN_TRAIN_STATES",
     "MODEL_FORMAT_VERSION",
     "StateExample",
     "TorchSetScorer",
     "TrainConfig",
     "TrainResult",
     "build_examples",
+    "check_split_sizes",
     "load_model",
     "save_model",
-    "split_of",
     "train_selector",
 ]
 
@@ -70,9 +74,17 @@ class TrainConfig(BaseModel):
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
-    #: ``hash``: trajectory-disjoint splits by ``splits`` fractions; ``metadata``: the data's own
-    #: ``metadata["data_split"]`` (e.g. template-disjoint train/dev from the world recipe)
+    #: ``hash``: trajectory-disjoint splits by ``splits`` fractions with the one trajectory split
+    #: (:func:`~causalcache_memory.lab.data.split.trajectory_split`, as ``data mine --dev --test
+    #: --salt``); ``metadata``: the data's own ``metadata["data_split"]`` (e.g. template-disjoint
+    #: train/dev from the world recipe)
     split_by: str = "hash"
+    #: the salt of the hash split (``data mine --salt``); the defaults match ``data mine``'s
+    split_salt: str = ""
+    #: fewest training / dev states :func:`train_selector` accepts (:func:`check_split_sizes`); lower
+    #: them only for smoke runs: the guard and the threshold fitted on less are not usable
+    min_train_states: int = Field(MIN_TRAIN_STATES, ge=2)
+    min_dev_states: int = Field(MIN_DEV_STATES, ge=1)
     witness: str = "gold"
     drop_features: tuple[str, ...] = ()
     patience: int = Field(10, ge=1)
@@ -229,7 +241,10 @@ def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list
     parts: dict[str, list[StateExample]] = {"train": [], "dev": [], "test": []}
     for ex in examples:
         if cfg.split_by == "hash":
-            parts[split_of(ex.trajectory_id, cfg.seed, cfg.splits)].append(ex)
+            split = trajectory_split(
+                ex.trajectory_id, dev=cfg.splits[1], test=cfg.splits[2], salt=cfg.split_salt
+            )
+            parts[split].append(ex)
         elif ex.data_split in parts:
             parts[ex.data_split].append(ex)
         else:
@@ -237,10 +252,7 @@ def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list
                 f"train.split_by=metadata but trajectory {ex.trajectory_id!r} has data_split="
                 f"{ex.data_split!r}; set metadata['data_split'] to train/dev/test or use split_by: hash"
             )
-    if not parts["train"]:
-        raise ConfigError(
-            f"no training states after the trajectory split {cfg.splits}; label more trajectories"
-        )
+    check_split_sizes(parts, cfg)
     return parts
 
 
@@ -313,12 +325,11 @@ def _state_diffs(model: SetScorerModel, examples: Sequence[StateExample]) -> lis
 def _calibrate(
     model: SetScorerModel, parts: Mapping[str, list[StateExample]], cfg: TrainConfig
 ) -> dict[str, Any]:
-    """``{"calibration", "ood"}`` metadata: threshold on dev (train when dev is empty), OOD statistics."""
-    dev = parts["dev"] or parts["train"]
+    """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
+    dev = parts["dev"]
     calibration = calibrate_threshold(_state_diffs(model, dev), dev)
-    calibration["split"] = "dev" if parts["dev"] else "train (no dev states)"
-    guard, report = fit_ood(parts["train"], parts["dev"], cfg.drop_features)
-    return {"calibration": calibration, "ood": {**report, "guard": guard.to_json()}}
+    calibration["split"] = "dev"
+    return {"calibration": calibration, "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features)}
 
 
 def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:  # type: ignore[no-untyped-def]

@@ -15,13 +15,16 @@ sha256). Two timing conventions exist in the wild and both are mapped onto the p
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from causalcache_memory.actions.coords import CoordSystem, RawAction, build_action, decide_system
 from causalcache_memory.actions.model import Action
+from causalcache_memory.actions.parse import read_action
 from causalcache_memory.errors import ActionParseError, ArchiveError, TraceError
 from causalcache_memory.lab.data.trajectory import Step, Trajectory
 
@@ -32,8 +35,9 @@ __all__ = [
     "ScreenStore",
     "StepDraft",
     "assemble",
+    "check_step_ids",
     "format_error",
-    "parse_or_keep",
+    "parse_drafts",
 ]
 
 Timing = Literal["before", "after"]
@@ -135,7 +139,11 @@ class ScreenStore:
 
 @dataclass
 class StepDraft:
-    """One step as read, before screens are paired: ``screen`` follows the dataset's timing."""
+    """One step as read, before screens are paired: ``screen`` follows the dataset's timing.
+
+    ``raw`` is the action as the dataset stores it (code, a response, or a decoded JSON object) and
+    ``where`` names it for reports; :func:`parse_drafts` turns it into ``action`` (or ``unparsed``).
+    """
 
     step_id: str
     action: Action | None
@@ -145,19 +153,74 @@ class StepDraft:
     app: str | None = None
     instruction: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    raw: Any = None
+    where: str = ""
 
 
-def parse_or_keep(
-    parse: Callable[[], Action], raw: Any, report: LoadReport, *, where: str
-) -> tuple[Action | None, str | None]:
-    """``(action, None)`` when ``parse()`` succeeds, else ``(None, raw_text)`` counted in ``report``."""
+def _raw_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=repr)
+
+
+def _keep_unparsed(draft: StepDraft, report: LoadReport, exc: Exception) -> None:
+    draft.action, draft.unparsed = None, _raw_text(draft.raw)
+    if len(report.unparsed_examples) < 20:
+        report.unparsed_examples.append(f"{draft.where}: {draft.unparsed[:120]!r}: {exc}")
+
+
+def parse_drafts(
+    drafts: Sequence[StepDraft],
+    report: LoadReport,
+    *,
+    platform: Literal["auto", "desktop", "mobile"],
+    screen_size: tuple[int, int] | None,
+    coords: str,
+    where: str,
+) -> CoordSystem | None:
+    """Parse every draft's ``raw`` action with the one action parser
+    (:func:`causalcache_memory.actions.parse.read_action`, the runtime's), deciding **one** coordinate
+    system for the whole trajectory from all its points and ``screen_size``
+    (:func:`causalcache_memory.actions.coords.decide_system`); returns it (None: no action has a point).
+
+    An action that does not parse, or whose point lies outside the decided system's range, is kept as
+    an unparsed step and counted in ``report``. No system fitting the trajectory at all is a
+    :class:`DatasetFormatError` naming ``where`` (the file and trajectory) and the fix.
+    """
+    read: list[tuple[StepDraft, RawAction]] = []
+    for draft in drafts:
+        try:
+            raw = read_action(draft.raw, platform=platform)
+            decide_system([raw], "relative", None)  # every coordinate is a number (else: unparsed)
+        except (ActionParseError, ValueError, TypeError) as exc:
+            _keep_unparsed(draft, report, exc)
+            continue
+        read.append((draft, raw))
     try:
-        return parse(), None
-    except (ActionParseError, ValueError, TypeError) as exc:
-        text = raw if isinstance(raw, str) else repr(raw)
-        if len(report.unparsed_examples) < 20:
-            report.unparsed_examples.append(f"{where}: {text[:120]!r}: {exc}")
-        return None, text
+        system = decide_system([raw for _, raw in read], coords, screen_size)
+    except ActionParseError as exc:
+        raise DatasetFormatError(
+            f"{where}: field 'coords': no coordinate system fits this trajectory's actions ({exc}); "
+            "give it explicitly (data import --coords, or 'coords' in a jsonl record)"
+        ) from None
+    for draft, raw in read:
+        try:
+            draft.action = build_action(raw, screen_size=screen_size, coords=system or coords)
+        except (ActionParseError, ValueError, TypeError) as exc:
+            _keep_unparsed(draft, report, exc)
+    return system
+
+
+def check_step_ids(drafts: Sequence[StepDraft], path: str | Path, where: str) -> None:
+    """Refuse a trajectory whose steps repeat an id (each id names one step and one screenshot)."""
+    counts = Counter(d.step_id for d in drafts)
+    repeated = sorted((i for i, n in counts.items() if n > 1), key=lambda i: (len(i), i))
+    if repeated:
+        raise format_error(
+            path,
+            None,
+            f"{where}.step",
+            f"duplicate step id(s) {', '.join(repr(i) for i in repeated)}: each step needs its own id "
+            "(and screenshot); fix the ids in the file",
+        )
 
 
 def assemble(

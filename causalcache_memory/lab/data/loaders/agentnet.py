@@ -7,27 +7,28 @@ Timing: ``image`` is the screen *before* the step's action (``x_t``), so ``x_{t+
 the next step's image. The screen after the last action is not stored: the last step's
 ``screenshot_after`` is None (it is never needed: ``e_T`` is no decision's history).
 
-Actions: ``code`` is PyAutoGUI with *relative* ``[0, 1]`` coordinates, parsed by the shared parser with
-``coords="relative"``. Dataset-specific forms handled here first: ``hotkey([...])`` with a list argument,
-``computer.triple_click(x=, y=)`` / ``pyautogui.tripleClick`` (a click with ``metadata.clicks = 3``,
-never equivalent to a single click in mining). ``computer.wait()``, ``computer.terminate(status=..)`` and
-two-line ``moveTo`` + ``dragTo`` are understood by the shared parser. Code that still does not parse is
-kept as an unparsed step.
+Actions: ``code`` is PyAutoGUI with *relative* ``[0, 1]`` coordinates, parsed by the one action parser
+(:func:`causalcache_memory.actions.parse.read_action`, the runtime's) with ``coords="relative"``
+(recorded as ``metadata.coords``). It reads AgentNet's forms itself: ``hotkey([...])`` with a list,
+``computer.triple_click(x=, y=)`` / ``pyautogui.tripleClick`` (a ``click`` with ``amount = 3``, never
+equivalent to a single click), ``computer.wait()``, ``computer.terminate(status=..)`` and two-line
+``moveTo`` + ``dragTo``. Code that does not parse is kept as an unparsed step.
 
 Other fields: ``value.action`` (the low-level action text) is the step's ``instruction``; the response
-``r_t`` is the demonstration rendered as ``Thought / Action / Code`` sections. Success is
+``r_t`` is the demonstration rendered as ``Observation / Reflection / Thought / Action / Code`` sections
+(the empty ones left out): the observation and reflection texts are kept as event text, shown when the
+event is restored at high fidelity, and never enter the one-line summary (written from the action and
+the instruction only). Success is
 ``task_completed`` (never the terminate status). Step ids are the ``index`` values. AgentNet has no app
 labels (``app`` is None).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.actions.pyautogui import parse_pyautogui
 from causalcache_memory.lab.data.loaders._common import (
     LoadReport,
     LoadResult,
@@ -35,55 +36,28 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
-    parse_or_keep,
+    parse_drafts,
     screen_size_of,
 )
 from causalcache_memory.lab.data.trajectory import Trajectory
 
-__all__ = ["load_agentnet", "normalize_agentnet_code", "render_response"]
-
-_TRIPLE = {("computer", "triple_click"), ("pyautogui", "tripleClick"), ("computer", "tripleClick")}
+__all__ = ["RESPONSE_SECTIONS", "load_agentnet", "render_response"]
 
 
-class _Rewrite(ast.NodeTransformer):
-    def __init__(self) -> None:
-        self.clicks: int | None = None
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            key = (func.value.id, func.attr)
-            if key in _TRIPLE:
-                self.clicks = 3
-                node.func = ast.Attribute(ast.Name("pyautogui", ast.Load()), "click", ast.Load())
-            elif (
-                func.attr == "hotkey"
-                and len(node.args) == 1
-                and isinstance(node.args[0], (ast.List, ast.Tuple))
-            ):
-                node.args = list(node.args[0].elts)
-            elif func.attr == "hotkey" and not node.args:
-                keys = [k for k in node.keywords if k.arg in ("keys", "args")]
-                if keys and isinstance(keys[0].value, (ast.List, ast.Tuple)):
-                    node.args, node.keywords = list(keys[0].value.elts), []
-        return node
-
-
-def normalize_agentnet_code(code: str) -> tuple[str, dict[str, Any]]:
-    """Rewrite AgentNet-only calls into the shared parser's vocabulary; returns code and step metadata."""
-    try:
-        tree = ast.parse(code.strip())
-    except SyntaxError:
-        return code, {}
-    rewrite = _Rewrite()
-    tree = rewrite.visit(tree)
-    return ast.unparse(tree), ({"clicks": rewrite.clicks} if rewrite.clicks else {})
+#: the ``value`` texts rendered into the response, in order, with their section titles
+RESPONSE_SECTIONS = (
+    ("Observation", "observation"),
+    ("Reflection", "reflection"),
+    ("Thought", "thought"),
+    ("Action", "action"),
+)
 
 
 def render_response(value: dict[str, Any]) -> str:
-    """The demonstration as one response: thought, low-level action and code sections (those present)."""
+    """The demonstration as one response: ``## Observation / ## Reflection / ## Thought / ## Action /
+    ## Code`` sections (those present and non-empty), OpenCUA's reasoning order."""
     parts = []
-    for title, key in (("Thought", "thought"), ("Action", "action")):
+    for title, key in RESPONSE_SECTIONS:
         text = value.get(key)
         if isinstance(text, str) and text.strip():
             parts.append(f"## {title}:\n{text.strip()}")
@@ -190,25 +164,20 @@ def _trajectory(
         code = value.get("code")
         if not isinstance(code, str):
             raise format_error(path, lineno, f"{where}.value.code", f"must be a string, got {code!r}")
-        fixed, meta = normalize_agentnet_code(code)
-        action, unparsed = parse_or_keep(
-            lambda fixed=fixed: parse_pyautogui(fixed, coords="relative"),
-            code,
-            report,
-            where=f"{path}:{lineno}:{where}",
-        )
+        meta: dict[str, Any] = {}
         for flag in ("last_step_correct", "last_step_redundant"):
             if flag in value:
                 meta[flag] = value[flag]
         drafts.append(
             StepDraft(
                 step_id=step_id,
-                action=action,
+                action=None,
                 response=render_response(value),
                 screen=store.put_file(image_path),
-                unparsed=unparsed,
                 instruction=value.get("action") if isinstance(value.get("action"), str) else None,
                 metadata=meta,
+                raw=code,
+                where=f"{path}:{lineno}:{where}",
             )
         )
     completed = record.get("task_completed", False)
@@ -220,11 +189,17 @@ def _trajectory(
         if k in record and isinstance(record[k], (int, float, str, bool))
     }
     metadata["source"] = str(path)
+    size = screen_size_of(store, drafts)
+    where = f"{path}:{lineno}: task {record['task_id']!r}"
+    system = parse_drafts(
+        drafts, report, platform="desktop", screen_size=size, coords="relative", where=where
+    )
+    metadata["coords"] = system
     return Trajectory(
         trajectory_id=str(record["task_id"]),
         goal=record["instruction"],
         platform=platform,
-        screen_size=screen_size_of(store, drafts),
+        screen_size=size,
         steps=assemble(drafts, "before"),
         success=completed,
         metadata=metadata,

@@ -4,7 +4,8 @@ TensorFlow).
 Each record is a ``tf.train.Example`` with ``episode_id`` (int64), ``goal`` (bytes), ``screenshots``
 (PNG bytes, one per screen), ``screenshot_widths``/``screenshot_heights``, ``accessibility_trees``,
 ``actions`` (JSON strings, e.g. ``{"action_type": "click", "x": 540, "y": 1200}`` in pixels) and
-``step_instructions``. Coordinates are pixels of the step's screenshot. Files may be GZIP-compressed (detected from the first bytes).
+``step_instructions``. Coordinates are pixels of the episode's screen (``metadata.coords = "absolute"``), read by the one
+action parser. Files may be GZIP-compressed (detected from the first bytes).
 
 Timing: ``screenshots[i]`` is the screen before ``actions[i]`` and there is one more screenshot than
 actions, the last being the screen after the final action, so nothing is missing. If an episode stores
@@ -21,7 +22,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.actions.mobile import parse_mobile_json
 from causalcache_memory.errors import MissingDependencyError
 from causalcache_memory.lab.data.loaders._common import (
     LoadReport,
@@ -30,7 +30,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
-    parse_or_keep,
+    parse_drafts,
     screen_size_of,
     track_apps,
 )
@@ -127,31 +127,34 @@ def _episode(
             data = json.loads(text)
         except json.JSONDecodeError:
             data = text  # kept as an unparsed step below
-        size = store.size(screens[i])
-        action, unparsed = parse_or_keep(
-            lambda data=data, size=size: parse_mobile_json(data, screen_size=size, coords="absolute"),
-            text,
-            report,
-            where=f"{path}: record {number} actions[{i}]",
-        )
         drafts.append(
             StepDraft(
                 step_id=str(i),
-                action=action,
+                action=None,
                 response=text,
                 screen=screens[i],
-                unparsed=unparsed,
                 instruction=instructions[i] if i < len(instructions) else None,
+                raw=data,
+                where=f"{path}: record {number} actions[{i}]",
             )
         )
-    track_apps(drafts)
     final = screens[len(actions)] if len(screens) > len(actions) else None
+    size = screen_size_of(store, drafts, final)
+    system = parse_drafts(
+        drafts,
+        report,
+        platform="mobile",
+        screen_size=size,
+        coords="absolute",
+        where=f"{path}: record {number}",
+    )
+    track_apps(drafts)
     return Trajectory(
         trajectory_id=str(ids[0]),
         goal=goals[0].decode("utf-8", "replace"),
         platform=platform,
-        screen_size=screen_size_of(store, drafts, final),
+        screen_size=size,
         steps=assemble(drafts, "before", final_screen=final),
         success=True,
-        metadata={"success_source": "demonstration", "source": str(path)},
+        metadata={"success_source": "demonstration", "source": str(path), "coords": system},
     )

@@ -21,7 +21,9 @@ One trajectory per line::
                 "app": "Chrome",             # optional; never guessed when absent
                 "instruction": "click Send"}]}  # optional low-level instruction
 
-Actions that do not parse are kept as unparsed steps and counted. A missing ``x_1`` (timing ``after``
+Actions are read by the one action parser (the runtime's); the coordinate system (``coords: auto``) is
+decided once for the trajectory from all its points and the screen size and recorded as
+``metadata.coords``. Actions that do not parse are kept as unparsed steps and counted. A missing ``x_1`` (timing ``after``
 without ``initial_screenshot``) or ``x_{T+1}`` (timing ``before`` without ``final_screenshot``) is None.
 """
 
@@ -31,8 +33,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.actions.mobile import parse_mobile_json
-from causalcache_memory.actions.parse import parse_action
 from causalcache_memory.lab.data.loaders._common import (
     LoadReport,
     LoadResult,
@@ -40,7 +40,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
-    parse_or_keep,
+    parse_drafts,
     screen_size_of,
 )
 from causalcache_memory.lab.data.trajectory import Trajectory
@@ -88,13 +88,6 @@ def _image(path: Path, lineno: int, field_name: str, value: Any, store: ScreenSt
     return store.put_file(file)
 
 
-def _parse(raw: Any, size: tuple[int, int] | None, coords: str, platform: str):  # type: ignore[no-untyped-def]
-    if isinstance(raw, dict):
-        return parse_mobile_json(raw, screen_size=size, coords=coords)  # type: ignore[arg-type]
-    mode = "mobile" if platform == "mobile" else "auto"
-    return parse_action(str(raw), platform=mode, screen_size=size, coords=coords)  # type: ignore[arg-type]
-
-
 def _trajectory(rec: Any, path: Path, lineno: int, store: ScreenStore, report: LoadReport) -> Trajectory:
     if not isinstance(rec, dict):
         raise format_error(path, lineno, "<line>", "must be a JSON object")
@@ -125,26 +118,20 @@ def _trajectory(rec: Any, path: Path, lineno: int, store: ScreenStore, report: L
             raise format_error(path, lineno, f"{where}.action", "missing")
         screen = _image(path, lineno, f"{where}.screenshot", step.get("screenshot"), store)
         raw = step["action"]
-        size = store.size(screen)
         text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-        action, unparsed = parse_or_keep(
-            lambda raw=raw, size=size: _parse(raw, size, coords, platform),
-            text,
-            report,
-            where=f"{path}:{lineno}:{where}",
-        )
         for opt in ("app", "instruction", "response"):
             if step.get(opt) is not None and not isinstance(step[opt], str):
                 raise format_error(path, lineno, f"{where}.{opt}", "must be a string")
         drafts.append(
             StepDraft(
                 step_id=str(step.get("step_id", k)),
-                action=action,
+                action=None,
                 response=step.get("response") or text,
                 screen=screen,
-                unparsed=unparsed,
                 app=step.get("app"),
                 instruction=step.get("instruction"),
+                raw=raw,
+                where=f"{path}:{lineno}:{where}",
             )
         )
     initial = (
@@ -160,12 +147,21 @@ def _trajectory(rec: Any, path: Path, lineno: int, store: ScreenStore, report: L
     metadata = rec.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise format_error(path, lineno, "metadata", "must be an object")
+    size = screen_size_of(store, drafts, initial, final)
+    system = parse_drafts(
+        drafts,
+        report,
+        platform="mobile" if platform == "mobile" else "auto",
+        screen_size=size,
+        coords=coords,
+        where=f"{path}:{lineno}: trajectory {rec['trajectory_id']!r}",
+    )
     return Trajectory(
         trajectory_id=str(rec["trajectory_id"]),
         goal=rec["goal"],
         platform=platform,
-        screen_size=screen_size_of(store, drafts, initial, final),
+        screen_size=size,
         steps=assemble(drafts, timing, initial_screen=initial, final_screen=final),
         success=rec["success"],
-        metadata=dict(metadata),
+        metadata={**metadata, "coords": system},
     )

@@ -8,11 +8,14 @@ each run is one trajectory (id ``<task>`` for a single run, else ``<task>#<run>`
 Timing: ``screenshots/<task>-<run>-<step>.png`` is the screen *before* the step's action (``x_t``). The
 screen after the last action is not stored: the last step's ``screenshot_after`` is None.
 
-Actions: the ``action`` object through the shared mobile JSON parser. ``coords`` (default ``auto``:
-fractions are relative, integers inside the screenshot are pixels, larger ones the 0-1000 grid) can pin
-the system (``absolute``, ``thousand``, ``relative``) when a policy's convention is known; unparsable
-actions are kept as unparsed steps. ``prediction`` is the verbatim model
-response. Step ids are the ``step`` values. Apps: a step's ``app`` is the app opened by the latest
+Actions: the ``action`` object through the one action parser (the runtime's). The coordinate system is
+decided once per trajectory from all its points and the screen size (``coords="auto"``, the default:
+fractions are relative, points that (90 % of them) fit the screenshot are pixels, else the 0-1000 grid;
+:mod:`causalcache_memory.actions.coords`) and recorded as ``metadata.coords``; ``coords`` can pin it
+(``absolute``, ``thousand``, ``relative``) when a policy's convention is known. Unparsable actions (and
+points off the screen) are kept as unparsed steps. ``prediction`` is the verbatim model response. Step
+ids are the ``step`` values; a repeated id is refused with the file and the ids (it would name one
+screenshot for two steps). Apps: a step's ``app`` is the app opened by the latest
 ``open_app`` before it (None before the first ``open_app`` and after ``home``: never guessed).
 
 Success: ``score`` in ``result.txt`` > 0. Memory-critical split, mechanically from task metadata only
@@ -29,15 +32,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.actions.mobile import parse_mobile_json
 from causalcache_memory.lab.data.loaders._common import (
     LoadReport,
     LoadResult,
     ScreenStore,
     StepDraft,
     assemble,
+    check_step_ids,
     format_error,
-    parse_or_keep,
+    parse_drafts,
     screen_size_of,
     track_apps,
 )
@@ -138,9 +141,14 @@ def load_mobileworld(
         for run, record in data.items():
             if not isinstance(record, dict) or not isinstance(record.get("traj"), list):
                 raise format_error(path, None, f"{run}.traj", "missing or not a list")
-            drafts, goal = _steps(root, folder, task, str(run), record["traj"], path, store, report, coords)
+            drafts, goal = _steps(root, folder, task, str(run), record["traj"], path, store)
+            check_step_ids(drafts, path, f"{run}.traj[*]")
+            size = screen_size_of(store, drafts)
+            system = parse_drafts(
+                drafts, report, platform="mobile", screen_size=size, coords=coords, where=f"{path}: run {run}"
+            )
             track_apps(drafts)
-            meta: dict[str, Any] = {"task": task, "run": str(run), "score": score}
+            meta: dict[str, Any] = {"task": task, "run": str(run), "score": score, "coords": system}
             app_names = (tasks_meta.get(task) or {}).get("app_names", record.get("app_names"))
             split = cross_app_split(app_names)
             if split is None:
@@ -154,7 +162,7 @@ def load_mobileworld(
                 trajectory_id=task if len(data) == 1 else f"{task}#{run}",
                 goal=goal,
                 platform=platform,
-                screen_size=screen_size_of(store, drafts),
+                screen_size=size,
                 steps=assemble(drafts, "before"),
                 success=success,
                 metadata=meta,
@@ -173,8 +181,6 @@ def _steps(
     steps: list[Any],
     path: Path,
     store: ScreenStore,
-    report: LoadReport,
-    coords: str,
 ) -> tuple[list[StepDraft], str]:
     drafts: list[StepDraft] = []
     goal = ""
@@ -194,21 +200,15 @@ def _steps(
             )
         screen = store.put_file(shot)
         raw = step["action"]
-        size = store.size(screen)
-        action, unparsed = parse_or_keep(
-            lambda raw=raw, size=size: parse_mobile_json(raw, screen_size=size, coords=coords),  # type: ignore[arg-type]
-            json.dumps(raw, ensure_ascii=False) if not isinstance(raw, str) else raw,
-            report,
-            where=f"{path}:{where}",
-        )
         prediction = step.get("prediction")
         drafts.append(
             StepDraft(
                 step_id=str(step["step"]),
-                action=action,
+                action=None,
                 response=prediction if isinstance(prediction, str) and prediction else json.dumps(raw),
                 screen=screen,
-                unparsed=unparsed,
+                raw=raw,
+                where=f"{path}:{where}",
             )
         )
     return drafts, goal

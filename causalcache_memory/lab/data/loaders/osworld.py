@@ -13,8 +13,10 @@ stored, so the first step's ``screenshot_before`` is None (decision ``t = 1`` is
 every event still has its post-action image ``v_j``). Step ids: ``step_num`` as written (gaps kept); a
 repeated ``step_num`` gets ``#2``, ``#3``, ... on its later actions.
 
-Actions: PyAutoGUI code with *absolute pixels* (converted with the screenshot's size), or the sentinels
-``DONE``/``FAIL``/``WAIT``; anything else (e.g. ``computer_13`` dicts) is kept as an unparsed step.
+Actions: PyAutoGUI code with *absolute pixels* (converted with the trajectory's screen size;
+``metadata.coords = "absolute"``), or the sentinels ``DONE``/``FAIL``/``WAIT``, read by the one action
+parser (the runtime's); anything it does not read (e.g. most ``computer_13`` dicts) is kept as an
+unparsed step.
 ``response`` is the verbatim model text. Success: the number in ``result.txt`` is > 0 (a missing
 ``result.txt`` counts as not successful and is noted). The instruction is read from
 ``<examples>/<domain>/<example_id>.json`` when ``examples`` (OSWorld's ``evaluation_examples/examples``)
@@ -30,7 +32,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.actions.pyautogui import parse_pyautogui
 from causalcache_memory.lab.data.loaders._common import (
     LoadReport,
     LoadResult,
@@ -38,7 +39,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
-    parse_or_keep,
+    parse_drafts,
     screen_size_of,
 )
 from causalcache_memory.lab.data.trajectory import Trajectory
@@ -104,16 +105,21 @@ def load_osworld(
             labels["domain"] = rel[-2]
         example_id = folder.name
         traj_id = example_id if names[example_id] == 1 else "/".join(rel) or example_id
-        drafts, errors = _steps(folder, store, report)
+        drafts, errors = _steps(folder, store)
+        size = screen_size_of(store, drafts)
+        where = str(folder / "traj.jsonl")
+        system = parse_drafts(
+            drafts, report, platform="desktop", screen_size=size, coords="absolute", where=where
+        )
         success, score = _success(folder, report)
-        meta: dict[str, Any] = {**labels, "example_id": example_id, "score": score}
+        meta: dict[str, Any] = {**labels, "example_id": example_id, "score": score, "coords": system}
         if errors:
             meta["errors"] = errors
         traj = Trajectory(
             trajectory_id=traj_id,
             goal=_goal(Path(examples) if examples else None, labels.get("domain"), example_id, report),
             platform=platform,
-            screen_size=screen_size_of(store, drafts),
+            screen_size=size,
             steps=assemble(drafts, "after"),
             success=success,
             metadata=meta,
@@ -124,7 +130,7 @@ def load_osworld(
     return LoadResult(out, report)
 
 
-def _steps(folder: Path, store: ScreenStore, report: LoadReport) -> tuple[list[StepDraft], list[str]]:
+def _steps(folder: Path, store: ScreenStore) -> tuple[list[StepDraft], list[str]]:
     path = folder / "traj.jsonl"
     drafts: list[StepDraft] = []
     errors: list[str] = []
@@ -155,23 +161,17 @@ def _steps(folder: Path, store: ScreenStore, report: LoadReport) -> tuple[list[S
                 raise format_error(path, lineno, "screenshot_file", f"{shot.name!r} not found in {folder}")
             screen = store.put_file(shot)
             raw = rec["action"]
-            size = store.size(screen)
-            action, unparsed = parse_or_keep(
-                lambda raw=raw, size=size: parse_pyautogui(raw, screen_size=size, coords="absolute"),
-                raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False),
-                report,
-                where=f"{path}:{lineno}",
-            )
             response = rec.get("response")
             meta = {k: rec[k] for k in ("action_timestamp", "reward", "done") if k in rec}
             drafts.append(
                 StepDraft(
                     step_id=step_id,
-                    action=action,
+                    action=None,
                     response=response if isinstance(response, str) and response else str(raw),
                     screen=screen,
-                    unparsed=unparsed,
                     metadata=meta,
+                    raw=raw,
+                    where=f"{path}:{lineno}",
                 )
             )
     return drafts, errors

@@ -1,0 +1,164 @@
+"""The swap threshold a deployment uses: an explicit ``min_gain``, or one chosen for a pass-2 budget.
+
+Pass 2 (the second model call) runs when the beam's best first swap out of Recent-B has a predicted gain
+``d > min_gain``. At training time :mod:`causalcache_memory.lab.selector.calibrate` measures, on the dev
+split's decision states, the **frontier** of every useful threshold ``τ``:
+
+    fire(τ) = #{states: d_top > τ} / N          gain(τ) = Σ_{states: d_top > τ} y_top / N
+
+(``d_top`` the predicted gain of a state's best first swap, ``y_top`` its true utility
+``Q(C ∪ {j}) − Q(Recent-B)`` from the labels, ``N`` the dev states with a swap out of Recent-B) and stores
+it in the model's ``causalcache.calibration`` metadata, pooled and per memory budget ``B`` (pass 2
+fires more often at larger ``B``). ``min_gain: auto`` then picks, for the deployment's
+``selector.second_pass_budget`` ``b``, the threshold with the largest ``gain(τ)`` among those with
+``fire(τ) <= b`` (ties: the lower fire rate) — from the stored frontiers, without retraining; a decision
+at a ``B`` with its own frontier uses that one's choice, any other ``B`` the pooled choice.
+
+Models of format 2 have no frontier: ``auto`` uses their stored threshold. ``min_gain`` given as a
+number overrides both (``0`` = the paper's rule: every positive predicted gain).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from causalcache_memory.errors import SelectorError
+
+__all__ = [
+    "BUDGET_RULE",
+    "DEFAULT_SECOND_PASS_BUDGET",
+    "Thresholds",
+    "check_budget",
+    "choose_threshold",
+    "resolve_min_gain",
+    "resolve_thresholds",
+]
+
+logger = logging.getLogger(__name__)
+
+#: default share of decisions that may run pass 2 (``selector.second_pass_budget``)
+DEFAULT_SECOND_PASS_BUDGET = 0.15
+BUDGET_RULE = (
+    "largest dev gain (sum of the true utilities of the admitted top first swaps) among thresholds whose "
+    "dev pass-2 fire rate (top swap's predicted gain > threshold) is <= second_pass_budget"
+)
+
+
+class _Calibrated(Protocol):
+    calibration: Mapping[str, Any]
+
+
+def check_budget(budget: object, *, field: str = "second_pass_budget") -> float:
+    """``budget`` as a float in ``[0, 1]``; :class:`SelectorError` naming the field and the fix otherwise."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0.0 <= float(budget) <= 1.0:
+        raise SelectorError(
+            f"{field}={budget!r} must be a share of decisions in [0, 1] (e.g. 0.15: at most 15% of "
+            "decisions run pass 2); set it under allocation.selector"
+        )
+    return float(budget)
+
+
+def choose_threshold(frontier: Sequence[Sequence[float]], budget: float) -> dict[str, float]:
+    """``{"min_gain", "fire_rate", "gain"}``: the frontier point of largest gain with ``fire_rate <= budget``.
+
+    ``frontier`` rows are ``(threshold, fire_rate, gain)``. Ties in gain go to the lower fire rate. A
+    frontier always holds a point that fires on no state; :class:`SelectorError` when none fits.
+    """
+    budget = check_budget(budget)
+    best: tuple[float, float, float] | None = None
+    for row in frontier:
+        tau, fire, gain = (float(v) for v in row)
+        if fire > budget + 1e-12:
+            continue
+        if best is None or gain > best[2] or (gain == best[2] and fire < best[1]):
+            best = (tau, fire, gain)
+    if best is None:
+        raise SelectorError(
+            f"no threshold of the model's frontier fires on at most {budget:.3f} of the dev decisions; the "
+            "calibration metadata is malformed: retrain (`causalcache train selector`)"
+        )
+    return {"min_gain": best[0], "fire_rate": best[1], "gain": best[2]}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The swap thresholds of one deployment: per memory budget ``B`` where the model has a frontier for it.
+
+    Attributes:
+        default: ``min_gain`` for budgets without their own (the pooled frontier's choice, the format-2
+            stored threshold, or the explicit number).
+        by_budget: ``{B: min_gain}`` chosen from the per-``B`` dev frontiers (empty unless ``auto``).
+        source: which rule set them (also logged).
+    """
+
+    default: float
+    by_budget: Mapping[int, float] = field(default_factory=dict)
+    source: str = ""
+
+    def for_budget(self, budget: int) -> float:
+        """The threshold a decision at memory budget ``budget`` uses."""
+        return self.by_budget.get(budget, self.default)
+
+
+def _auto(model: _Calibrated, budget: float) -> Thresholds:
+    cal = model.calibration
+    frontier = cal.get("frontier")
+    if frontier:
+        pick = choose_threshold(frontier, budget)
+        by_b = {int(b): choose_threshold(f, budget) for b, f in (cal.get("frontier_by_budget") or {}).items()}
+        per_b = "; per memory budget " + ", ".join(
+            f"B={b}: {p['min_gain']:.4f} (fire {p['fire_rate']:.3f})" for b, p in sorted(by_b.items())
+        )
+        return Thresholds(
+            pick["min_gain"],
+            {b: p["min_gain"] for b, p in by_b.items()},
+            f"auto: pass-2 budget {budget:g} -> min_gain {pick['min_gain']:.4f} pooled (dev fire rate "
+            f"{pick['fire_rate']:.3f}, dev gain {pick['gain']:.4f} per decision)"
+            + (per_b if by_b else "")
+            + "; from the model's dev frontiers",
+        )
+    if cal.get("min_gain") is not None:
+        return Thresholds(
+            float(cal["min_gain"]),
+            {},
+            "auto: the model's stored threshold (no frontier, second_pass_budget not applied; retrain to "
+            "use it): " + str(cal.get("rule", "calibrated on dev")),
+        )
+    return Thresholds(0.0, {}, "auto: model has no calibration, the paper's rule (0)")
+
+
+def resolve_thresholds(
+    min_gain: float | str, model: _Calibrated, *, second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET
+) -> Thresholds:
+    """The :class:`Thresholds` for ``min_gain``: a number >= 0, or ``"auto"`` (see module doc).
+
+    ``auto``: the budget's choice from the model's stored frontiers (one per memory budget ``B`` where
+    stored, the pooled one otherwise); a model without frontier (format 2) uses its stored threshold; one
+    without calibration falls back to 0 (the paper's rule). A number applies to every ``B``. Which rule
+    set the thresholds is in ``source`` and logged (INFO, ``causalcache_memory.selector.threshold``).
+    """
+    budget = check_budget(second_pass_budget)
+    if isinstance(min_gain, str):
+        if min_gain != "auto":
+            raise SelectorError(
+                f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)"
+            )
+        out = _auto(model, budget)
+    elif isinstance(min_gain, bool) or not (float(min_gain) >= 0.0 and math.isfinite(float(min_gain))):
+        raise SelectorError(f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)")
+    else:
+        out = Thresholds(float(min_gain), {}, "fixed (min_gain set explicitly; second_pass_budget not used)")
+    logger.info("selector swap threshold %.4f: %s", out.default, out.source)
+    return out
+
+
+def resolve_min_gain(
+    min_gain: float | str, model: _Calibrated, *, second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET
+) -> tuple[float, str]:
+    """``(default threshold, source)`` of :func:`resolve_thresholds` (kept for callers of one threshold)."""
+    out = resolve_thresholds(min_gain, model, second_pass_budget=second_pass_budget)
+    return out.default, out.source
