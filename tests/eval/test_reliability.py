@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from causalcache_memory.lab.eval.reliability import decision_rates, reliability_table, swap_outcomes
+from causalcache_memory.lab.eval.reliability import (
+    decision_rates,
+    paired_contrast,
+    reliability_table,
+    swap_outcomes,
+)
 
 
 def _episode(swaps, evidence, split="memory_critical", arm="causalcache"):  # type: ignore[no-untyped-def]
@@ -39,3 +44,15 @@ def test_decision_rates_count_pass_two_and_ood_over_all_decisions():
     rates = decision_rates(eps)
     assert rates["control"] == {"decisions": 4, "pass2_share": 0.25, "ood_share": 0.25}
     assert rates["memory_critical"]["decisions"] == 0
+
+
+def test_paired_contrast_pairs_tasks_and_averages_seeds():
+    def ep(arm, task, ok, seed):  # type: ignore[no-untyped-def]
+        return {"arm": arm, "task_id": task, "split": "memory_critical", "success": ok, "seed": seed}
+
+    eps = [ep("causalcache", "a", True, 0), ep("causalcache", "a", False, 1), ep("random", "a", False, 0)]
+    eps += [ep("random", "a", False, 1), ep("causalcache", "b", False, 0), ep("random", "b", True, 0)]
+    eps += [ep("causalcache", "c", True, 0)]  # no random run of c: not paired
+    c = paired_contrast(eps, "causalcache", "random", "memory_critical")
+    assert c["tasks"] == 2 and c["helped"] == 1 and c["harmed"] == 1
+    assert c["delta"] == pytest.approx((0.5 - 1.0) / 2)
