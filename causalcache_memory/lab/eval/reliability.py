@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["decision_rates", "reliability_table", "swap_outcomes"]
+__all__ = ["decision_rates", "paired_contrast", "reliability_table", "swap_outcomes"]
 
 
 def swap_outcomes(
@@ -102,6 +102,32 @@ def decision_rates(
     return out
 
 
+def paired_contrast(
+    episodes: Sequence[Mapping[str, Any]], arm: str, baseline: str, split: str, *, seed: int = 0
+) -> dict[str, Any]:
+    """``arm - baseline`` on ``split``: task scores (mean success over seeds), task-paired bootstrap 95%
+    interval over the tasks both arms ran, and the tasks helped / harmed."""
+    from causalcache_memory.lab.eval.stats import paired_difference
+
+    def scores(name: str) -> dict[str, float]:
+        runs: dict[str, list[float]] = {}
+        for e in episodes:
+            if e.get("arm") == name and (split == "all" or e.get("split") == split):
+                runs.setdefault(str(e["task_id"]), []).append(float(e["success"]))
+        return {t: sum(v) / len(v) for t, v in runs.items()}
+
+    a, b = scores(arm), scores(baseline)
+    tasks = [t for t in a if t in b]
+    est = paired_difference([a[t] for t in tasks], [b[t] for t in tasks], seed=seed)
+    return {
+        "delta": est.value,
+        "ci": (est.low, est.high),
+        "tasks": len(tasks),
+        "helped": sum(a[t] > b[t] for t in tasks),
+        "harmed": sum(a[t] < b[t] for t in tasks),
+    }
+
+
 def _markdown(rows: Sequence[Mapping[str, Any]], rates: Mapping[str, Mapping[str, float]]) -> str:
     lines = ["| predicted gain | swaps | right | right share [95% CI] |", "|---|---|---|---|"]
     for r in rows:
@@ -122,18 +148,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arm", default="causalcache")
     parser.add_argument("--bins", type=int, default=4)
     parser.add_argument("--worlds", default=None, help="only episodes of worlds whose id starts with this")
+    parser.add_argument("--versus", default="", help="comma-separated arms to contrast --arm with")
     args = parser.parse_args(argv)
     episodes = json.loads(Path(args.results).read_text(encoding="utf-8"))["episodes"]
     if args.worlds:
         episodes = [e for e in episodes if str(e.get("world", "")).startswith(args.worlds)]
     budget = json.loads(Path(args.results).read_text(encoding="utf-8"))["meta"]["budget"]
     episodes = [e for e in episodes if e.get("budget") == budget]
-    print(
-        _markdown(
-            reliability_table(swap_outcomes(episodes, args.arm), args.bins),
-            decision_rates(episodes, args.arm),
-        )
-    )
+    rows = reliability_table(swap_outcomes(episodes, args.arm), args.bins)
+    print(_markdown(rows, decision_rates(episodes, args.arm)))
+    for other in [v for v in args.versus.split(",") if v]:
+        for split in ("memory_critical", "control"):
+            c = paired_contrast(episodes, args.arm, other, split)
+            print(
+                f"{args.arm} - {other}, {split}: {c['delta']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+                f"(tasks {c['tasks']}, helped {c['helped']}, harmed {c['harmed']})"
+            )
     return 0
 
 
