@@ -23,6 +23,8 @@ _EXTRAS = {
     "matplotlib": "plots",
     "onnxruntime": "",
     "sglang": "sglang",
+    "rapidocr_onnxruntime": "ocr",
+    "cv2": "ocr",
 }
 
 

@@ -162,15 +162,16 @@ class OpenAIPolicy:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r})"
 
     # ------------------------------------------------------------------ generate
-    def generate(self, prompt: BoundPrompt) -> Generation:
-        """Greedy decoding; an unparsable response gives ``action=None`` and ``parse_error``."""
+    def generate(self, prompt: BoundPrompt, *, temperature: float = 0.0) -> Generation:
+        """Greedy decoding (``temperature=0``; agreement labels sample with a higher one); an unparsable
+        response gives ``action=None`` and ``parse_error``."""
         check_image_limit([prompt], self.max_images_per_prompt, server=f"endpoint {self.url}")
         self._check_images([prompt])
         payload = {
             **self.extra_body,
             "model": self.model,
             "messages": openai_messages(prompt),
-            "temperature": 0,
+            "temperature": temperature,
             "max_tokens": self.max_tokens,
         }
         start = time.perf_counter()

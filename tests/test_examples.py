@@ -14,6 +14,10 @@ def _load(path: Path) -> object:
         from causalcache_memory.lab.selector.recipe import load_recipe
 
         return load_recipe(path)
+    if path.name.startswith("learn"):
+        from causalcache_memory.lab.learn import load_learn_config
+
+        return load_learn_config(path)
     if path.name.startswith("hgkv_recipe"):
         from causalcache_memory.lab.hgkv.recipe import load_recipe
 

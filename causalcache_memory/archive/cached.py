@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_hash, digest, is_hash
+from causalcache_memory.archive._text_memo import ABSENT, TextMemo
 from causalcache_memory.archive._texts import decode_text, encode_text, text_is_intact
 from causalcache_memory.archive.images import open_image_bytes, to_bytes
 
@@ -67,6 +68,7 @@ class CachedArchive:
         self._lock = threading.Lock()
         self._sizes: OrderedDict[Path, int] = OrderedDict()  # copies this process knows, LRU order
         self._total = 0
+        self._text_memo = TextMemo()
         self.hits = 0
         self.misses = 0
 
@@ -139,19 +141,27 @@ class CachedArchive:
     def put_text(self, sha256: str, text: str) -> None:
         """Store in the shared archive (its rules: the first intact text of a blob stays)."""
         self.inner.put_text(sha256, text)
+        self._text_memo.forget(sha256)
 
     def get_text(self, sha256: str) -> str | None:
-        """The blob's text: the local copy when there is an intact one, else the shared archive's."""
+        """The blob's text: remembered in memory (:mod:`~causalcache_memory.archive._text_memo`), else
+        the local copy when there is an intact one, else the shared archive's."""
         if not is_hash(sha256):
             return None
+        known = self._text_memo.get(sha256)
+        if known is not ABSENT:
+            self.hits += 1
+            return known  # type: ignore[return-value]
         raw = self._cached("texts", sha256)
         if raw is not None:
             self.hits += 1
-            return decode_text(raw, sha256, url=self.url, location=str(self._local("texts", sha256)))
-        self.misses += 1
-        text = self.inner.get_text(sha256)
-        if text is not None:
-            self._keep("texts", sha256, encode_text(sha256, text))
+            text = decode_text(raw, sha256, url=self.url, location=str(self._local("texts", sha256)))
+        else:
+            self.misses += 1
+            text = self.inner.get_text(sha256)
+            if text is not None:
+                self._keep("texts", sha256, encode_text(sha256, text))
+        self._text_memo.put(sha256, text)
         return text
 
     def get_record(self, sha256: str) -> bytes:

@@ -49,6 +49,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
+from causalcache_memory.archive._text_memo import ABSENT, TextMemo
 from causalcache_memory.archive._texts import encode_text
 from causalcache_memory.archive.images import check_pixels, open_image_bytes
 
@@ -86,6 +87,8 @@ class DeferredArchive:
         self._pending: dict[str, tuple[bytes, Future[None]]] = {}
         self._records: dict[str, bytes] = {}
         self._texts: dict[str, str] = {}
+        self._text_memo = TextMemo()
+        self._text_puts = 0  # put_text calls so far: a read that overlapped one is not remembered
         self._tasks: set[Future[None]] = set()
         self._failed: BaseException | None = None
 
@@ -197,13 +200,28 @@ class DeferredArchive:
         """Check ``text`` now (``ScreenTextError``); store it (``inner.put_text``) in the background,
         after the screenshot handed over before it. See :meth:`flush`."""
         encode_text(sha256, text)
+        with self._lock:
+            self._text_puts += 1
         self._submit(self.inner.put_text, sha256, text, text=(sha256, text))
+        self._text_memo.forget(sha256)  # read again once it landed (the first text stays)
 
     def get_text(self, sha256: str) -> str | None:
-        """The text in flight for ``sha256`` if any (the first handed over), else the inner archive's."""
+        """The text in flight for ``sha256`` if any (the first handed over), else the inner archive's
+        (remembered in memory: :mod:`~causalcache_memory.archive._text_memo`)."""
+        if not isinstance(sha256, str):
+            return None
         with self._lock:
-            kept = self._texts.get(sha256) if isinstance(sha256, str) else None
-        return kept if kept is not None else self.inner.get_text(sha256)  # type: ignore[no-any-return]
+            kept, puts = self._texts.get(sha256), self._text_puts
+        if kept is not None:
+            return kept
+        known = self._text_memo.get(sha256)
+        if known is not ABSENT:
+            return known  # type: ignore[return-value]
+        text: str | None = self.inner.get_text(sha256)
+        with self._lock:
+            if self._text_puts == puts:  # no put_text of ours started meanwhile: what we read is current
+                self._text_memo.put(sha256, text)
+        return text
 
     def retain(self, episode_id: str, hashes: Iterable[str]) -> None:
         """References to records still in flight: written in the background, after those records;

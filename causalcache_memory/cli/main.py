@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "train",
     "eval",
     "label",
+    "learn",
     "archive_cmd",
     "data_cmd",
     "serve",

@@ -25,6 +25,7 @@ __all__ = [
     "CausalCacheConfig",
     "CheckpointConfig",
     "IdleWarningConfig",
+    "OcrConfig",
     "OpenAIPolicyConfig",
     "PolicyConfig",
     "RenderConfig",
@@ -60,6 +61,33 @@ def _wants_number(annotation: Any) -> bool:
     return bool not in members and any(m in (int, float) for m in members)
 
 
+class OcrConfig(_Strict):
+    engine: Literal["none", "rapidocr", "tesseract"] = Field(
+        "none",
+        description="OCR of screenshots that arrive without screen_text, run in the background at archive "
+        "time (never on the decision path) and stored beside the blob: 'rapidocr' (extra "
+        "causalcache-memory[ocr], models ship in the wheel), 'tesseract' (Debian tesseract-ocr + pytesseract), "
+        "'none' (default: no OCR; the selector's text features are masked for screens without text).",
+    )
+    languages: str = Field(
+        "eng",
+        min_length=1,
+        description="Tesseract language codes joined by '+' (e.g. 'eng+deu'); rapidocr ignores it.",
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="CPU threads of one rapidocr call (one screenshot at a time); tesseract follows OMP_THREAD_LIMIT.",
+    )
+    max_pending: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="Screenshots waiting for OCR at most; newer ones get no text (logged once).",
+    )
+
+
 class ArchiveConfig(_Strict):
     url: str = Field(
         ".causalcache/archive",
@@ -81,6 +109,9 @@ class ArchiveConfig(_Strict):
         description="Deadline in seconds of each call to an object-store archive (s3://, gs://, ...): a "
         "storage that does not answer in time raises ArchiveTimeoutError. null = no deadline. Local "
         "directories have none.",
+    )
+    ocr: OcrConfig = Field(
+        OcrConfig(), description="OCR fallback for screenshots without screen_text (docs/LANGGRAPH.md)."
     )
 
 

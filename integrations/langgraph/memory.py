@@ -10,9 +10,9 @@ One object configures the memory (budget ``B``, allocator, archive, prompt text)
   read an episode back from a checkpoint;
 * :meth:`action`, the decided action from any node of the user's graph.
 
-Arguments are validated when given (an allocator name is resolved through the registry at once) and the
-allocator is built and warmed at construction (:meth:`warmup`), so the first timed decision of a run, or
-of a resumed run in a new process, makes the same allocation as any later one.
+Arguments are validated when given (an allocator name is resolved through the registry at once); the
+allocator is built and warmed at construction (:meth:`warmup`), so a run's first timed decision (a resumed
+run's too) makes the same allocation as any later one. Screen text: :mod:`.screen_text`.
 
 Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
 chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and
@@ -20,8 +20,7 @@ state keeps the chain's head hash. One :class:`TraceStore` (with its in-process 
 object, so a step appends to a cached head without reading the archive.
 
 The archive and policy come from the constructor, from LangGraph's runtime context
-(:class:`CausalCacheContext`), or from the config, in that order of precedence (context first); never
-from graph state, which holds only text and content hashes.
+(:class:`CausalCacheContext`), or from the config, context first; never from graph state.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from causalcache_memory.actions.coords import CoordMode
 from causalcache_memory.allocation.base import AllocationContext, Allocator
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.archive.deferred import DeferredArchive, can_defer
+from causalcache_memory.archive.text_writer import ScreenTextWriter
 from causalcache_memory.config import CausalCacheConfig, load_config
 from causalcache_memory.controller import MemoryController, StepDecision
 from causalcache_memory.decision_stats import DecisionMonitor
@@ -141,7 +141,9 @@ class CausalCacheMemory(ThreadReading):
         self._warm = False
         self._warm_threads: set[str] = set()
         self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
+        self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
         weakref.finalize(self, _close_controllers, self._stores)
+        weakref.finalize(self, self.screen_texts.close)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:
@@ -254,6 +256,7 @@ class CausalCacheMemory(ThreadReading):
 
     def close(self) -> None:
         """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them)."""
+        self.screen_texts.close()  # OCR still waiting is dropped; its queued put_text lands below
         with self._lock:
             _close_controllers(self._stores)
 
@@ -386,11 +389,8 @@ class CausalCacheMemory(ThreadReading):
         return CausalCacheMiddleware(self, parse=parse)
 
     def screenshot_message(self, screenshot: Any, text: str = "", *, runtime: Any = None) -> Any:
-        """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now).
-
-        Use it for the first message of a ``create_agent`` run, so not even the input checkpoint holds
-        pixels.
-        """
+        """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now): the first
+        message of a ``create_agent`` run, so not even the input checkpoint holds pixels."""
         from langchain_core.messages import HumanMessage
 
         from causalcache_memory.integrations.langgraph.images import screenshot_ref

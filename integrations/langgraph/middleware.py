@@ -6,7 +6,9 @@
   with a ``Command`` (``ExtendedModelResponse``) writing the new trace-chain head (the step's log record
   and any new screen are one small record in the archive) and the pending step.
 * ``wrap_tool_call`` archives the screenshot a GUI tool returns, replaces it by a reference in the
-  ``ToolMessage`` and records the executed step with it as the post-action screen.
+  ``ToolMessage`` and records the executed step with it as the post-action screen. The screen's text,
+  when the tool gives it (``Command`` update key ``screen_text``, or ``ToolMessage.artifact=
+  {"screen_text": ...}``), is taken out and stored beside the screenshot (:mod:`.screen_text`).
 
 State stays O(1) in the episode length: only ``cc_head``/``cc_episode``/``cc_t``/``cc_screenshot``/``cc_pending`` (see
 :mod:`.state`); the trace and log are read through the memory's trace store.
@@ -39,6 +41,7 @@ from langgraph.types import Command
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser
+from causalcache_memory.integrations.langgraph.screen_text import take_tool_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession
 from causalcache_memory.integrations.langgraph.state import CausalCacheState
 
@@ -98,6 +101,7 @@ def _new_screen(
     trace = session.begin({**state, "messages": messages})
     if refs and refs[-1] != trace.current_screenshot:  # an observation, never a post-action screen
         session.controller.observe(trace, stored.get(refs[-1], refs[-1]))
+        session.screen_text(refs[-1], None)  # a message has no screen_text: OCR when configured
     if trace.current_screenshot is None:
         raise TraceError(
             "no screenshot in the conversation: start the run with a message holding the current "
@@ -158,6 +162,8 @@ class CausalCacheMiddleware(AgentMiddleware):
         """Archive the screenshot a tool returned and record the executed step with it."""
         state = request.state if isinstance(request.state, dict) else {}
         session = StepSession(self.memory, request.runtime, state)
+        label = (getattr(request, "tool_call", None) or {}).get("name", "tool")
+        result, text = take_tool_screen_text(result, label)  # kept out of state; stored beside the screen
         if isinstance(result, Command):
             update = result.update if isinstance(result.update, dict) else {}
             stripped_update, found = strip_images(update, session.put)
@@ -169,6 +175,7 @@ class CausalCacheMiddleware(AgentMiddleware):
             # no screen, or a parallel tool call that is not the step's action: references only
             return result if isinstance(result, Command) and not found else _plain(result, stripped_update)
         extra: dict[str, Any] = {"cc_screenshot": found[-1].sha256}
+        session.screen_text(found[-1], text)
         if session.trace is not None:
             if pending is not None and pending.t != session.trace.t:  # a stale decision is kept as is
                 session.controller.observe(session.trace, found[-1])

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser, message_text
+from causalcache_memory.integrations.langgraph.screen_text import take_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession, new_trace
 from causalcache_memory.integrations.langgraph.state import merge_schema
 
@@ -94,6 +95,7 @@ def _observe_step(
     """Archive the screenshot the user's node returned; observe it or record the pending step; commit."""
     label, require_pending, unannotated = spec
     session = StepSession(memory, runtime, state)
+    out, text = take_screen_text(out, label)  # kept out of state; stored beside the screenshot
     update, found = ({}, [out]) if isinstance(out, str) else strip_images(out, session.put)
     update = update if isinstance(update, dict) else {}
     if not found:
@@ -106,6 +108,7 @@ def _observe_step(
         raise TraceError(f"record node {label!r} ran with no decided step pending; run decide first")
     app = state.get(memory.app_key)
     session.screen(found[-1], app=app if isinstance(app, str) and app else None)
+    session.screen_text(found[-1], text)
     return {**update, **session.commit()[0]}
 
 

@@ -4,6 +4,7 @@ Both doors run the same lifecycle::
 
     session = StepSession(memory, runtime, state)   # load the trace at state['cc_head'], the pending step
     stored = session.put(screenshot)                 # archive once: hash + the header's size (StoredImage)
+    session.screen_text(stored, text)                # its text beside it, off the decision path
     session.begin(state)                             # a new thread: the trace starts with the goal
     session.screen(stored)                           # observe, or record the pending step with it
     decision = session.decide(policy)                # warm a resumed thread, then decide (two-pass)
@@ -34,6 +35,7 @@ from causalcache_memory.integrations.langgraph.policies import (
     prompt_screen_size,
     response_text,
 )
+from causalcache_memory.integrations.langgraph.screen_text import text_for_archive
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace, state_update
 from causalcache_memory.policy import Generation
 from causalcache_memory.trace import Trace
@@ -141,6 +143,13 @@ class StepSession:
     def put(self, screenshot: Any) -> StoredImage:
         """Archive a screenshot once (the ``put`` of :func:`~.images.strip_images`)."""
         return self.controller.put(screenshot)
+
+    def screen_text(self, screenshot: StoredImage | str, text: str | None) -> None:
+        """Store the screen's text beside its blob, off the decision path (OCR'd in the background when
+        ``text`` is None and ``archive.ocr`` is set; :mod:`.screen_text`). Never part of a prompt."""
+        sha = screenshot if isinstance(screenshot, str) else screenshot.sha256
+        text = text_for_archive(text, self.memory.screen_texts.warned)
+        self.memory.screen_texts.submit(self.controller.archive, sha, text)
 
     def begin(self, state: Mapping[str, Any], *, unannotated: str | None = None) -> Trace:
         """The loaded trace, or a new one started from ``state`` (goal) on a thread's first step."""

@@ -12,6 +12,9 @@ Every key is prefixed ``cc_`` so it merges into a user's schema without clashing
   :class:`~.session.PendingStep` stored as its dict ``{"t", "response", "action", "parse_error"}``
   (plus ``"tool_call_id"`` under ``create_agent``).
 
+One key has no prefix because the user's screenshot node writes it: ``screen_text``, the screen's text
+beside the image. It is input only: the memory stores it in the archive and never leaves it in state.
+
 No key grows with ``t``, so a checkpointer that stores the whole state at every step (``SqliteSaver``)
 writes the same few hundred bytes per step at step 5 and at step 500. Pixels never enter state either:
 screenshots live in the archive and state holds their content hashes. Read the trace and the log back
@@ -51,9 +54,13 @@ class CausalCacheState(TypedDict, total=False):
     """sha256 of the current screen ``x_t``."""
     cc_pending: dict[str, Any] | None
     """The decided step awaiting its post-action screenshot (:meth:`PendingStep.to_state`)."""
+    screen_text: str | None
+    """Input only: the text of the screen a screenshot node returns beside the image (accessibility
+    tree or OCR). The memory takes it out of the update and stores it in the archive beside the
+    screenshot (:mod:`.screen_text`); state never holds it and no prompt shows it."""
 
 
-STATE_KEYS: tuple[str, ...] = tuple(CausalCacheState.__annotations__)
+STATE_KEYS: tuple[str, ...] = tuple(k for k in CausalCacheState.__annotations__ if k.startswith("cc_"))
 
 
 def head_of(state: dict[str, Any]) -> str | None:

@@ -195,10 +195,41 @@ def test_cached_archive_reads_text_locally_after_the_first_read(tmp_path, memory
     assert inner.get_text(sha) == ORDER  # written to the shared archive
     assert cached.get_text(sha) == ORDER and cached.misses == 2
     inner.fs.rm_file(text_file(inner, sha))
-    assert cached.get_text(sha) == ORDER and cached.hits == 1  # served by the local copy
+    assert cached.get_text(sha) == ORDER and cached.hits == 1  # remembered in memory
+    fresh = CachedArchive(inner, tmp_path / "cache")  # another process on the same cache folder
+    assert fresh.get_text(sha) == ORDER and (fresh.hits, fresh.misses) == (1, 0)  # the local copy
     copy = tmp_path / "cache" / "texts" / sha[:2] / sha
     copy.write_bytes(copy.read_bytes()[:-1])  # a torn local copy is dropped, the shared archive decides
-    assert cached.get_text(sha) is None and not copy.exists()
+    assert CachedArchive(inner, tmp_path / "cache").get_text(sha) is None and not copy.exists()
+
+
+class CountingReads(LocalArchive):
+    def __init__(self, root) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(root)
+        self.reads = 0
+
+    def get_text(self, sha256: str) -> str | None:
+        self.reads += 1
+        return super().get_text(sha256)
+
+
+def test_deferred_view_remembers_texts_and_forgets_on_its_own_put_text(tmp_path, make_png):
+    inner = CountingReads(tmp_path / "a")
+    view = DeferredArchive(inner)
+    try:
+        with_text = inner.put(make_png((1, 0, 9))).sha256
+        without = inner.put(make_png((2, 0, 9))).sha256
+        inner.put_text(with_text, ORDER)
+        for _ in range(3):  # a selector reads every event's text at every decision
+            assert view.get_text(with_text) == ORDER and view.get_text(without) is None
+        assert inner.reads == 2  # one storage read per blob
+        view.put_text(without, "OCR text")  # the memory's OCR of that screen
+        assert view.get_text(without) == "OCR text"  # kept bytes while in flight
+        view.flush()
+        assert view.get_text(without) == "OCR text" and inner.reads == 3  # read again once, then kept
+        assert view.get_text(without) == "OCR text" and inner.reads == 3
+    finally:
+        view.close()
 
 
 class GatedTexts(LocalArchive):

@@ -23,7 +23,7 @@ STEPS = 12
 def _call(t: int) -> dict[str, Any]:
     """Tool call of step ``t``: pixel clicks (some above 1000), computer-use JSON, one unknown action."""
     if t % 5 == 4:  # the tool runs it, but it is no GUI action the memory knows: recorded unparsed
-        return {"name": "computer", "args": {"action": "triple_click", "coordinate": [800, 600]}}
+        return {"name": "computer", "args": {"action": "mouse_wiggle", "coordinate": [800, 600]}}
     if t % 3 == 0:
         return {"name": "computer", "args": {"action": "left_click", "coordinate": [1700, 1000]}}
     return {"name": "click", "args": {"x": 1650 if t % 2 else 412, "y": 1040 if t % 2 else 88}}
@@ -86,9 +86,9 @@ def _check(memory, agent, cfg, done, model) -> None:
     for event in trace.events:
         call = _call(event.index)
         assert event.screen_size == (ua.WIDTH, ua.HEIGHT)
-        if call["args"].get("action") == "triple_click":
-            assert event.unparsed and "triple_click" in event.metadata["parse_error"]
-            assert "reply not parsed" in event.summary and "triple_click" in event.response
+        if call["args"].get("action") == "mouse_wiggle":
+            assert event.unparsed and "mouse_wiggle" in event.metadata["parse_error"]
+            assert "reply not parsed" in event.summary and "mouse_wiggle" in event.response
         elif call["name"] == "click":
             x, y = call["args"]["x"], call["args"]["y"]
             assert event.action.pixel(ua.WIDTH, ua.HEIGHT) == (x, y)

@@ -49,6 +49,7 @@ __all__ = [
     "LabelConfig",
     "check_labeller",
     "decision_states",
+    "label_source",
     "label_state",
     "policy_of",
     "read_labels",
@@ -339,6 +340,7 @@ def run_labelling(
         "labeller": getattr(policy, "name", type(policy).__name__),
         "config_hash": config.config_hash(),
         "config": config.model_dump(),
+        "source": label_source(policy),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     done, fh = _open_for_append(path, header)
@@ -368,6 +370,19 @@ def policy_of(policy: Policy, trajectory: Trajectory) -> Policy:
     routes per trajectory (e.g. one simulated policy per world), else ``policy`` itself."""
     route = getattr(policy, "for_trajectory", None)
     return route(trajectory) if callable(route) else policy
+
+
+def label_source(labeller: Any) -> dict[str, Any]:
+    """What produced a labels file: ``{"source", "model", "k", "temperature"}``.
+
+    ``teacher_forced`` (``policy.score`` log-likelihoods) unless the labeller says otherwise through a
+    ``label_source`` attribute (agreement and evidence labellers, :mod:`causalcache_memory.lab.learn`).
+    """
+    src = getattr(labeller, "label_source", None)
+    if isinstance(src, dict):
+        return dict(src)
+    name = getattr(labeller, "name", type(labeller).__name__)
+    return {"source": "teacher_forced", "model": name, "k": None, "temperature": None}
 
 
 def _progress(total: int, enabled: bool) -> Any:

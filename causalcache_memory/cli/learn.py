@@ -1,0 +1,111 @@
+"""``causalcache learn``: recorded threads or an imported dataset -> a trained, deployable selector.
+
+    causalcache learn --config learn.yaml
+    causalcache learn --threads .causalcache/checkpoints.sqlite --archive .causalcache/archive \\
+        --success success.json --labeller mypkg.models:labeller --out runs/learn
+
+Flags override the config file's values. Stages are resumable: rerunning skips every stage whose inputs
+did not change (docs/LEARN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import Any
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.out:
+        out["output"] = args.out
+    if args.threads or args.dataset:
+        data: dict[str, Any] = {"dataset": args.dataset} if args.dataset else {}
+        if args.threads:
+            if not args.archive:
+                from causalcache_memory.errors import ConfigError
+
+                raise ConfigError("--threads needs --archive (the memory's archive URL or folder)")
+            data["threads"] = {"checkpointer": args.threads, "archive": args.archive, "success": args.success}
+        out["data"] = data
+    if args.labeller:
+        out["labeller"] = {"factory": args.labeller}
+    if args.source:
+        out["sources"] = {name: 1.0 for name in args.source.split(",")}
+    return out
+
+
+def _learn(args: argparse.Namespace) -> int:
+    from causalcache_memory.lab.learn import load_learn_config, run_learn
+
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    config = load_learn_config(args.config, **_overrides(args))
+    summary = run_learn(config, stop_after=args.stop_after, progress=not args.no_progress, log=print)
+    _print_summary(summary)
+    if args.json:
+        print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    stages = summary["stages"]
+    traj = stages["trajectories"]
+    print(f"\nsummary ({summary['seconds']:.1f} s, {summary['output']}/summary.json)")
+    print(f"  trajectories: {traj['kept']} kept of {traj['read']} read")
+    if "plan" in summary:
+        plan = summary["plan"]
+        print(f"  states planned: {plan['states']} (trajectories {plan['trajectories']})")
+    for name, st in stages.items():
+        line = f"  {name}: {st['seconds']:.1f} s{' (up to date: skipped)' if st['up_to_date'] else ''}"
+        if name.startswith("labels-"):
+            src = st["source"]
+            line += (
+                f"; source {src['source']} (model {src.get('model')}, k {src.get('k')}, temperature "
+                f"{src.get('temperature')}); {st['prompts']} prompts scored, {st['prompts_per_state']} per state"
+            )
+        print(line)
+    model = stages.get("model")
+    if model:
+        dev = model.get("dev") or {}
+        print(
+            f"  dev: value {dev.get('value', float('nan')):.4f} (oracle {dev.get('oracle', float('nan')):.4f}), "
+            f"top-1 {dev.get('top1', float('nan')):.3f}; min_gain {model['calibration']['min_gain']:.4f} "
+            f"on {model['calibration']['split']}; OOD dev flagged {model['ood'].get('dev_flagged', float('nan')):.3f}"
+        )
+        for msg in model.get("warnings", []):
+            print(f"  warning: {msg}")
+        print(f"  trained selector: {summary['model']}\n  deploy snippet: {summary['deploy']}\n")
+        print(summary["deploy_yaml"])
+
+
+#: ``--stop-after`` choices: the pipeline's stage names (``lab.learn.pipeline.STAGES``, kept equal by a
+#: test; not imported here so that registering the command stays cheap)
+STAGES = ("trajectories", "labels", "model")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "learn",
+        help="train a selector on your own recorded agent: threads/dataset -> labels -> model -> deploy YAML",
+    )
+    p.add_argument("--config", help="learn config YAML (docs/LEARN.md); flags below override it")
+    p.add_argument("--out", help="output folder (config: output)")
+    p.add_argument("--threads", help="checkpointer of the recorded threads: SQLite path or postgresql:// URI")
+    p.add_argument("--archive", help="the memory's archive (folder or URL) holding the threads' traces")
+    p.add_argument(
+        "--success", default="all", help="JSON/CSV of thread id -> success, or 'all' (default all)"
+    )
+    p.add_argument("--dataset", help="a `causalcache data import` folder instead of threads")
+    p.add_argument("--labeller", help="labeller factory 'pkg.module:callable' (config: labeller.factory)")
+    p.add_argument(
+        "--source", help="comma-separated label sources, weight 1 each: teacher_forced, agreement, evidence"
+    )
+    p.add_argument(
+        "--stop-after", choices=STAGES, help="stop after this stage (e.g. trajectories = export only)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide the labelling progress bar")
+    p.add_argument("--json", action="store_true", help="also print the summary as JSON")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
+    p.set_defaults(handler=_learn)

@@ -1,0 +1,198 @@
+"""The ``causalcache learn`` configuration: one YAML file, validated, every error reported at once.
+
+::
+
+    output: runs/learn                      # stage folders, the model, deploy.yaml, summary.json
+    data:                                   # one of threads / dataset
+      threads: {checkpointer: .causalcache/checkpoints.sqlite, archive: .causalcache/archive,
+                success: success.json}      # or success: all
+      dataset: runs/agentnet                # a `causalcache data import` folder
+      successful_only: true
+    labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
+    labels: {budgets: [4], path_length: 3, ...}             # LabelConfig (lab/selector/labels.py)
+    sources: {teacher_forced: 1.0}          # label sources to produce and their training weights
+    agreement: {k: 4, temperature: 0.7}     # source 'agreement' (black-box sampling)
+    evidence: {links: links.json}           # source 'evidence' (or groups: GROUPS.jsonl)
+    train: {epochs: 40, splits: [0.7, 0.15, 0.15], ...}     # TrainConfig (lab/selector/train.py)
+    deploy: {budget: 4, min_gain: auto}
+
+Relative paths are resolved against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.labels import LabelConfig
+from causalcache_memory.lab.selector.recipe import ComponentSpec
+
+__all__ = ["SOURCES", "LearnConfig", "load_learn_config"]
+
+#: label sources ``causalcache learn`` can produce (``sources:`` keys)
+SOURCES = ("teacher_forced", "agreement", "evidence")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ThreadsSpec(_Strict):
+    checkpointer: str
+    archive: str
+    success: str = "all"
+    platform: Literal["desktop", "mobile"] | None = None
+    source: str = Field(
+        "threads",
+        description="origin recorded in each trajectory's metadata['source']; 'synthetic-world' for threads "
+        "recorded in this package's synthetic world, the only data the simulated policy may label",
+    )
+
+
+class DataSection(_Strict):
+    threads: ThreadsSpec | None = None
+    dataset: str | None = None
+    successful_only: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSection:
+        if (self.threads is None) == (self.dataset is None):
+            raise ValueError(
+                "give exactly one of data.threads (recorded LangGraph threads) or data.dataset "
+                "(a `causalcache data import` folder)"
+            )
+        return self
+
+
+class AgreementSection(_Strict):
+    k: int = Field(4, ge=1, description="samples of the labeller's action per allocation")
+    temperature: float | None = Field(
+        0.7, ge=0, description="sampling temperature (None: the sampler's own randomness, e.g. seeds)"
+    )
+
+
+class EvidenceSection(_Strict):
+    links: str | None = None
+    groups: str | None = None
+    screen: Literal["before", "after"] = "before"
+
+    @model_validator(mode="after")
+    def _one_file(self) -> EvidenceSection:
+        if self.links is not None and self.groups is not None:
+            raise ValueError("give one of evidence.links (AndroTMem-style) or evidence.groups (mined)")
+        return self
+
+
+class DeploySection(_Strict):
+    budget: int = Field(4, ge=1, le=64)
+    min_gain: float | Literal["auto"] = "auto"
+
+
+class LearnConfig(_Strict):
+    output: str = "runs/learn"
+    data: DataSection
+    labeller: ComponentSpec | None = None
+    labels: LabelConfig = LabelConfig()
+    sources: dict[str, float] = {"teacher_forced": 1.0}
+    agreement: AgreementSection = AgreementSection()
+    evidence: EvidenceSection = EvidenceSection()
+    train: dict[str, Any] = {}
+    image_features: bool = False
+    deploy: DeploySection = DeploySection()
+
+    @model_validator(mode="after")
+    def _check(self) -> LearnConfig:
+        errors = []
+        for name, weight in self.sources.items():
+            if name not in SOURCES:
+                errors.append(f"sources: {name!r} is not a label source; use {', '.join(SOURCES)}")
+            elif not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
+                errors.append(f"sources.{name}={weight!r} must be a weight > 0 (drop the source to skip it)")
+        if not self.sources:
+            errors.append("sources is empty; e.g. sources: {teacher_forced: 1.0}")
+        if self.deploy.budget not in self.labels.budgets:
+            errors.append(
+                f"deploy.budget={self.deploy.budget} is not among labels.budgets={list(self.labels.budgets)}; "
+                "label the budget you deploy"
+            )
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    def labelling_errors(self) -> list[str]:
+        """What labelling still needs (checked before any stage runs, unless only trajectories are made)."""
+        errors = []
+        needs_model = {"teacher_forced", "agreement"} & set(self.sources)
+        if needs_model and self.labeller is None:
+            errors.append(
+                f"sources {sorted(needs_model)} need a labeller: set labeller.factory "
+                "(a Policy, a LangChain chat model or an OpenAIPolicy)"
+            )
+        if "evidence" in self.sources and not (self.evidence.links or self.evidence.groups):
+            errors.append("sources.evidence needs evidence.links (AndroTMem-style) or evidence.groups")
+        return errors
+
+    def train_config(self) -> Any:
+        """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` (imports torch)."""
+        from causalcache_memory.lab.selector.train import TrainConfig
+
+        return TrainConfig(**self.train)
+
+    def splits(self) -> tuple[float, float, float]:
+        raw = self.train.get("splits", (0.7, 0.15, 0.15))
+        return (float(raw[0]), float(raw[1]), float(raw[2]))
+
+
+def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Paths relative to the config file's folder (URLs and ``all`` untouched)."""
+
+    def fix(value: Any) -> Any:
+        if not isinstance(value, str) or value == "all" or "://" in value or Path(value).is_absolute():
+            return value
+        return str(base / value)
+
+    raw = dict(raw)
+    if "output" in raw:
+        raw["output"] = fix(raw["output"])
+    data = dict(raw.get("data") or {})
+    if isinstance(data.get("threads"), dict):
+        paths = ("checkpointer", "archive", "success")
+        data["threads"] = {k: fix(v) if k in paths else v for k, v in data["threads"].items()}
+    if "dataset" in data:
+        data["dataset"] = fix(data["dataset"])
+    raw["data"] = data
+    if isinstance(raw.get("evidence"), dict):
+        raw["evidence"] = {k: fix(v) if k in ("links", "groups") else v for k, v in raw["evidence"].items()}
+    return raw
+
+
+def load_learn_config(path: str | Path | None = None, **overrides: Any) -> LearnConfig:
+    """Read and validate a learn config (``yaml.safe_load``); ``overrides`` replace top-level keys."""
+    import yaml
+
+    raw: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read learn config {path}: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"learn config {path} must be a mapping of sections (output, data, ...)")
+        base = Path(path).resolve().parent
+        raw = _resolve(raw, base)
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return LearnConfig.model_validate(raw)
+    except ValidationError as exc:
+        errors = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "<config>"
+            value = e.get("input")
+            shown = "" if isinstance(value, dict) else f" (got {value!r})"
+            errors.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
+        raise ConfigError(f"invalid learn config {path or '<flags>'}: " + "; ".join(errors), errors) from exc

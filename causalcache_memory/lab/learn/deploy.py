@@ -1,0 +1,27 @@
+"""The YAML snippet that deploys a trained selector with ``CausalCacheMemory``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["deploy_snippet"]
+
+
+def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str = "auto") -> str:
+    """A config fragment (``budget`` + ``allocation``) naming ``model_dir`` (absolute path).
+
+    Merge it into the agent's memory config; ``min_gain: auto`` reads the threshold calibrated on dev and
+    stored with the model. ``causalcache config validate`` checks the merged file.
+    """
+    path = Path(model_dir).resolve()
+    gain = min_gain if isinstance(min_gain, str) else repr(float(min_gain))
+    return (
+        "# causalcache learn: deploy the selector trained on your own trajectories\n"
+        f"budget: {int(budget)}\n"
+        "two_pass: true\n"
+        "allocation:\n"
+        "  allocator: selector\n"
+        "  selector:\n"
+        f"    model_path: {str(path)!r}\n"
+        f"    min_gain: {gain}\n"
+    )

@@ -1,0 +1,327 @@
+"""``causalcache learn``: recorded threads or an imported dataset -> a deployed selector, in stages.
+
+Stages (each resumable and published atomically, :mod:`.stages`), under ``config.output``:
+
+1. ``trajectories``  threads -> trajectories (:mod:`.threads`) or a dataset folder's trajectories;
+   failed episodes dropped when ``data.successful_only``. No blob is copied.
+2. *plan*            states per split; refusal before any labelling when the data cannot calibrate or
+                     guard (:mod:`.plan`).
+3. ``labels-<source>`` one labels file per source (``teacher_forced`` | ``agreement`` | ``evidence``),
+                     through :func:`~causalcache_memory.lab.selector.labels.run_labelling`; the only
+                     stage that builds the labeller.
+4. ``model``         mix the sources (:mod:`.mix`), train, calibrate on dev, fit the OOD guard, export
+                     ONNX (:func:`~causalcache_memory.lab.selector.train.train_selector`).
+5. ``deploy.yaml`` + ``summary.json`` at the output root.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.learn.config import LearnConfig
+from causalcache_memory.lab.learn.deploy import deploy_snippet
+from causalcache_memory.lab.learn.plan import check_plan, plan_labels
+from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
+from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
+
+__all__ = ["STAGES", "run_learn"]
+
+logger = logging.getLogger("causalcache_memory.lab.learn.pipeline")
+
+#: stage names, in order (``--stop-after`` accepts these)
+STAGES = ("trajectories", "labels", "model")
+
+
+def _archive_url(config: LearnConfig) -> str:
+    if config.data.threads is not None:
+        return config.data.threads.archive
+    return str(Path(config.data.dataset) / "archive")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ stage 1
+def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
+    data = config.data
+    if data.threads is not None:
+        t = data.threads
+        from causalcache_memory.lab.learn.threads import thread_states
+
+        heads = {tid: s.get("cc_head") for tid, s in thread_states(t.checkpointer).items()}
+        return {
+            "threads": t.model_dump(),
+            "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
+            "success_digest": file_digest(t.success) if t.success != "all" else "all",
+            "successful_only": data.successful_only,
+        }
+    src = Path(data.dataset) / "trajectories.jsonl"  # type: ignore[arg-type]
+    return {"dataset": str(data.dataset), "digest": file_digest(src), "successful_only": data.successful_only}
+
+
+def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
+    from causalcache_memory.lab.data.trajectory import load_trajectories, save_trajectories
+
+    report: dict[str, Any] = {}
+    if config.data.threads is not None:
+        from causalcache_memory.lab.learn.threads import load_success_labels, threads_to_trajectories
+
+        t = config.data.threads
+        trajs, rep = threads_to_trajectories(
+            t.checkpointer, t.archive, load_success_labels(t.success), platform=t.platform, source=t.source
+        )
+        report = rep.to_dict()
+    else:
+        trajs = list(load_trajectories(Path(config.data.dataset) / "trajectories.jsonl"))  # type: ignore[arg-type]
+    total = len(trajs)
+    if config.data.successful_only:
+        trajs = [t for t in trajs if t.success]
+    save_trajectories(folder / "trajectories.jsonl", trajs)
+    return {"read": total, "kept": len(trajs), "archive": _archive_url(config), "report": report}
+
+
+# ------------------------------------------------------------------------------------------ stage 3
+def _labeller(config: LearnConfig, source: str, trajectories: list) -> Any:
+    """The scorer of ``source`` (built here only: training never calls this)."""
+    if source == "evidence":
+        from causalcache_memory.lab.learn.evidence import (
+            EvidenceScorer,
+            evidence_from_groups,
+            evidence_from_links,
+        )
+
+        ev = config.evidence
+        if ev.links:
+            return EvidenceScorer(
+                evidence_from_links(ev.links, trajectories, screen=ev.screen), origin=ev.links
+            )
+        return EvidenceScorer(evidence_from_groups(ev.groups), origin=str(ev.groups))  # type: ignore[arg-type]
+    from causalcache_memory.lab.selector.recipe import _call
+
+    assert config.labeller is not None  # the config's validator requires it for these sources
+    obj = _call(config.labeller.factory, config.labeller.kwargs, "labeller")
+    if source == "teacher_forced":
+        return obj
+    from causalcache_memory.lab.learn.agreement import AgreementScorer, make_sampler
+
+    return AgreementScorer(make_sampler(obj), k=config.agreement.k, temperature=config.agreement.temperature)
+
+
+def _label_inputs(config: LearnConfig, source: str, upstream: StageResult) -> dict[str, Any]:
+    inputs: dict[str, Any] = {"trajectories": upstream.hash, "labels": config.labels.model_dump()}
+    if source == "evidence":
+        ev = config.evidence
+        inputs["evidence"] = {**ev.model_dump(), "digest": file_digest(ev.links or ev.groups)}  # type: ignore[arg-type]
+    else:
+        inputs["labeller"] = config.labeller.model_dump() if config.labeller else None
+    if source == "agreement":
+        inputs["agreement"] = config.agreement.model_dump()
+    return inputs
+
+
+def _labels_stage(
+    config: LearnConfig, source: str, trajectories: list, archive: Any, folder: Path, progress: bool
+) -> dict[str, Any]:
+    from causalcache_memory.lab.selector.labels import label_source, run_labelling
+
+    scorer = _labeller(config, source, trajectories)
+    labels = config.labels
+    if source == "agreement":
+        labels = labels.model_copy(update={"target": "action_json"})
+    from causalcache_memory.lab.learn.evidence import EvidenceScorer
+
+    chosen = scorer.trajectories(trajectories) if isinstance(scorer, EvidenceScorer) else trajectories
+    start = time.perf_counter()
+    try:
+        counts = run_labelling(scorer, archive, chosen, folder / "labels.jsonl", labels, progress=progress)
+    finally:
+        close = getattr(scorer, "close", None)
+        if callable(close):
+            close()
+    seconds = time.perf_counter() - start
+    return {
+        **counts,
+        "source": label_source(scorer),
+        "trajectories": len(chosen),
+        "prompts_per_state": round(counts["prompts"] / max(counts["written"], 1), 2),
+        "samples": getattr(scorer, "samples", None),
+        "seconds_per_state": round(seconds / max(counts["written"], 1), 4),
+    }
+
+
+# ------------------------------------------------------------------------------------------ stage 4
+def _model_stage(
+    config: LearnConfig, labels: dict[str, StageResult], trajectories: list, archive: Any, folder: Path
+) -> dict[str, Any]:
+    from causalcache_memory.lab.learn.mix import mix_labels
+    from causalcache_memory.lab.selector.train import build_examples, train_selector
+    from causalcache_memory.selector.features import FeatureExtractor
+
+    header, records = mix_labels(
+        {name: stage.path / "labels.jsonl" for name, stage in labels.items()}, config.sources
+    )
+    cfg = config.train_config()
+    extractor = FeatureExtractor()
+    if config.image_features and hasattr(archive, "open_image"):
+        from causalcache_memory.archive.thumbs import ThumbnailCache
+
+        extractor = FeatureExtractor(ThumbnailCache(archive, size=32))
+    examples = build_examples(
+        records,
+        {t.trajectory_id: t for t in trajectories},
+        extractor=extractor,
+        witness=cfg.witness,
+        seed=cfg.seed,
+    )
+    result = train_selector(
+        examples,
+        cfg,
+        output_dir=folder / "model",
+        data_description=f"causalcache learn: {len(trajectories)} trajectories",
+        label_header=header,
+        image_features=extractor.thumbnails is not None,
+    )
+    meta = result.metadata
+    return {
+        "warnings": _idle_warnings(meta),
+        "states": meta["states"],
+        "best_epoch": meta["best_epoch"],
+        "dev": meta["metrics"].get("dev"),
+        "calibration": {k: meta["calibration"][k] for k in ("min_gain", "split", "dev_fire_rate")},
+        "ood": {k: v for k, v in meta["ood"].items() if k != "guard"},
+        "sources": header["config"]["sources"],
+        "train_seconds": meta["train_seconds"],
+    }
+
+
+def _idle_warnings(meta: dict[str, Any]) -> list[str]:
+    """Say so when the trained selector will (almost) never swap: the labels or the threshold say no."""
+    out = []
+    dev = meta["metrics"].get("dev") or {}
+    oracle = dev.get("oracle", float("nan"))
+    if not oracle > 0:  # NaN (no dev states) included
+        out.append(
+            f"the labels show no swap that helps on dev (dev oracle gain {oracle:.4g}): the selector will "
+            "keep Recent-B. Record more episodes where memory mattered and succeeded (docs/LEARN.md, "
+            "'When the labels have no signal')"
+        )
+    elif meta["calibration"].get("dev_fire_rate", 0.0) == 0.0:
+        out.append(
+            f"the calibrated min_gain {meta['calibration']['min_gain']:.4g} admits no dev swap: the selector "
+            "will rarely swap; more dev data sharpens the threshold"
+        )
+    for msg in out:
+        logger.warning("causalcache learn: %s", msg)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ driver
+def run_learn(
+    config: LearnConfig,
+    *,
+    stop_after: str | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the stages (see module doc); returns the summary (also written to ``summary.json``)."""
+    from causalcache_memory.archive import open_archive
+    from causalcache_memory.lab.data.trajectory import load_trajectories
+
+    if stop_after != "trajectories" and (errors := config.labelling_errors()):
+        raise ConfigError("causalcache learn cannot label: " + "; ".join(errors), errors)
+    say = log or (lambda msg: logger.info("%s", msg))
+    out = Path(config.output)
+    stages = Stages(out)
+    start = time.perf_counter()
+    n_steps = 2 + len(config.sources)
+
+    say(f"[1/{n_steps}] trajectories")
+    traj_stage = stages.run(
+        "trajectories", _trajectory_inputs(config), lambda f: _trajectories_stage(config, f)
+    )
+    trajectories = list(load_trajectories(traj_stage.path / "trajectories.jsonl"))
+    say(f"      {traj_stage.result['kept']} trajectories ({_skipped(traj_stage)})")
+    summary: dict[str, Any] = {"output": str(out), "stages": {"trajectories": _stage_summary(traj_stage)}}
+    if stop_after == "trajectories":
+        return _finish(out, summary, start)
+
+    fractions = config.splits()
+    plan = plan_labels(
+        trajectories,
+        config.labels,
+        salt=str(config.train.get("split_salt", "")),
+        fractions=fractions,
+        split_by=str(config.train.get("split_by", "hash")),
+    )
+    summary["plan"] = plan.to_dict()
+    check_plan(  # refusal: nothing is labelled below
+        plan,
+        fractions,
+        total=len(trajectories),
+        need_train=int(config.train.get("min_train_states", MIN_TRAIN_STATES)),
+        need_dev=int(config.train.get("min_dev_states", MIN_DEV_STATES)),
+    )
+    archive = open_archive(_archive_url(config))
+
+    labels: dict[str, StageResult] = {}
+    for i, source in enumerate(config.sources, 2):
+        say(f"[{i}/{n_steps}] labels ({source})")
+        stage = stages.run(
+            f"labels-{source}",
+            _label_inputs(config, source, traj_stage),
+            lambda f, s=source: _labels_stage(config, s, trajectories, archive, f, progress),
+        )
+        labels[source] = stage
+        say(
+            f"      {stage.result['written'] + stage.result['skipped']} states, {stage.result['prompts']} prompts ({_skipped(stage)})"
+        )
+        summary["stages"][stage.name] = _stage_summary(stage)
+    if stop_after == "labels":
+        return _finish(out, summary, start)
+
+    say(f"[{n_steps}/{n_steps}] train, calibrate on dev, export ONNX")
+    model_inputs = {
+        "labels": {k: v.hash for k, v in labels.items()},
+        "weights": dict(config.sources),
+        "train": dict(config.train),
+        "image_features": config.image_features,
+    }
+    model = stages.run(
+        "model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f)
+    )
+    summary["stages"]["model"] = _stage_summary(model)
+    model_dir = model.path / "model"
+    snippet = deploy_snippet(model_dir, budget=config.deploy.budget, min_gain=config.deploy.min_gain)
+    _check_deployable(model_dir)
+    (out / "deploy.yaml").write_text(snippet, encoding="utf-8")
+    summary["model"] = str(model_dir)
+    summary["deploy"] = str(out / "deploy.yaml")
+    summary["deploy_yaml"] = snippet
+    return _finish(out, summary, start)
+
+
+def _check_deployable(model_dir: Path) -> None:
+    """Load the exported scorer the way the memory will (schema hash, metadata, ONNX session)."""
+    from causalcache_memory.selector.onnx_scorer import OnnxScorer
+
+    OnnxScorer(model_dir)
+
+
+def _skipped(stage: StageResult) -> str:
+    return "up to date, skipped" if stage.skipped else f"{stage.manifest['seconds']:.1f} s"
+
+
+def _stage_summary(stage: StageResult) -> dict[str, Any]:
+    return {**stage.result, "seconds": stage.manifest["seconds"], "up_to_date": stage.skipped}
+
+
+def _finish(out: Path, summary: dict[str, Any], start: float) -> dict[str, Any]:
+    summary["seconds"] = round(time.perf_counter() - start, 2)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    tmp.replace(out / "summary.json")
+    return summary

@@ -1,0 +1,69 @@
+"""examples/langgraph_screen_text_agent.py: the 1920x1080 user-shaped agent whose screenshot node returns
+``screen_text``. Run short: the text reaches the archive and what the allocator reads at decision time."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from causalcache_memory.allocation.base import make_allocation, recent_b
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_screen_text_agent.py"
+STEPS = 6
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("example_screen_text_agent", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # typing.get_type_hints resolves the state schema through it
+    spec.loader.exec_module(module)
+    return module
+
+
+class TextReader:
+    """A witness-taking allocator that reads every event's screen text from the archive it is given, as
+    the learned selector does (``ctx.archive.get_text``), then keeps Recent-B."""
+
+    name, uses_witness = "text_reader", True
+
+    def __init__(self) -> None:
+        self.seen: list[list[str | None]] = []
+
+    def allocate(self, ctx: Any) -> Any:
+        if ctx.archive is not None:  # (the memory's warm-up runs on a synthetic trace, no archive)
+            shas = [e.pre_screenshot for e in ctx.trace.events] + [ctx.trace.current_screenshot]
+            self.seen.append([ctx.archive.get_text(sha) for sha in shas])
+        return make_allocation(recent_b(ctx.t, ctx.budget), t=ctx.t, budget=ctx.budget, allocator=self.name)
+
+
+def test_screen_text_reaches_the_archive_and_the_selectors_source(tmp_path):
+    example = _example()
+    reader = TextReader()
+    run = example.main(str(tmp_path / "run"), steps=STEPS, allocation=reader)
+    memory, graph, config = run["memory"], run["graph"], run["config"]
+    trace = memory.trace(graph, config)
+    archive = memory.resolve_archive()
+    shas = [e.pre_screenshot for e in trace.events] + [trace.current_screenshot]
+    expected = ["\n".join(example.labels_of(step, STEPS)) for step in range(STEPS + 1)]
+    assert [archive.get_text(sha) for sha in shas] == expected  # durable, in the archive
+    decisions = reader.seen
+    assert len(decisions) == STEPS
+    for t, texts in enumerate(decisions, start=1):
+        assert texts == expected[:t]  # at decision t: every screen so far has its text, the current too
+    assert example.ORDER in expected[1] and run["summary"]["texts"]["given"] == STEPS + 1
+    assert "19.90 EUR" not in repr(graph.get_state(config).values)  # screen text never enters state
+    memory.close()
+
+
+def test_without_screen_text_the_screens_have_no_text_and_stats_are_reported(tmp_path):
+    run = _example().main(str(tmp_path / "run"), steps=STEPS, screen_text=False)
+    memory, graph, config = run["memory"], run["graph"], run["config"]
+    trace = memory.trace(graph, config)
+    archive = memory.resolve_archive()
+    assert all(archive.get_text(e.pre_screenshot) is None for e in trace.events)
+    stats = run["summary"]["stats"]
+    assert stats["decisions"] == STEPS and run["summary"]["texts"]["given"] == 0
+    assert 0.0 <= run["summary"]["ood_share"] <= 1.0
+    memory.close()

@@ -1,0 +1,206 @@
+"""``causalcache learn`` end to end on recorded threads: stages, resume, refusal, deploy snippet."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from causalcache_memory.cli.main import main
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.learn import InsufficientDataError, load_learn_config, run_learn
+
+pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parent))
+import helpers
+
+
+def _config(tmp_path: Path, recorded, **extra) -> Path:  # type: ignore[no-untyped-def]
+    import yaml
+
+    raw = {
+        "output": "out",
+        "data": {
+            "threads": {
+                "checkpointer": str(recorded.checkpointer),
+                "archive": str(recorded.archive),
+                "source": "synthetic-world",
+            }
+        },
+        "labeller": {"factory": "helpers:world_labeller"},
+        "labels": {"budgets": [2], "path_length": 0, "all_slots": False, "max_states_per_trajectory": 2},
+        "train": {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, **_NEEDS},
+        "deploy": {"budget": 2},
+        **extra,
+    }
+    path = tmp_path / "learn.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+#: training's size rule lowered for the tiny fixture (a declared smoke run: train.min_*_states, which the
+#: plan's refusal reads too); the refusal test below uses the production needs
+SMOKE = {"min_train_states": 2, "min_dev_states": 1}
+_NEEDS: dict = {}
+
+
+@pytest.fixture
+def small_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny fixture cannot reach the production needs; the refusal test below uses those."""
+    monkeypatch.setattr(sys.modules[__name__], "_NEEDS", SMOKE)
+
+
+def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, small_needs, capsys) -> None:
+    from causalcache_memory.config.loader import parse_config
+
+    cfg = _config(tmp_path, recorded)
+    helpers.CALLS["labeller"] = 0
+    assert main(["learn", "--config", str(cfg), "--no-progress"]) == 0
+    out = tmp_path / "out"
+    printed = capsys.readouterr().out
+    assert (
+        "source teacher_forced" in printed
+        and "prompts scored" in printed
+        and "allocator: selector" in printed
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    labels = summary["stages"]["labels-teacher_forced"]
+    assert labels["source"]["source"] == "teacher_forced" and labels["prompts"] > 0
+    header = json.loads((out / "labels-teacher_forced" / "labels.jsonl").read_text().splitlines()[0])
+    assert header["source"]["source"] == "teacher_forced"
+    snippet = (out / "deploy.yaml").read_text()
+    import yaml
+
+    config = parse_config(yaml.safe_load(snippet))
+    assert config.allocation.allocator == "selector" and config.budget == 2
+    assert (Path(config.allocation.selector.model_path) / "selector.onnx").is_file()
+    assert helpers.CALLS["labeller"] == 1
+    assert not list(out.glob(".*.partial"))
+
+    # rerun: every stage is up to date
+    summary2 = run_learn(load_learn_config(cfg), progress=False)
+    assert all(st["up_to_date"] for st in summary2["stages"].values())
+    assert helpers.CALLS["labeller"] == 1
+
+    # training never loads the labeller: retraining (new epochs) reuses the labels
+    summary3 = run_learn(
+        load_learn_config(cfg, train={"epochs": 3, "splits": [0.5, 0.5, 0.0], **SMOKE}), progress=False
+    )
+    assert summary3["stages"]["labels-teacher_forced"]["up_to_date"]
+    assert not summary3["stages"]["model"]["up_to_date"]
+    assert helpers.CALLS["labeller"] == 1
+
+
+def test_agreement_labels_through_the_same_path(recorded, tmp_path, small_needs) -> None:
+    cfg = _config(
+        tmp_path,
+        recorded,
+        labeller={"factory": "helpers:world_policies", "kwargs": {"seeds": [0, 1]}},
+        sources={"agreement": 1.0},
+        agreement={"k": 2, "temperature": None},
+    )
+    summary = run_learn(load_learn_config(cfg), progress=False)
+    src = summary["stages"]["labels-agreement"]["source"]
+    assert src == {"source": "agreement", "model": "simulated-world-policy", "k": 2, "temperature": None} or (
+        src["source"] == "agreement" and src["k"] == 2 and src["temperature"] is None
+    )
+    records = [
+        json.loads(x) for x in (tmp_path / "out/labels-agreement/labels.jsonl").read_text().splitlines()[1:]
+    ]
+    values = {q for r in records for g in r["groups"] for q in g["q"]} | {r["anchor"] for r in records}
+    assert values <= {0.0, 0.5, 1.0}  # agreement rates of k = 2 samples
+    assert summary["stages"]["model"]["sources"][0]["source"] == "agreement"
+
+
+def test_refusal_before_any_labelling_names_the_trajectories_needed(recorded, tmp_path) -> None:
+    cfg = _config(tmp_path, recorded)
+    helpers.CALLS["labeller"] = 0
+    with pytest.raises(InsufficientDataError, match=r"needs about \d+ trajectories") as err:
+        run_learn(load_learn_config(cfg), progress=False)
+    assert "OOD guard needs" in str(err.value) and f"have {len(recorded.outcomes)}" in str(err.value)
+    out = tmp_path / "out"
+    assert helpers.CALLS["labeller"] == 0
+    assert not [p for p in out.iterdir() if "labels" in p.name or p.name == "model"]
+    assert main(["learn", "--config", str(cfg), "--no-progress"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"sources": {"teacher_forced": -1}}, r"sources.teacher_forced=-1.*weight > 0"),
+        ({"sources": {"mystery": 1}}, r"'mystery' is not a label source"),
+        ({"deploy": {"budget": 4}}, r"deploy.budget=4 is not among labels.budgets"),
+        ({"data": {}}, r"exactly one of data.threads"),
+    ],
+)
+def test_config_errors_name_field_value_and_fix(recorded, tmp_path, extra, match) -> None:
+    cfg = _config(tmp_path, recorded, **extra)
+    with pytest.raises(ConfigError, match=match):
+        load_learn_config(cfg)
+
+
+def test_dataset_folder_with_a_weighted_mix_of_teacher_forced_and_evidence(
+    recorded, tmp_path, small_needs
+) -> None:
+    import shutil
+
+    from causalcache_memory.lab.data.trajectory import save_trajectories
+    from causalcache_memory.lab.learn.threads import threads_to_trajectories
+
+    trajs, _ = threads_to_trajectories(
+        str(recorded.checkpointer), str(recorded.archive), None, source="synthetic-world"
+    )
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    save_trajectories(dataset / "trajectories.jsonl", trajs)
+    shutil.copytree(recorded.archive, dataset / "archive")
+    longest = max(trajs, key=len)
+    links = {
+        "episodes": [
+            {
+                "trajectory_id": longest.trajectory_id,
+                "links": [{"from": "2", "to": str(len(longest)), "is_critical": True}],
+            }
+        ]
+    }
+    (tmp_path / "links.json").write_text(json.dumps(links))
+    cfg = _config(
+        tmp_path,
+        recorded,
+        data={"dataset": str(dataset)},
+        sources={"teacher_forced": 1.0, "evidence": 2.0},
+        evidence={"links": "links.json"},
+    )
+    summary = run_learn(load_learn_config(cfg), progress=False)
+    ev = summary["stages"]["labels-evidence"]
+    assert ev["source"]["source"] == "evidence" and ev["trajectories"] == 1
+    mix = {s["name"]: s for s in summary["stages"]["model"]["sources"]}
+    assert mix["evidence"]["used"] == 2 * mix["evidence"]["records"]
+    assert mix["teacher_forced"]["used"] == mix["teacher_forced"]["records"]
+    meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
+    assert {s["source"] for s in meta["labels"]["config"]["sources"]} == {"teacher_forced", "evidence"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"labeller": None}, r"need a labeller: set labeller\.factory"),
+        ({"sources": {"evidence": 1}}, r"sources\.evidence needs evidence\.links"),
+    ],
+)
+def test_what_labelling_needs_is_checked_before_any_stage(recorded, tmp_path, extra, match) -> None:
+    config = load_learn_config(_config(tmp_path, recorded, **extra))
+    with pytest.raises(ConfigError, match=match):
+        run_learn(config, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_exporting_threads_needs_no_labeller(recorded, tmp_path) -> None:
+    out = tmp_path / "export"
+    argv = ["learn", "--threads", str(recorded.checkpointer), "--archive", str(recorded.archive)]
+    assert main([*argv, "--out", str(out), "--stop-after", "trajectories", "--no-progress"]) == 0
+    lines = (out / "trajectories" / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == len(recorded.outcomes)
+    assert not [p for p in out.iterdir() if p.name.startswith(("labels", "model"))]
