@@ -11,6 +11,11 @@ A commit that finds the claim taken
 * by the same new head (a re-run that wrote the very same node) or by this process: proceeds;
 * by a process on this host that no longer runs (killed between committing and checkpointing), or after
   :meth:`TraceStore.reset_head` for this episode in this process (a deliberate take-over): overwrites it;
+* torn (its bytes still unreadable after half a second of re-reads): overwrites it. Claims are created
+  whole (a hard link of a complete file, an atomic object put), so no running process ever shows one
+  torn; only a power loss can leave one, before the writer thread synced it (the memory syncs a claim
+  off the step's thread, :class:`~causalcache_memory.archive.deferred.DeferredArchive`, and every
+  checkpoint waits for that sync), and it kills the writer with it;
 * otherwise: raises :class:`~causalcache_memory.errors.TraceConflictError` naming the thread and the other
   owner. The nodes already written stay in the archive (retained under the episode); nothing is lost.
 
@@ -35,6 +40,8 @@ __all__ = ["OWNER", "HeadClaims"]
 OWNER = f"{process_tag()}.{uuid.uuid4().hex[:12]}"
 #: a take-over allowed for whatever head the next commit extends
 ANY = "*"
+#: what :meth:`HeadClaims._read` returns for a claim whose bytes stay unreadable (torn by a power loss)
+TORN = "torn"
 
 #: (archive, episode) -> (base, new) of this process's last commit
 _LAST: dict[tuple[str, str], tuple[str | None, str]] = {}
@@ -99,6 +106,8 @@ class HeadClaims:
             return True
         if other is None:
             return False
+        if TORN in other:  # its writer died with the power loss that tore it (module doc)
+            return True
         owner = str(other.get("owner", ""))
         return other.get("child") == new or owner == OWNER or _owner_is_dead(owner)
 
@@ -111,7 +120,8 @@ class HeadClaims:
         return value if isinstance(value, dict) else None
 
     def _read(self, episode: str, base: str | None) -> dict | None:
-        """The claim of ``base``'s successor (a claim still being written is read again, briefly)."""
+        """The claim of ``base``'s successor (a claim still being written is read again, briefly; one that
+        stays unreadable is torn: ``{TORN: True}``)."""
         for _ in range(50):
             raw = self.archive.read_claim(episode, _slot(base))
             if raw is None:
@@ -120,7 +130,7 @@ class HeadClaims:
             if parsed is not None:
                 return parsed
             time.sleep(0.01)
-        return {}
+        return {TORN: True}
 
     @staticmethod
     def _conflict(episode: str, base: str | None, other: dict, *, took_over: bool) -> TraceConflictError:

@@ -93,14 +93,16 @@ class LocalRetention:
             raise os_error(exc, f"cannot record references of episode {episode_id!r} under {folder}") from exc
 
     def claim(
-        self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True, sync_folder: bool = True
+        self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True, sync: bool = True
     ) -> bytes | None:
         """Write the claim ``refs/<episode>/<name>`` (whole, fsynced); ``exclusive``: only if absent.
 
         Returns None when written, else the bytes of the claim already there (a hard link of a complete
-        temporary file creates the name atomically, so nobody reads a partial claim).
-        ``sync_folder=False`` leaves the episode folder's ``fsync`` (which makes the new name survive a
-        power loss) to a later :meth:`sync_references`; the claim is visible to every process at once."""
+        temporary file creates the name atomically, so no process ever reads a partial claim).
+        ``sync=False`` leaves both ``fsync`` calls (the claim's bytes, and the episode folder that makes
+        its name survive a power loss) to a later :meth:`sync_claim`; the claim is visible to every
+        process at once, whole. A power loss before that sync may leave the name with empty bytes: a
+        torn claim, which :mod:`causalcache_memory.trace_owner` takes over (its writer did not survive)."""
         folder = self.root / REFS / check_episode_id(episode_id)
         final = folder / check_claim_name(name)
         refuse_symlink(folder)
@@ -109,8 +111,9 @@ class LocalRetention:
             folder.mkdir(parents=True, exist_ok=True)
             with open(tmp, "xb") as fh:
                 fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+                if sync:
+                    fh.flush()
+                    os.fsync(fh.fileno())
             if not exclusive:
                 os.replace(tmp, final)
             else:
@@ -118,7 +121,7 @@ class LocalRetention:
                     os.link(tmp, final)
                 except FileExistsError:
                     return self._read_claim(final)
-            if sync_folder:
+            if sync:
                 fsync_dir(folder)
             return None
         except OSError as exc:
@@ -128,6 +131,24 @@ class LocalRetention:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    def sync_claim(self, episode_id: str, name: str) -> None:
+        """``fsync`` the claim ``refs/<episode>/<name>`` written with ``sync=False`` (its bytes), then its
+        episode folder (its name); nothing to do when it is gone (released)."""
+        folder = self.root / REFS / check_episode_id(episode_id)
+        try:
+            fd = os.open(folder / check_claim_name(name), os.O_RDONLY | NOFOLLOW)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise os_error(exc, f"cannot sync claim {name} of episode {episode_id!r} under {folder}") from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise os_error(exc, f"cannot sync claim {name} of episode {episode_id!r} under {folder}") from exc
+        finally:
+            os.close(fd)
+        self.sync_references(episode_id)
 
     def sync_references(self, episode_id: str) -> None:
         """``fsync`` the folder of ``episode_id``'s references and claims (names created in it survive a

@@ -18,14 +18,17 @@ every write handed over so far is durable (re-raising the first failure); the me
 checkpoint is persisted (its checkpointer waits on it) and, with any other checkpointer, before a node
 returns.
 
-Trace-chain records (:meth:`put_record`), their retention markers (:meth:`retain`) and the folder
-``fsync`` of a trace-owner claim (:meth:`claim`) go through the same single writer thread, in the order they were
+Trace-chain records (:meth:`put_record`), their retention markers (:meth:`retain`) and the ``fsync``
+calls of a trace-owner claim (:meth:`claim`: its bytes, then its folder) go through the same single
+writer thread, in the order they were
 handed over, behind the same barrier: a record is reachable only through a checkpoint, and the checkpoint
 waits for :meth:`flush`. Each runs the inner archive's own call unchanged (so every guarantee of
 ``put_record``/``retain`` holds once :meth:`flush` returns), and its failure is raised by that flush. A
 record's hash is computed on the caller's thread and its bytes kept for reads until it lands. The claim
-itself (the exclusive create that decides between two processes) is made on the caller's thread: a
-conflict is raised by the commit, as without this view.
+itself (the exclusive create of a complete claim file, which decides between two processes) is made
+on the caller's thread: a conflict is raised by the commit, as without this view. A power loss before
+the flush may leave a claim whose bytes never reached the disk (a torn claim); a claim matters only for
+the head a checkpoint names, and :mod:`causalcache_memory.trace_owner` takes a torn claim over.
 
 Screen text (:meth:`DeferredArchive.put_text`) is checked (type, size cap) on the caller's thread and
 stored by the inner archive's ``put_text`` on the same writer thread, after the screenshot it belongs to
@@ -62,7 +65,7 @@ __all__ = ["DeferredArchive", "can_defer"]
 
 
 #: what an archive needs to be wrapped: ``put`` split in two, records, references and claims
-_NEEDS = ("check_image", "store_image", "put_record", "retain", "claim", "read_claim", "sync_references")
+_NEEDS = ("check_image", "store_image", "put_record", "retain", "claim", "read_claim", "sync_claim")
 
 
 def can_defer(archive: object) -> bool:
@@ -175,7 +178,7 @@ class DeferredArchive:
             self._tasks.add(future)
 
     def flush(self) -> None:
-        """Return once every write handed over so far (screenshots, records, references, claims' folder
+        """Return once every write handed over so far (screenshots, records, references, claims'
         syncs) is durable; re-raise the first failure."""
         with self._lock:
             futures = [future for _, future in self._pending.values()] + list(self._tasks)
@@ -241,10 +244,11 @@ class DeferredArchive:
             self._submit(self.inner.retain, episode, later)
 
     def claim(self, episode_id: str, name: str, data: bytes, *, exclusive: bool = True) -> bytes | None:
-        """``inner.claim`` now (the exclusive create decides); its folder ``fsync`` in the background."""
-        existing = self.inner.claim(episode_id, name, data, exclusive=exclusive, sync_folder=False)
+        """``inner.claim`` now (the exclusive create decides); its ``fsync`` calls (bytes, then folder) in
+        the background (``inner.sync_claim``), before :meth:`flush` returns."""
+        existing = self.inner.claim(episode_id, name, data, exclusive=exclusive, sync=False)
         if existing is None:
-            self._submit(self.inner.sync_references, episode_id)
+            self._submit(self.inner.sync_claim, episode_id, name)
         return existing  # type: ignore[no-any-return]
 
     def read_claim(self, episode_id: str, name: str) -> bytes | None:

@@ -7,12 +7,13 @@ formats (OpenAI chat, Qwen-VL chat template, SGLang text) live in :mod:`causalca
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+import pybase64
 
 from causalcache_memory.errors import ArchiveError, PromptImageError
 
@@ -198,7 +199,7 @@ class BoundPrompt:
 
 def data_url_of(data: bytes) -> str:
     """``data:<mime>;base64,<data>``: the wire form of an image in OpenAI-style messages."""
-    return f"data:{sniff_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+    return f"data:{sniff_mime(data)};base64,{pybase64.b64encode_as_string(data)}"  # = base64.b64encode
 
 
 class WireBytes(bytes):
@@ -216,8 +217,8 @@ def wire_bytes(raw: bytes, url: str) -> bytes:
     """``raw`` tagged with ``url`` (:class:`WireBytes`) when ``url`` is ``data:<mime>;base64,<b64>`` with
     ``raw``'s sniffed MIME type and the padded length of ``raw``'s encoding; else ``raw`` unchanged.
 
-    The caller must have decoded ``raw`` from ``url`` strictly (``a2b_base64(..., strict_mode=True)``): with
-    the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
+    The caller must have decoded ``raw`` from ``url`` strictly (``pybase64.b64decode(..., validate=True)``):
+    with the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
     """
     head, sep, body = url.partition(",")
     if not sep or head != f"data:{sniff_mime(raw)};base64" or len(body) != 4 * ((len(raw) + 2) // 3):

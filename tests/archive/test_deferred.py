@@ -111,17 +111,40 @@ def test_a_failed_record_write_is_raised_by_the_flush(tmp_path, make_png, monkey
     view.close()
 
 
-def test_a_claim_is_decided_at_once_and_its_folder_synced_before_the_flush_returns(
-    tmp_path, monkeypatch
-) -> None:
+def test_a_claim_is_decided_at_once_and_synced_before_the_flush_returns(tmp_path, monkeypatch) -> None:
     inner = LocalArchive(tmp_path)
     view = DeferredArchive(inner)
-    synced: list[str] = []
-    monkeypatch.setattr(inner, "sync_references", synced.append)
+    synced: list[tuple[str, str]] = []
+    monkeypatch.setattr(inner, "sync_claim", lambda episode, name: synced.append((episode, name)))
     assert view.claim("ep", "head.root", b"mine") is None and inner.read_claim("ep", "head.root") == b"mine"
     assert view.claim("ep", "head.root", b"theirs") == b"mine"  # the exclusive create decides, now
     view.flush()
-    assert synced == ["ep"]  # one folder sync, for the claim that was written
+    assert synced == [("ep", "head.root")]  # one sync, for the claim that was written
+    view.close()
+
+
+def test_a_claims_fsync_calls_run_on_the_writer_thread_before_the_flush_returns(
+    tmp_path, monkeypatch
+) -> None:
+    """The step's thread makes the exclusive create of a complete claim file and no ``fsync``; the claim's
+    bytes and its folder are synced by the writer thread, and ``flush`` returns after both."""
+    import os
+
+    inner = LocalArchive(tmp_path)
+    view = DeferredArchive(inner)
+    calls: list[tuple[str, str]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        kind = "folder" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"
+        calls.append((threading.current_thread().name.split("_")[0], kind))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)  # the claim's bytes (_local_refs) and its folder (_localfs)
+    assert view.claim("ep", "head.root", b"mine") is None
+    assert inner.read_claim("ep", "head.root") == b"mine" and not [c for c in calls if c[0] == "MainThread"]
+    view.flush()
+    assert calls == [("causalcache-write", "file"), ("causalcache-write", "folder")]
     view.close()
 
 
@@ -136,7 +159,7 @@ def test_a_screenshot_sent_as_a_data_url_is_not_encoded_again(tmp_path, make_png
     assert isinstance(wire_bytes(png, url), WireBytes)
     assert not isinstance(wire_bytes(png, url.replace("image/png", "image/jpeg")), WireBytes)
     assert not isinstance(wire_bytes(png, url[:-4] + "\n" + url[-4:]), WireBytes)  # not the wire form
-    monkeypatch.setattr(messages.base64, "b64encode", lambda data: pytest.fail("encoded again"))
+    monkeypatch.setattr(messages.pybase64, "b64encode_as_string", lambda data: pytest.fail("encoded again"))
     inner = GatedArchive(tmp_path)
     view = DeferredArchive(inner)
     sha = view.put(wire_bytes(png, url)).sha256

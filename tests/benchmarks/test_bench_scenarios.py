@@ -185,5 +185,10 @@ def test_agent_overhead_sends_the_same_images_either_way(benchmark, tmp_path) ->
         result["added_ms"], result["memory_step_ms"]["p50"] - result["plain_step_ms"]["p50"], abs_tol=1e-2
     )
     assert result["png_bytes"] > 15_000  # the noise panel makes the PNG as large as asked
+    threads = result["step_thread_cpu_ms"]  # the nodes' thread decodes every image it is sent, both agents
+    assert threads["plain"] > 0 and threads["memory"] > 0
+    assert math.isclose(
+        result["added_step_thread_cpu_ms"], threads["memory"] - threads["plain"], abs_tol=1e-2
+    )
     kb = result["checkpoint_kb_per_step"]
     assert 0 < kb["first"] <= kb["mean"] <= kb["last"]  # the agent's own messages grow its state

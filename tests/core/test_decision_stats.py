@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+import threading
 import warnings
 
 import pytest
@@ -46,11 +46,16 @@ class ScriptedAllocator:
 
 
 class SlowAllocator:
+    """Blocks until released (not a fixed sleep: a loaded machine must not let the call finish early)."""
+
     name = "slow"
     uses_witness = True
 
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
     def allocate(self, ctx):
-        time.sleep(0.5)
+        self.release.wait(10.0)
         return RecentAllocator().allocate(ctx)
 
 
@@ -171,6 +176,7 @@ def test_the_controllers_fallback_reasons_get_short_kinds(archive) -> None:
             kinds.append(fallback_kind(ctl.decide(trace).fallback))
             if isinstance(allocator, SlowAllocator):  # the first call is still running: busy
                 kinds.append(fallback_kind(ctl.decide(trace).fallback))
+                allocator.release.set()
         ctl.close()
     assert kinds == ["error", "non_finite", "timeout", "busy"]
     assert fallback_kind(None) is None and fallback_kind("ood") == "ood"

@@ -77,3 +77,31 @@ def test_merge_schema_keeps_user_reducers():
     hints = get_type_hints(merged, include_extras=True)
     assert set(hints) == {"items", "goal", *CausalCacheState.__annotations__}
     assert hints["items"].__metadata__ == (operator.add,) and merge_schema(None) is CausalCacheState
+
+
+@pytest.mark.parametrize(
+    ("body", "wire"),
+    [
+        (lambda b: b, True),  # the canonical encoding: the user's URL is the wire form
+        (lambda b: b[:40] + "\n" + b[40:], False),  # a line break: decoded leniently, encoded again later
+        (lambda b: b[:40] + " " + b[40:], False),
+    ],
+    ids=["canonical", "newline", "space"],
+)
+def test_data_urls_decode_to_the_same_bytes_and_only_canonical_ones_are_the_wire_form(body, wire):
+    """The strict (SIMD) decoder keeps a canonical URL as the screenshot's wire form; a URL it refuses is
+    decoded leniently to the same bytes and never sent to the model as it came."""
+    from causalcache_memory.render.messages import WireBytes
+
+    png = screen_png(8)
+    url = "data:image/png;base64," + body(_b64(png))
+    seen: list[bytes] = []
+
+    def put(data):
+        seen.append(data)
+        return type("Stored", (), {"sha256": "ab" * 32})()
+
+    strip_images([HumanMessage(content=[{"type": "image_url", "image_url": {"url": url}}])], put)
+    assert seen == [png]
+    assert isinstance(seen[0], WireBytes) is wire
+    assert not wire or seen[0].data_url == url

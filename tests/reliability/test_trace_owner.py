@@ -123,3 +123,15 @@ def test_a_claim_of_a_killed_process_on_this_host_is_taken_over(tmp_path, alive)
             _root(TraceStore(archive), archive)
     else:
         assert TraceStore(archive).load_trace(_root(TraceStore(archive), archive)).t == 1
+
+
+def test_a_torn_claim_left_by_a_power_loss_is_taken_over(tmp_path):
+    """The memory syncs a claim off the step's thread, before the checkpoint: a power loss before that
+    sync can leave the claim's name with no bytes. Its writer died with the machine, so the resume (from
+    the checkpoint's head, whose successor it claimed) takes it over instead of failing forever."""
+    archive = LocalArchive(tmp_path / "archive")
+    archive.claim("thread-2", "head.root", b"")  # what the power loss left: the name, not the bytes
+    store = TraceStore(archive)
+    assert store.load_trace(_root(store, archive)).t == 1
+    claim = json.loads(archive.read_claim("thread-2", "head.root"))
+    assert claim["child"] == store.head_of("thread-2")

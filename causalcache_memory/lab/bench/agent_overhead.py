@@ -18,7 +18,9 @@ node itself spends producing the image (the same for both agents). Medians are o
 ``steps - warmup`` steps (the first ``warmup = B`` steps send fewer images). ``added_ms`` is the median
 memory step minus the median plain step; ``ratio`` is their quotient. ``added_cpu_ms`` is the same
 difference in process CPU time (all threads: the background screenshot writes and checkpoint writes
-count), which a loaded machine disturbs less than wall time.
+count), which a loaded machine disturbs less than wall time; ``added_step_thread_cpu_ms`` the difference
+in the CPU time of the thread that runs the nodes (``time.thread_time``; a synchronous ``invoke`` runs a
+superstep's single node on the caller's thread), the memory's work on the step's critical path.
 """
 
 import base64
@@ -104,7 +106,7 @@ def _build(
     screens: Sequence[bytes],
     steps: int,
     budget: int,
-    marks: list[tuple[float, float]],
+    marks: list[tuple[float, float, float]],
     model: DecodingVLM,
 ) -> Any:
     from typing import Annotated
@@ -117,14 +119,15 @@ def _build(
         messages: Annotated[list, add_messages]
         step: int
 
-    shot_s: list[float] = [0.0, 0.0]  # wall and CPU time spent producing screenshots
+    shot_s: list[float] = [0.0, 0.0, 0.0]  # wall, process CPU, thread CPU spent producing screenshots
+    clocks = (time.perf_counter, time.process_time, time.thread_time)
 
     def take_screenshot(state: AgentState) -> dict[str, Any]:
-        start, cpu = time.perf_counter(), time.process_time()
-        marks.append((start - shot_s[0], cpu - shot_s[1]))  # step clocks, screenshot production excluded
+        start = [clock() for clock in clocks]
+        marks.append(tuple(t - s for t, s in zip(start, shot_s, strict=True)))  # screenshot excluded
         message = _image_message(screens[state.get("step", 0) % len(screens)])
-        shot_s[0] += time.perf_counter() - start
-        shot_s[1] += time.process_time() - cpu
+        for i, clock in enumerate(clocks):
+            shot_s[i] += clock() - start[i]
         return {"messages": [message]}
 
     def call_model(state: AgentState) -> dict[str, Any]:
@@ -152,17 +155,17 @@ def _build(
 
 def _episode(
     memory: Any, screens: Sequence[bytes], steps: int, budget: int, thread: str
-) -> tuple[list[float], list[int]]:
-    """Per step: ``(wall ms, process CPU ms)``, and the number of images the model decoded."""
+) -> tuple[list[tuple[float, ...]], list[int]]:
+    """Per step: ``(wall ms, process CPU ms, step-thread CPU ms)``, and the images the model decoded."""
     from langchain_core.messages import HumanMessage
 
-    marks: list[tuple[float, float]] = []
+    marks: list[tuple[float, float, float]] = []
     model = DecodingVLM()
     graph = _build(memory, screens, steps, budget, marks, model)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 10}
     graph.invoke({"messages": [HumanMessage(content="Archive every invoice in the mail client")]}, config)
     return [
-        ((b[0] - a[0]) * 1e3, (b[1] - a[1]) * 1e3) for a, b in itertools.pairwise(marks)
+        tuple((y - x) * 1e3 for x, y in zip(a, b, strict=True)) for a, b in itertools.pairwise(marks)
     ], model.images_seen
 
 
@@ -184,8 +187,8 @@ def run_agent_overhead(
     root = Path(workdir)
     screens = noise_screens(steps + 1, screen, target_bytes=target_bytes)
     warmup = min(budget, max(0, steps - 1))
-    plain: list[tuple[float, float]] = []
-    with_memory: list[tuple[float, float]] = []
+    plain: list[tuple[float, ...]] = []
+    with_memory: list[tuple[float, ...]] = []
     images: dict[str, list[int]] = {"plain": [], "memory": []}
     for rep in range(repeats):
         times, seen = _episode(None, screens, steps, budget, f"plain-{rep}")
@@ -196,15 +199,18 @@ def run_agent_overhead(
         checkpoint_kb = _checkpoint_kb(root / f"memory-{rep}" / "checkpoints.sqlite", f"memory-{rep}")
         with_memory += times[warmup:]
         images["memory"] += seen[warmup:]
-    p_med, m_med = statistics.median(w for w, _ in plain), statistics.median(w for w, _ in with_memory)
-    p_cpu, m_cpu = statistics.median(c for _, c in plain), statistics.median(c for _, c in with_memory)
+    p_med, m_med = (statistics.median(s[0] for s in steps_) for steps_ in (plain, with_memory))
+    p_cpu, m_cpu = (statistics.median(s[1] for s in steps_) for steps_ in (plain, with_memory))
+    p_thr, m_thr = (statistics.median(s[2] for s in steps_) for steps_ in (plain, with_memory))
     return {
-        "plain_step_ms": percentiles([w for w, _ in plain]),
-        "memory_step_ms": percentiles([w for w, _ in with_memory]),
+        "plain_step_ms": percentiles([s[0] for s in plain]),
+        "memory_step_ms": percentiles([s[0] for s in with_memory]),
         "added_ms": round(m_med - p_med, 3),
         "ratio": round(m_med / p_med, 4),
         "added_cpu_ms": round(m_cpu - p_cpu, 3),
         "cpu_step_ms": {"plain": round(p_cpu, 3), "memory": round(m_cpu, 3)},
+        "added_step_thread_cpu_ms": round(m_thr - p_thr, 3),
+        "step_thread_cpu_ms": {"plain": round(p_thr, 3), "memory": round(m_thr, 3)},
         "images_per_call": {k: statistics.median(v) for k, v in images.items()},
         "checkpoint_kb_per_step": checkpoint_kb,
         "png_bytes": round(statistics.mean(len(s) for s in screens)),

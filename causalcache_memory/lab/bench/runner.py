@@ -273,7 +273,8 @@ def format_table(results: dict[str, Any]) -> str:
             (
                 "agent_overhead",
                 f"plain p50 {agent['plain_step_ms']['p50']:.1f} ms, memory p50 {agent['memory_step_ms']['p50']:.1f} "
-                f"ms: +{agent['added_ms']:.1f} ms/step (x{agent['ratio']:.2f}), {agent['png_bytes'] / 1e6:.2f} MB PNGs",
+                f"ms: +{agent['added_ms']:.1f} ms/step (x{agent['ratio']:.2f}), step-thread CPU "
+                f"+{agent['added_step_thread_cpu_ms']:.1f} ms, {agent['png_bytes'] / 1e6:.2f} MB PNGs",
             )
         )
     for name, reason in (results.get("skipped") or {}).items():

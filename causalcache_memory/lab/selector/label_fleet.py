@@ -15,7 +15,8 @@ independent, so :func:`run_labelling_fleet` keeps ``concurrency`` of them in fli
 * **reporting**: a progress bar with error and retry counts, and returned counts with the throughput.
 
 Labels are identical to the sequential ones: every state is labelled by the same
-:func:`~causalcache_memory.lab.selector.labels.label_state`. Each state's prompts carry the trajectory's
+:func:`~causalcache_memory.lab.selector.labels.label_state` (or, with ``labels.prompt_budget``, the same
+budgeted labeller). Each state's prompts carry the trajectory's
 episode id, so through the gateway one state's calls stay on one worker (its prefix cache) while states
 spread over the fleet.
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
+from causalcache_memory.lab.selector.label_budget import CandidatePrior, make_prior
 from causalcache_memory.lab.selector.labels import (
     LABELS_FORMAT,
     LABELS_VERSION,
@@ -58,6 +60,7 @@ def _label_with_retries(
     archive: ScreenshotArchive,
     item: tuple[Trajectory, int, int],
     config: LabelConfig,
+    prior: CandidatePrior | None,
     retries: int,
     backoff_s: float,
 ) -> tuple[dict[str, Any] | None, int, str | None]:
@@ -66,7 +69,7 @@ def _label_with_retries(
     last = None
     for attempt in range(retries + 1):
         try:
-            return label_state(policy, archive, traj, t, budget, config), attempt, None
+            return label_state(policy, archive, traj, t, budget, config, prior=prior), attempt, None
         except TRANSIENT_ERRORS as exc:
             last = f"{type(exc).__name__}: {exc}"
             if attempt < retries:
@@ -121,12 +124,13 @@ def run_labelling_fleet(
         "prompts": 0,
         "errors": [],
     }
+    prior = make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
     start = time.perf_counter()
     try:
         with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="label") as pool:
             futures = [
-                pool.submit(_label_with_retries, policy, archive, item, config, retries, backoff_s)
+                pool.submit(_label_with_retries, policy, archive, item, config, prior, retries, backoff_s)
                 for item in todo
             ]
             for future in concurrent.futures.as_completed(futures):

@@ -34,6 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector import label_budget as lb
+from causalcache_memory.lab.selector.labellers import (
+    SYNTHETIC_SOURCES,
+    check_labeller,
+    label_source,
+    policy_of,
+)
 from causalcache_memory.render.prompt import render_prompt
 
 if TYPE_CHECKING:
@@ -51,39 +58,13 @@ __all__ = [
     "decision_states",
     "label_source",
     "label_state",
+    "policy_of",
     "read_labels",
     "run_labelling",
 ]
 
 LABELS_FORMAT = "causalcache-selector-labels"
 LABELS_VERSION = 1
-#: ``Trajectory.metadata["source"]`` values of synthetic-world trajectories: the only data the simulated
-#: policy may label (the world's expert writes ``synthetic-expert``; episodes recorded in the world
-#: are marked ``synthetic-world``)
-SYNTHETIC_SOURCES = frozenset({"synthetic-expert", "synthetic-world"})
-
-
-def check_labeller(policy: Any, trajectories: Sequence[Trajectory], *, force: bool = False) -> None:
-    """Refuse the synthetic world's simulated policy as the labeller of anything but that world.
-
-    The simulated policy knows only the world's screens and plans; its utilities on real screenshots
-    are noise, and a selector trained on them is silently useless. ``force=True`` (``--force-labeller``)
-    accepts it anyway.
-    """
-    from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
-
-    if force or not isinstance(policy, SimulatedPolicy):
-        return
-    foreign = [t.trajectory_id for t in trajectories if t.metadata.get("source") not in SYNTHETIC_SOURCES]
-    if foreign:
-        shown = ", ".join(repr(i) for i in foreign[:3]) + (" …" if len(foreign) > 3 else "")
-        raise ConfigError(
-            f"policy: the simulated world policy ({type(policy).__name__}) cannot label "
-            f"{len(foreign)} trajector{'y' if len(foreign) == 1 else 'ies'} that are not from the synthetic "
-            f"world ({shown}; metadata['source'] not in {sorted(SYNTHETIC_SOURCES)}): label real data "
-            "with your own policy (recipe policy.factory), or pass --force-labeller (force_labeller=True) "
-            "if you really mean it"
-        )
 
 
 class LabelConfig(BaseModel):
@@ -100,6 +81,8 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
+        prompt_budget: cheaper labels (:mod:`~causalcache_memory.lab.selector.label_budget`; replaces
+            ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -113,9 +96,11 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
+    prompt_budget: lb.LabelBudget | None = None
 
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+        dump = self.model_dump(exclude={"prompt_budget"} if self.prompt_budget is None else None)  # as before
+        return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def decision_states(trajectory: Trajectory, budget: int, config: LabelConfig) -> list[int]:
@@ -181,15 +166,35 @@ def label_state(
     t: int,
     budget: int,
     config: LabelConfig,
+    *,
+    prior: lb.CandidatePrior | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)``; returns the JSON record (see module doc)."""
+    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record."""
     trace = trajectory.trace_at(t)
     score = _SetScorer(
         policy, archive, trace, budget, _target_text(trajectory, t, config.target), config.batch_size
     )
     recent = recent_b(t, budget)
+    cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
+    anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
+    return {
+        "kind": "state",
+        "key": state_key(trajectory.trajectory_id, t, budget),
+        "trajectory_id": trajectory.trajectory_id,
+        "t": t,
+        "budget": budget,
+        "recent": list(recent),
+        "anchor": anchor,
+        "groups": groups,
+        "path": path,
+        "prompts_scored": score.prompts_scored,
+        **extra,
+    }
+
+
+def _full_labels(score: _SetScorer, recent: tuple[int, ...], config: LabelConfig) -> tuple[float, list, list]:
     rset = frozenset(recent)
-    distant = [j for j in range(1, t) if j not in rset]
+    distant = [j for j in range(1, score.trace.t) if j not in rset]
     anchor = score([recent])[0]
     slots = list(recent) if config.all_slots else [min(recent)]
     groups: list[dict[str, Any]] = []
@@ -223,18 +228,7 @@ def label_state(
             break
         current, q_current = (current - {r}) | {j}, v
         path.append({"set": sorted(current), "q": v})
-    return {
-        "kind": "state",
-        "key": state_key(trajectory.trajectory_id, t, budget),
-        "trajectory_id": trajectory.trajectory_id,
-        "t": t,
-        "budget": budget,
-        "recent": list(recent),
-        "anchor": anchor,
-        "groups": groups,
-        "path": path,
-        "prompts_scored": score.prompts_scored,
-    }
+    return anchor, groups, path
 
 
 def _group(
@@ -346,12 +340,13 @@ def run_labelling(
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
+    prior = lb.make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
     try:
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label_state(policy, archive, traj, t, budget, config)
+            record = label_state(policy_of(policy, traj), archive, traj, t, budget, config, prior=prior)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
@@ -362,19 +357,6 @@ def run_labelling(
         fh.close()
         bar.close()
     return counts
-
-
-def label_source(labeller: Any) -> dict[str, Any]:
-    """What produced a labels file: ``{"source", "model", "k", "temperature"}``.
-
-    ``teacher_forced`` (``policy.score`` log-likelihoods) unless the labeller says otherwise through a
-    ``label_source`` attribute (agreement and evidence labellers, :mod:`causalcache_memory.lab.learn`).
-    """
-    src = getattr(labeller, "label_source", None)
-    if isinstance(src, dict):
-        return dict(src)
-    name = getattr(labeller, "name", type(labeller).__name__)
-    return {"source": "teacher_forced", "model": name, "k": None, "temperature": None}
 
 
 def _progress(total: int, enabled: bool) -> Any:
