@@ -61,13 +61,18 @@ class OodGuard:
 
     @classmethod
     def from_json(cls, text: str, feature_names: Sequence[str], *, source: str = "model") -> OodGuard:
-        """Parse format-2 ``causalcache.ood`` metadata; refuses statistics of another feature list."""
-        from causalcache_memory.selector.ood import GUARD_KIND, load_guard
-
-        guard = load_guard(text, feature_names, source=source)
-        if not isinstance(guard, OodGuard):
-            raise SelectorError(f"{source}: causalcache.ood holds a {GUARD_KIND} guard; use load_guard")
-        return guard
+        """Parse format-2 ``causalcache.ood`` metadata; refuses statistics of another feature list or kind."""
+        try:
+            data: Mapping[str, Any] = json.loads(text)
+            if "kind" in data:
+                raise SelectorError(f"{source}: causalcache.ood holds a {data['kind']} guard; use load_guard")
+            return cls.from_dict(data, feature_names, source)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if isinstance(exc, SelectorError):
+                raise
+            raise SelectorError(
+                f"{source}: causalcache.ood metadata is malformed ({exc!r}); re-export the model"
+            ) from exc
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], feature_names: Sequence[str], source: str) -> OodGuard:
