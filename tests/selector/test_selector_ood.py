@@ -19,6 +19,7 @@ from causalcache_memory.selector.ood import (
     min_guard_states,
     state_summary,
 )
+from causalcache_memory.selector.ood_masks import group_columns
 
 NAMES = [f"f{i}" for i in range(NUM_FEATURES)]
 
@@ -199,21 +200,23 @@ def test_world_probe_reports_fire_and_ood_per_budget_and_refuses_heldout_worlds(
 # ---------------------------------------------------------------- masked feature groups (app, text, image)
 SCHEMA_NAMES = [n for n, _ in FEATURE_SCHEMA]
 APP = [feature_index(n) for n in ("app_available", "app_in_goal", "app_differs_current", "app_switch_after")]
+GROUPS = group_columns(SCHEMA_NAMES)  # app and image (and text, with the screen-text features)
 
 
 def _labelled_world(n: int, rng: np.random.Generator, base: np.ndarray) -> list[StateExample]:
-    """States whose events all carry app labels (``app_available`` = 1), app columns around 0.7."""
+    """States whose events carry every source (each group's ``*_available`` = 1), group columns near 0.9."""
     states = _world(n, rng, base)
     for ex in states:
-        ex.events[:, APP[0]] = 1.0
-        ex.events[:, APP[1:]] = np.clip(0.7 + 0.08 * rng.normal(size=3), 0.4, 1.0)
+        for cols in GROUPS.values():
+            ex.events[:, cols[0]] = 1.0
+            ex.events[:, cols[1:]] = np.clip(0.9 + 0.05 * rng.normal(size=len(cols) - 1), 0.7, 1.0)
     return states
 
 
-def _without_app_labels(events: np.ndarray) -> np.ndarray:
-    """What the extractor writes when no event carries an app label: the app group is 0."""
+def _without(events: np.ndarray, group: str = "app") -> np.ndarray:
+    """What the extractor writes when no event has the group's source (e.g. no app label): the group is 0."""
     out = np.array(events)
-    out[:, APP] = 0.0
+    out[:, list(GROUPS[group])] = 0.0
     return out
 
 
@@ -234,21 +237,26 @@ def app_guard():
     return guard, report, dev
 
 
-def test_a_state_without_app_labels_but_otherwise_typical_is_not_ood(app_guard):
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_a_state_without_app_labels_but_otherwise_typical_is_not_ood(app_guard, group):
+    """``app``: the user-shaped agent of issue 24 (no app labels); likewise without screen text or thumbnails."""
     guard, report, dev = app_guard
-    assert set(APP[1:]) <= set(guard.columns) and "app" in guard.mask_thresholds
-    z = state_summary(_without_app_labels(_typical(guard, dev).events))
-    assert guard.pattern(z) == "app"
+    assert APP[0] == GROUPS["app"][0] and group in guard.mask_thresholds
+    assert set(GROUPS[group][1:]) <= set(guard.columns)
+    z = state_summary(_without(_typical(guard, dev).events, group))
+    assert guard.pattern(z) == group
     assert not guard.is_ood(z)[0]
     unmasked = dataclasses.replace(guard, mask_groups={}, mask_thresholds={})  # the guard before patterns
-    assert unmasked.is_ood(z)[0]  # app_in_goal etc. at 0, far below their training range
+    assert unmasked.is_ood(z)[0]  # e.g. app_in_goal at 0, far below its training range
     # each pattern is calibrated at the stated rate on dev states masked like this one
-    assert report["mask_patterns"]["app"]["flagged"] <= 0.01 and report["masked_in_pool"] == {"none": 200}
+    assert report["mask_patterns"][group]["flagged"] <= 0.01 and report["masked_in_pool"] == {"none": 200}
+    both = state_summary(_without(_without(_typical(guard, dev).events, group), "app"))
+    assert not guard.is_ood(both)[0]  # two groups missing: judged under their joint pattern
 
 
 def test_a_masked_state_far_away_on_an_available_column_is_still_ood(app_guard):
     guard, _, dev = app_guard
-    events = _without_app_labels(dev[0].events)
+    events = _without(dev[0].events)
     events[:, 5] += 2.0  # a guarded column far outside its training range
     assert guard.pattern(state_summary(events)) == "app"
     assert guard.is_ood(state_summary(events))[0]
@@ -258,7 +266,7 @@ def test_a_masked_state_far_away_on_an_available_column_is_still_ood(app_guard):
 
 def test_masked_distance_is_the_marginal_of_the_shrinkage_covariance(app_guard):
     guard, _, dev = app_guard
-    z = state_summary(_without_app_labels(dev[3].events))
+    z = state_summary(_without(dev[3].events))
     keep = [p for p, c in enumerate(guard.columns) if c not in APP]
     cov = np.linalg.inv(guard.precision)
     u = (z[[guard.columns[p] for p in keep]] - guard.center[keep]) / guard.scale[keep]
@@ -290,7 +298,7 @@ def test_states_with_every_group_available_are_judged_exactly_as_before():
 
 def test_mask_thresholds_round_trip_and_old_guards_load_as_before(app_guard):
     guard, _, dev = app_guard
-    z = state_summary(_without_app_labels(_typical(guard, dev).events))
+    z = state_summary(_without(_typical(guard, dev).events))
     again = load_guard(guard.to_json(), guard.features)
     assert isinstance(again, RobustGuard)
     assert dict(again.mask_thresholds) == dict(guard.mask_thresholds)
@@ -302,6 +310,6 @@ def test_mask_thresholds_round_trip_and_old_guards_load_as_before(app_guard):
     assert isinstance(legacy, RobustGuard) and not legacy.mask_thresholds
     assert legacy.judge(z) == ("", guard.distance(z), guard.threshold)  # judged on every column, as today
     assert legacy.is_ood(z)[0]
-    bad = {**json.loads(guard.to_json()), "mask_thresholds": {"text": 3.0}}
-    with pytest.raises(SelectorError, match=r"mask_thresholds .* name groups \['text'\]"):
+    bad = {**json.loads(guard.to_json()), "mask_thresholds": {"audio": 3.0}}
+    with pytest.raises(SelectorError, match=r"mask_thresholds .* name groups \['audio'\]"):
         load_guard(json.dumps(bad), guard.features)
