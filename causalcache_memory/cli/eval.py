@@ -33,6 +33,7 @@ def _ladder(args: argparse.Namespace) -> int:
         learned=learned,
         no_recency=no_recency,
         thumbnails=thumbs,
+        screen_text=res.screen_text,
         config=recipe.ladder_config(),
         progress=not args.no_progress,
     )

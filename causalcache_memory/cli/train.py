@@ -6,20 +6,21 @@ import argparse
 import json
 
 
-def _extractor(recipe, archive, images: bool = True):  # type: ignore[no-untyped-def]
+def _extractor(recipe, archive, images: bool = True, screen_text=None):  # type: ignore[no-untyped-def]
     from causalcache_memory.selector.features import FeatureExtractor
 
     if not images or not recipe.train.image_features or not hasattr(archive, "open_image"):
-        return FeatureExtractor()
+        return FeatureExtractor(screen_text=screen_text)
     from causalcache_memory.archive.thumbs import ThumbnailCache
 
-    return FeatureExtractor(ThumbnailCache(archive, size=32))
+    return FeatureExtractor(ThumbnailCache(archive, size=32), screen_text=screen_text)
 
 
 def _train_selector(args: argparse.Namespace) -> int:
     from causalcache_memory.lab.selector.labels import read_labels
     from causalcache_memory.lab.selector.recipe import RECENCY_FEATURES, load_recipe, resolve
     from causalcache_memory.lab.selector.train import build_examples, train_selector
+    from causalcache_memory.selector.schema import TEXT_FEATURES
 
     recipe = load_recipe(args.recipe)
     res = resolve(recipe, need_policy=False)
@@ -27,14 +28,15 @@ def _train_selector(args: argparse.Namespace) -> int:
     header, records = read_labels(labels)
     overrides = {"epochs": args.epochs} if args.epochs else {}
     runs = [(args.output_dir or recipe.train.output_dir, recipe.train_config(**overrides))]
-    if recipe.train.no_recency_output_dir and not args.skip_ablation:
-        base = recipe.train_config(**overrides)
-        drop = tuple(dict.fromkeys((*base.drop_features, *RECENCY_FEATURES)))
-        runs.append(
-            (recipe.train.no_recency_output_dir, recipe.train_config(**overrides, drop_features=drop))
-        )
+    base = recipe.train_config(**overrides)
+    ablations = [(recipe.train.no_recency_output_dir, RECENCY_FEATURES)]
+    ablations.append((recipe.train.no_text_output_dir, TEXT_FEATURES))
+    for ablation_dir, names in ablations if not args.skip_ablation else ():
+        if ablation_dir:
+            drop = tuple(dict.fromkeys((*base.drop_features, *names)))
+            runs.append((ablation_dir, recipe.train_config(**overrides, drop_features=drop)))
     trajectories = {t.trajectory_id: t for t in res.trajectories}
-    extractor = _extractor(recipe, res.archive, images=not args.no_image_features)
+    extractor = _extractor(recipe, res.archive, not args.no_image_features, res.screen_text)
     examples = build_examples(
         records,
         trajectories,
@@ -79,7 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sel.add_argument("--labels", help="labels file (default: recipe labels.output)")
     sel.add_argument("--output-dir", help="model directory (default: recipe train.output_dir)")
     sel.add_argument("--epochs", type=int, default=None, help="override train.epochs")
-    sel.add_argument("--skip-ablation", action="store_true", help="do not train the no-recency ablation")
+    sel.add_argument(
+        "--skip-ablation", action="store_true", help="do not train the ablations (no recency, no screen text)"
+    )
     sel.add_argument(
         "--no-image-features",
         action="store_true",

@@ -34,6 +34,7 @@ from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
+from causalcache_memory.selector.screen_text import ScreenTextSource
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_BUDGET,
     resolve_min_gain,
@@ -83,6 +84,9 @@ class SelectorAllocator:
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
             (needs a model exported with OOD statistics; older models are not guarded).
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
+        screen_text: where the ``text_*`` features read each screenshot's text
+            (``get_text(sha256) -> str | None``); None = ``ctx.archive`` when it has ``get_text``, else the
+            text features are masked (0, ``text_available = 0``).
     """
 
     name = "selector"
@@ -100,6 +104,7 @@ class SelectorAllocator:
         second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
+        screen_text: ScreenTextSource | None = None,
     ) -> None:
         if beam_width < 1:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
@@ -122,26 +127,43 @@ class SelectorAllocator:
         self.ood_scale = float(ood_scale)
         if inverted:
             self.name = "selector_inverted"
-        self._extractor = FeatureExtractor()
+        self.screen_text = screen_text
+        self._plain = FeatureExtractor(screen_text=screen_text)  # for archives it reads nothing from
+        self._extractor = self._plain
         self._archive: object | None = None
         # guards only the (archive -> extractor) binding; never held during feature extraction or I/O
         self._lock = threading.Lock()
 
-    def _extractor_for(self, archive: object | None) -> FeatureExtractor:
-        """The feature extractor, with a thumbnail cache bound to ``archive`` when the model uses images."""
-        if archive is None or not self.model.image_features or not hasattr(archive, "open_image"):
-            return self._extractor  # no pixels to read (or a model that uses none): image features are 0
-        from causalcache_memory.archive.thumbs import ThumbnailCache
+    def use_screen_text(self, source: ScreenTextSource | None) -> None:
+        """Read screen text from ``source`` from now on (None: ``ctx.archive``'s ``get_text``, if any)."""
+        with self._lock:
+            self.screen_text = source
+            self._archive = None
+            self._plain = self._extractor = FeatureExtractor(screen_text=source)
 
+    def _extractor_for(self, archive: object | None) -> FeatureExtractor:
+        """The feature extractor bound to ``archive``: its thumbnails when the model uses images, its
+        ``get_text`` when no ``screen_text`` source was given."""
+        images = archive is not None and self.model.image_features and hasattr(archive, "open_image")
+        text = self.screen_text is None and callable(getattr(archive, "get_text", None))
+        if not images and not text:
+            return self._plain  # nothing to read from this archive
         old = None
         with self._lock:
             if archive is not self._archive:
                 old = getattr(self._extractor, "thumbnails", None)
                 self._archive = archive
-                self._extractor = FeatureExtractor(ThumbnailCache(archive, size=self.thumbnail_size))  # type: ignore[arg-type]
+                thumbs = None
+                if images:
+                    from causalcache_memory.archive.thumbs import ThumbnailCache
+
+                    thumbs = ThumbnailCache(archive, size=self.thumbnail_size)  # type: ignore[arg-type]
+                source = archive if text else self.screen_text
+                self._extractor = FeatureExtractor(thumbs, screen_text=source)  # type: ignore[arg-type]
             extractor = self._extractor
-        if isinstance(old, ThumbnailCache):
-            old.close()
+        close = getattr(old, "close", None)
+        if close is not None:
+            close()
         return extractor
 
     def prepare(self, archive: ScreenshotArchive, sha256: str) -> None:

@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 
 from causalcache_memory.actions.model import Action
-from causalcache_memory.selector.schema import GROUP_OF, POINT_TOLERANCE, POINTER_IDS, TYPE_ID
+from causalcache_memory.selector.schema import POINT_TOLERANCE, POINTER_IDS, TYPE_ID, action_type_group
 
 __all__ = ["arg_key", "bucket_ids", "bucket_vector", "char_grams", "code", "jaccard", "match", "tokens"]
 
@@ -63,10 +63,13 @@ def arg_key(action: Action) -> int:
 
 
 def code(action: Action) -> tuple[int, int, float, float, int]:
-    """``(type id, family, x, y, argument hash)`` of ``action`` (NaN coordinates when it has no point)."""
+    """``(type id, family, x, y, argument hash)`` of ``action`` (NaN coordinates when it has no point).
+
+    The type id serves only the equivalence test of :func:`match`; no feature encodes it (features see
+    the family, :func:`~causalcache_memory.selector.schema.action_type_group`)."""
     x = float("nan") if action.x is None else float(action.x)
     y = float("nan") if action.y is None else float(action.y)
-    return TYPE_ID[action.type], GROUP_OF[action.type], x, y, arg_key(action)
+    return TYPE_ID[action.type], action_type_group(action), x, y, arg_key(action)
 
 
 def match(

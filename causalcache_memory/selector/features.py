@@ -53,6 +53,8 @@ from causalcache_memory.selector.schema import (
     feature_index,
     schema_hash,
 )
+from causalcache_memory.selector.screen_text import ScreenTextCache, ScreenTextSource
+from causalcache_memory.selector.text_features import TraceText
 from causalcache_memory.summarize import summarize_action
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ __all__ = [
     "POINT_TOLERANCE",
     "TYPE_GROUPS",
     "FeatureExtractor",
+    "ScreenTextSource",
     "ThumbnailSource",
     "action_type_group",
     "context_features",
@@ -124,6 +127,7 @@ class _Static:
     thumb_ok: np.ndarray | None = None
     img_prev: np.ndarray | None = None
     img_mean: np.ndarray | None = None
+    text: TraceText | None = None
 
 
 class FeatureExtractor:
@@ -131,13 +135,25 @@ class FeatureExtractor:
 
     Args:
         thumbnails: optional thumbnail source for the image statistics (features are 0 without one).
+        screen_text: optional source of each screenshot's text (``get_text(sha256) -> str | None``, e.g.
+            an archive that stores screen text) for the ``text_*`` features, or a
+            :class:`ScreenTextCache` around one; without it (or where a screen's text is unknown) they are
+            0 and ``text_available`` says so.
         drop_features: names of features forced to 0 (for ablations such as "no recency features").
     """
 
     def __init__(
-        self, thumbnails: ThumbnailSource | None = None, *, drop_features: Sequence[str] = ()
+        self,
+        thumbnails: ThumbnailSource | None = None,
+        *,
+        screen_text: ScreenTextSource | ScreenTextCache | None = None,
+        drop_features: Sequence[str] = (),
     ) -> None:
         self.thumbnails = thumbnails
+        if screen_text is None or isinstance(screen_text, ScreenTextCache):
+            self.screen_text = screen_text
+        else:
+            self.screen_text = ScreenTextCache(screen_text)
         self.drop = [feature_index(n) for n in drop_features]
         self._cache: weakref.WeakKeyDictionary[Trace, _Static] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -164,6 +180,7 @@ class FeatureExtractor:
                     trace.goal,
                     bucket_vector(tokens(trace.goal), TOKEN_BUCKETS),
                     bucket_vector(char_grams(trace.goal), CHAR_BUCKETS),
+                    text=TraceText(trace.goal),
                 )
                 self._cache[trace] = st
         while True:
@@ -173,9 +190,13 @@ class FeatureExtractor:
                 return st
             new = events[start:]
             images = self._images(new)
+            texts = TraceText.read(self.screen_text, [e.screenshot for e in new])
+            first = TraceText.read(self.screen_text, [events[0].pre_screenshot])[0] if start == 0 else None
             with self._lock:
                 if st.n == start:
                     self._extend(st, new, images)
+                    assert st.text is not None
+                    st.text.extend(texts, first)
 
     def _images(self, new: Sequence) -> tuple[list[np.ndarray], list[bool], list[float], list[float]]:
         """Thumbnail statistics of new events: ``(thumbs, ok, prev distance, mean)`` (reads pixels)."""
@@ -251,6 +272,8 @@ class FeatureExtractor:
         out[:, col["goal_char_jaccard"]] = st.goal_char_sim[:n]
         self._app_features(out, col, st, n, nxt)
         self._image_features(out, col, st, n, trace.current_screenshot)
+        if self.screen_text is not None:
+            self._text_features(out, st, n, trace.current_screenshot, witness)
         out[:, col["next_point_dist"]] = 1.0
         if witness is not None:
             self._witness_features(out, col, st, n, nxt, witness)
@@ -282,6 +305,24 @@ class FeatureExtractor:
         out[:, col["ref_token_jaccard"]] = tj
         out[:, col["ref_char_jaccard"]] = jaccard(st.chars[:n], st.chars_n[:n], ref_chr)
         out[:-1, col["next_ref_token_jaccard"]] = tj[1:]
+
+    def _text_features(
+        self, out: np.ndarray, st: _Static, n: int, current: str | None, witness: Action | None
+    ) -> None:
+        """The ``text_*`` columns (:mod:`~causalcache_memory.selector.text_features`); reads outside the lock."""
+        cache, text = self.screen_text, st.text
+        assert cache is not None and text is not None
+        cur = cache.get(current)
+        if cur is None:
+            return  # no text for the current screen: every text feature is masked, nothing else to read
+        rows = text.missing(n)
+        if rows:
+            blobs = TraceText.read(cache, [st.shas[r] if st.shas else None for r in rows])
+            if any(b is not None for b in blobs):
+                with self._lock:
+                    text.fill(rows, blobs)
+        lines = cache.lines(current) if witness is not None and witness.x is not None else None
+        text.fill_columns(out, n, cur, witness, lines)
 
     @staticmethod
     def _app_features(out, col, st: _Static, n: int, nxt: np.ndarray) -> None:

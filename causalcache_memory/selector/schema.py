@@ -1,4 +1,4 @@
-"""The selector's feature schema: column names and order, the schema hash, and the context row.
+"""The selector's feature schema: column names and order, the schema hash, the context row, and the action families.
 
 :data:`FEATURE_SCHEMA` names every per-event column the extractor (:mod:`causalcache_memory.selector.
 features`) writes, :data:`CONTEXT_SCHEMA` the state-level row of the context tower. :func:`schema_hash`
@@ -9,10 +9,12 @@ schema is refused at load time.
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 
 from causalcache_memory.actions.model import ACTION_TYPES, POINTER_TYPES, Action
+from causalcache_memory.selector.screen_text import SHAPE_BUCKETS, SHAPE_WIDTH, TEXT_BUCKETS, TEXT_WIDTH
 
 __all__ = [
     "CHAR_BUCKETS",
@@ -22,6 +24,7 @@ __all__ = [
     "NUM_CONTEXT",
     "NUM_FEATURES",
     "POINT_TOLERANCE",
+    "TEXT_FEATURES",
     "THUMB",
     "TOKEN_BUCKETS",
     "TOKEN_WIDTH",
@@ -44,6 +47,12 @@ TYPE_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("end", ("wait", "done", "answer")),
 )
 GROUP_OF = {t: i for i, (_, members) in enumerate(TYPE_GROUPS) for t in members}
+_FAMILY = {name: i for i, (name, _) in enumerate(TYPE_GROUPS)}
+#: typed navigation commands (a ``type`` without a point, as command-line vocabularies express it)
+_TYPED_APP = re.compile(r"^(?:open|launch|start|switch to)\s+\S")
+_TYPED_NAV = re.compile(r"^(?:go\s+)?(?:back|home|undo)$")
+#: keys that navigate back whatever the platform
+_BACK_KEYS = {("escape",), ("back",), ("alt", "left")}
 TYPE_ID = {t: i for i, t in enumerate(ACTION_TYPES)}
 POINTER_IDS = np.array([TYPE_ID[t] for t in sorted(POINTER_TYPES)])
 
@@ -88,6 +97,37 @@ FEATURE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("image_dist_current", "mean |thumb(v_j) - thumb(x_t)| over 4x4 RGB thumbnails (0..1)"),
     ("image_dist_prev", "mean |thumb(v_j) - thumb(x_j)|: how much action a_j changed the screen"),
     ("image_mean", "mean intensity of thumb(v_j) (0..1)"),
+    (
+        "text_available",
+        "1 if the screen text of v_j and of x_t are both known; every text feature below is 0 when it is 0 "
+        "(masked, never invented)",
+    ),
+    ("text_goal_cover", "share of the goal's distinct words that appear in the text of v_j"),
+    (
+        "text_goal_names",
+        "share of the goal's names (capitalised words not starting a sentence) in v_j's text",
+    ),
+    ("text_current_jaccard", "word Jaccard of v_j's text with the current screen x_t's text"),
+    (
+        "text_witness_cover",
+        "share of the witness's words (the label of the element under its point on x_t, else its own "
+        "text without value-shaped tokens) that appear in v_j's text",
+    ),
+    (
+        "text_witness_shape",
+        "share of the shapes of the witness's value-shaped tokens (a typed 'TK-1234' has shape 'AA-9999') "
+        "that some value-shaped token of v_j's text has",
+    ),
+    ("text_novel_share", "share of v_j's distinct words seen on no earlier screen (x_1, v_1 .. v_{j-1})"),
+    ("text_novel_goal", "share of the goal's words that first appear on v_j"),
+    ("text_values_log", "log(1 + number of distinct value-shaped tokens in v_j's text) / log(10)"),
+    ("text_values_novel", "share of v_j's value-shaped tokens seen on no earlier screen"),
+    (
+        "text_name_value_near",
+        "1 if a line of v_j holding a goal name has a new value-shaped token on it or on the next line "
+        "(e.g. 'Desk Lamp' above 'Order #526321')",
+    ),
+    ("text_value_on_current", "share of v_j's value-shaped tokens also shown on the current screen x_t"),
 )
 
 #: ``(name, description)`` of the state-level context row fed to the context tower.
@@ -100,6 +140,8 @@ CONTEXT_SCHEMA: tuple[tuple[str, str], ...] = (
 )
 
 NUM_FEATURES = len(FEATURE_SCHEMA)
+#: the screen-text features (dropped together by the "no screen text" ablation)
+TEXT_FEATURES: tuple[str, ...] = tuple(n for n, _ in FEATURE_SCHEMA if n.startswith("text_"))
 NUM_CONTEXT = len(CONTEXT_SCHEMA)
 TOKEN_BUCKETS = 256
 CHAR_BUCKETS = 512
@@ -127,12 +169,28 @@ def schema_hash() -> str:
         + ",".join(n for n, _ in CONTEXT_SCHEMA)
     )
     text += f";tokens={TOKEN_BUCKETS}x{TOKEN_WIDTH};chars={CHAR_BUCKETS}x{CHAR_WIDTH};thumb={THUMB}"
-    text += f";tol={POINT_TOLERANCE}"
+    text += f";tol={POINT_TOLERANCE};text={TEXT_BUCKETS}x{TEXT_WIDTH};shapes={SHAPE_BUCKETS}x{SHAPE_WIDTH}"
+    text += ";families=typed-nav,back-keys"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def action_type_group(action: Action) -> int:
-    return GROUP_OF[action.type]
+    """The action's family in :data:`TYPE_GROUPS`, normalised across action vocabularies.
+
+    Every action type maps to a family (:data:`GROUP_OF`), and navigation keeps its family however it is
+    expressed: a ``type`` without a point whose text is a navigation command (``open Shop``, ``go back``,
+    ``go home``) is ``app`` / ``nav``, and ``key escape`` (or ``back``, ``alt+left``) is ``nav``. So a
+    vocabulary the scorer never saw is not out of distribution by its verbs alone.
+    """
+    if action.type == "type" and action.x is None and action.text:
+        text = " ".join(action.text.lower().split())
+        if _TYPED_APP.match(text):
+            return _FAMILY["app"]
+        if _TYPED_NAV.match(text):
+            return _FAMILY["nav"]
+    if action.type in ("key", "hotkey") and tuple(k.lower() for k in action.keys) in _BACK_KEYS:
+        return _FAMILY["nav"]
+    return GROUP_OF.get(action.type, _FAMILY["end"])
 
 
 def context_features(t: int, budget: int, witness: Action | None) -> np.ndarray:

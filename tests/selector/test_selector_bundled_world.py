@@ -1,16 +1,17 @@
-"""The *bundled* scorer on fresh world tasks it never saw: eval templates, mobile (zero-shot for a scorer
-trained on desktop train templates), the simulated policy as labeller, every chosen set fully re-scored.
+"""The *bundled* scorer on fresh tasks it never saw, from the development worlds (the bundle is trained on
+the family's training worlds; held-out worlds are only evaluated in RESULTS.md, never in a test that could
+steer a choice), each world's simulated policy as labeller, screen text by the world's OCR as deployed in
+the lab, every chosen set fully re-scored.
 
 As deployed (calibrated threshold, OOD guard) it fires rarely, never harms a control state more often
 than it helps one, and helps memory-critical states more often than it harms them; under the paper's
 rule the same scorer's ordering beats Random and RGB similarity, and its negation loses most of that gain
 and harms far more states than it helps.
-The closed-loop targets (means over 3 policy seeds, 120 tasks) are measured in RESULTS.md.
+The closed-loop targets (held-out worlds, 3 policy seeds, 240 tasks) are measured in RESULTS.md.
 """
 
 from __future__ import annotations
 
-from causalcache_memory.archive import ThumbnailCache
 from causalcache_memory.lab.selector.ladder import LadderConfig, run_ladder
 from causalcache_memory.lab.selector.recipe import world_setup
 from causalcache_memory.selector.allocator import bundled_model_path
@@ -18,9 +19,7 @@ from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
 
 def test_bundled_scorer_ladder_on_unseen_world_tasks(tmp_path) -> None:
-    setup = world_setup(
-        tasks=40, seed=4242, archive=str(tmp_path / "archive"), platform="mobile", templates="eval"
-    )
+    setup = world_setup(tasks=40, seed=4242, archive=str(tmp_path / "archive"), worlds="dev")
     learned = OnnxScorer(bundled_model_path())
     assert learned.calibrated_min_gain is not None and learned.ood is not None
     rules = ("learned", "learned_paper", "random", "rgb", "inverted", "oracle")
@@ -30,7 +29,7 @@ def test_bundled_scorer_ladder_on_unseen_world_tasks(tmp_path) -> None:
         setup["archive"],
         setup["trajectories"],
         learned=learned,
-        thumbnails=ThumbnailCache(setup["archive"], 32),
+        screen_text=setup["screen_text"],
         config=config,
     )
     res = {rule: per_b["4"] for rule, per_b in report["results"].items()}

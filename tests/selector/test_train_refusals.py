@@ -87,7 +87,11 @@ def test_too_few_training_states_for_the_guard_is_refused(examples) -> None:
     dev = [dataclasses.replace(ex, data_split="dev") for ex in examples if ex.trajectory_id in ids[6:]]
     tagged = train[:43] + dev
     assert sum(ex.data_split == "train" for ex in tagged) == 43
-    with pytest.raises(ConfigError, match=r"43 training states \(the OOD guard needs >= 90\)"):
+    from causalcache_memory.lab.selector.split_sizes import MIN_TRAIN_STATES
+
+    with pytest.raises(
+        ConfigError, match=rf"43 training states \(the OOD guard needs >= {MIN_TRAIN_STATES}\)"
+    ):
         train_selector(tagged, TrainConfig(epochs=1, split_by="metadata"), export_onnx=False)
 
 

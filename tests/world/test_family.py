@@ -176,4 +176,6 @@ def test_the_selector_recipe_refuses_heldout_worlds_for_training_and_dev(tmp_pat
         tasks=2, archive=str(tmp_path / "a"), worlds="train-03", dev_tasks=2, dev_worlds="dev-00"
     )
     assert {t.metadata["world"] for t in setup["trajectories"]} == {"train-03", "dev-00"}
-    assert setup["policy"].vocab == "keys" and setup["policy"].recency
+    train = next(t for t in setup["trajectories"] if t.metadata["world"] == "train-03")
+    policy = setup["policy"].for_trajectory(train)  # each world's trajectories: that world's policy
+    assert policy.vocab == "keys" and policy.recency

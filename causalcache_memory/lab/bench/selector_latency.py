@@ -3,7 +3,8 @@
 A trace of ``N`` events is built once (small distinct screenshots, so building it is cheap; thumbnails
 are then cached, as in a running episode where each screenshot is decoded once), and one decision at
 ``t = N + 1`` is timed repeatedly with varying witness actions: :meth:`SelectorAllocator.allocate`
-end to end. The split into feature extraction and scoring + beam uses the same public pieces.
+end to end. Every screenshot has screen text in the archive (``put_text``), so the ``text_*`` features
+are computed on every decision (each blob's text is read and encoded once, as in a running episode). The split into feature extraction and scoring + beam uses the same public pieces.
 """
 
 from __future__ import annotations
@@ -24,13 +25,25 @@ __all__ = ["run_selector_latency"]
 SMALL = (192, 108)
 
 
+def _screen_text(j: int) -> str:
+    """A screen's text (~12 lines, a few value-shaped tokens), as an accessibility dump would give it."""
+    items = ("Desk Lamp", "Plant Pot", "Notebook Set", "Sunglasses", "Travel Mug")
+    lines = ["Shop", "09:41", items[j % len(items)], f"Order #{100000 + 7919 * j % 900000}"]
+    lines += [f"Placed: Jan {1 + j % 28}", "Status: Delivered", f"Total: ${10 + j % 90}.{j % 100:02d}"]
+    lines += ["Track package", "Track", "Orders", "Account", f"Ticket: TK-{1000 + j % 9000}"]
+    return "\n".join(lines)
+
+
 def _trace(n: int, archive: Any, pool: Sequence[bytes], counter: itertools.count) -> Any:
     from causalcache_memory.trace import Trace
 
     trace = Trace(GOAL, episode_id=f"selector-{n}", platform="desktop")
-    trace.observe(archive.put(unique_variant(pool[0], next(counter))).sha256)
+    first = archive.put(unique_variant(pool[0], next(counter))).sha256
+    archive.put_text(first, _screen_text(0))
+    trace.observe(first)
     for j in range(1, n + 1):
         sha = archive.put(unique_variant(pool[j % len(pool)], next(counter))).sha256
+        archive.put_text(sha, _screen_text(j))  # the text features run on every decision
         action = step_action(j)
         trace.record(action, step_response(j, action), sha, app="Shop", screen_size=(1920, 1080))
     return trace

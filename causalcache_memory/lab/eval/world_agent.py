@@ -61,6 +61,9 @@ class EpisodeOutcome:
     thread_id: str = ""
     seed: int = 0
     world: str = "v2"
+    #: steps whose post-action screen showed a value the task needs (the world's ground truth; read only
+    #: by the report's reliability table, never by an arm)
+    evidence_steps: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,17 @@ class EpisodeOutcome:
             "wall_s": round(self.wall_s, 4),
             "k": [r.get("k", 0) for r in self.log],
             "second_pass": [bool(r.get("second_pass")) for r in self.log],
+            "evidence_steps": list(self.evidence_steps),
+            "swaps": [
+                {
+                    "t": r["t"],
+                    "predicted_gain": r.get("predicted_gain"),
+                    "restored": sorted(set(r.get("selected", ())) - set(r.get("recent", ()))),
+                }
+                for r in self.log
+                if r.get("k", 0) > 0
+            ],
+            "fallbacks": [r.get("fallback") for r in self.log],
         }
 
 
@@ -182,7 +196,12 @@ def memory_for(
             "policy": {"kind": "simulated"},
         }
     )
-    allocation = allocation if allocation is not None else build_allocator(config.allocation)
+    if allocation is None:
+        allocation = build_allocator(config.allocation)
+        if ARMS[arm] == "selector":  # the screens' text, read as in training (the world's exact OCR)
+            from causalcache_memory.lab.selector.world_text import WorldScreenText
+
+            allocation.use_screen_text(WorldScreenText(archive))
     return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
 
 
@@ -209,6 +228,8 @@ def run_world_episode(
     world = GuiWorld(task)
     if evidence is not None:
         evidence.clear()
+    else:
+        evidence = {}  # the world's ground truth, for the report only (no allocator reads this map)
     context = WorldContext(
         causalcache=CausalCacheContext(policy=policy, archive=archive),
         world=world,
@@ -226,5 +247,15 @@ def run_world_episode(
     success = bool(task.check(world.state()))
     wall = time.perf_counter() - start
     return EpisodeOutcome(
-        task.task_id, task.split, arm, memory.budget, success, world.steps, wall, log, thread_id, seed
+        task.task_id,
+        task.split,
+        arm,
+        memory.budget,
+        success,
+        world.steps,
+        wall,
+        log,
+        thread_id,
+        seed,
+        evidence_steps=tuple(sorted(evidence)),
     )

@@ -35,6 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector import label_budget as lb
+from causalcache_memory.lab.selector.labellers import (
+    SYNTHETIC_SOURCES,
+    check_labeller,
+    label_source,
+    policy_of,
+)
 from causalcache_memory.render.prompt import render_prompt
 
 if TYPE_CHECKING:
@@ -52,39 +58,13 @@ __all__ = [
     "decision_states",
     "label_source",
     "label_state",
+    "policy_of",
     "read_labels",
     "run_labelling",
 ]
 
 LABELS_FORMAT = "causalcache-selector-labels"
 LABELS_VERSION = 1
-#: ``Trajectory.metadata["source"]`` values of synthetic-world trajectories: the only data the simulated
-#: policy may label (the world's expert writes ``synthetic-expert``; episodes recorded in the world
-#: are marked ``synthetic-world``)
-SYNTHETIC_SOURCES = frozenset({"synthetic-expert", "synthetic-world"})
-
-
-def check_labeller(policy: Any, trajectories: Sequence[Trajectory], *, force: bool = False) -> None:
-    """Refuse the synthetic world's simulated policy as the labeller of anything but that world.
-
-    The simulated policy knows only the world's screens and plans; its utilities on real screenshots
-    are noise, and a selector trained on them is silently useless. ``force=True`` (``--force-labeller``)
-    accepts it anyway.
-    """
-    from causalcache_memory.lab.world.sim_policy import SimulatedPolicy
-
-    if force or not isinstance(policy, SimulatedPolicy):
-        return
-    foreign = [t.trajectory_id for t in trajectories if t.metadata.get("source") not in SYNTHETIC_SOURCES]
-    if foreign:
-        shown = ", ".join(repr(i) for i in foreign[:3]) + (" …" if len(foreign) > 3 else "")
-        raise ConfigError(
-            f"policy: the simulated world policy ({type(policy).__name__}) cannot label "
-            f"{len(foreign)} trajector{'y' if len(foreign) == 1 else 'ies'} that are not from the synthetic "
-            f"world ({shown}; metadata['source'] not in {sorted(SYNTHETIC_SOURCES)}): label real data "
-            "with your own policy (recipe policy.factory), or pass --force-labeller (force_labeller=True) "
-            "if you really mean it"
-        )
 
 
 class LabelConfig(BaseModel):
@@ -366,7 +346,7 @@ def run_labelling(
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label_state(policy, archive, traj, t, budget, config, prior=prior)
+            record = label_state(policy_of(policy, traj), archive, traj, t, budget, config, prior=prior)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
@@ -377,19 +357,6 @@ def run_labelling(
         fh.close()
         bar.close()
     return counts
-
-
-def label_source(labeller: Any) -> dict[str, Any]:
-    """What produced a labels file: ``{"source", "model", "k", "temperature"}``.
-
-    ``teacher_forced`` (``policy.score`` log-likelihoods) unless the labeller says otherwise through a
-    ``label_source`` attribute (agreement and evidence labellers, :mod:`causalcache_memory.lab.learn`).
-    """
-    src = getattr(labeller, "label_source", None)
-    if isinstance(src, dict):
-        return dict(src)
-    name = getattr(labeller, "name", type(labeller).__name__)
-    return {"source": "teacher_forced", "model": name, "k": None, "temperature": None}
 
 
 def _progress(total: int, enabled: bool) -> Any:

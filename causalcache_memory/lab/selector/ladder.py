@@ -33,11 +33,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from causalcache_memory.allocation.base import AllocationContext, Allocator, make_allocation, recent_b
 from causalcache_memory.allocation.simple import RandomAllocator
 from causalcache_memory.errors import CausalCacheError
-from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer, _target_text, decision_states
+from causalcache_memory.lab.selector.labels import (
+    LabelConfig,
+    _SetScorer,
+    _target_text,
+    decision_states,
+    policy_of,
+)
 from causalcache_memory.render.prompt import render_prompt
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.beam import beam_search
-from causalcache_memory.selector.features import FeatureExtractor, ThumbnailSource
+from causalcache_memory.selector.features import FeatureExtractor, ScreenTextSource, ThumbnailSource
 
 if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
@@ -174,6 +180,7 @@ def run_ladder(
     learned: OnnxScorer | None = None,
     no_recency: OnnxScorer | None = None,
     thumbnails: ThumbnailSource | None = None,
+    screen_text: ScreenTextSource | None = None,
     config: LadderConfig | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
@@ -181,7 +188,7 @@ def run_ladder(
     cfg = config or LadderConfig()
     if learned is not None and not learned.image_features:
         thumbnails = None  # a model trained without thumbnail statistics sees them as 0, as deployed
-    lad = _Ladder(policy, archive, cfg, FeatureExtractor(thumbnails))
+    lad = _Ladder(policy, archive, cfg, FeatureExtractor(thumbnails, screen_text=screen_text))
     rules = _setup_rules(lad, [r for r in cfg.rules if r in RULES], learned, no_recency)
     label_cfg = LabelConfig(
         stride=cfg.stride,
@@ -248,11 +255,18 @@ def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, bu
     cfg = lad.cfg
     trace = traj.trace_at(t)
     score = _SetScorer(
-        lad.policy, lad.archive, trace, budget, _target_text(traj, t, "response"), cfg.batch_size
+        policy_of(lad.policy, traj),
+        lad.archive,
+        trace,
+        budget,
+        _target_text(traj, t, "response"),
+        cfg.batch_size,
     )
     state = _State(traj, t, budget, trace, score)
     if set(_LEARNED) & set(rules):
-        state.witness = _witness(cfg.witness, lad.policy, lad.archive, traj, t, trace, budget)
+        state.witness = _witness(
+            cfg.witness, policy_of(lad.policy, traj), lad.archive, traj, t, trace, budget
+        )
         state.events = lad.extractor(trace, budget, state.witness)
     chosen: dict[str, tuple[tuple[int, ...], bool]] = {}
     for rule in rules:

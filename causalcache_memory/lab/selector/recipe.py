@@ -69,6 +69,8 @@ class TrainSection(BaseModel):
     output_dir: str = "runs/selector/model"
     description: str = ""
     no_recency_output_dir: str | None = None
+    #: where to train the "no screen text" ablation (the ``text_*`` features dropped), if anywhere
+    no_text_output_dir: str | None = None
     #: thumbnail statistics as features (off by default: measured no better, and they cost a PNG decode
     #: per screenshot at deployment; RESULTS.md)
     image_features: bool = False
@@ -138,6 +140,8 @@ class Resolved:
     trajectories: list
     archive: Any
     policy: Any
+    #: where the selector's ``text_*`` features read screen text (None: the archive's ``get_text``, if any)
+    screen_text: Any = None
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -181,7 +185,10 @@ def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
         errors.append("no policy: set policy.factory or setup")
     if errors:
         raise ConfigError("selector recipe is incomplete: " + "; ".join(errors), errors)
-    return Resolved(list(trajectories), archive, policy)
+    screen_text = _get(base, "screen_text")
+    if screen_text is None and callable(getattr(archive, "get_text", None)):
+        screen_text = archive
+    return Resolved(list(trajectories), archive, policy, screen_text)
 
 
 def world_setup(
@@ -208,7 +215,9 @@ def world_setup(
     ``worlds`` (e.g. ``train`` or ``train-00,train-03``) draws the training tasks from worlds of the
     family instead (:mod:`~causalcache_memory.lab.world.family`) and the dev tasks from ``dev_worlds``;
     held-out worlds are refused for both (:func:`~causalcache_memory.lab.world.splits.require_not_heldout`).
-    The worlds must share one action vocabulary (the labelling policy speaks one).
+    Each trajectory is labelled by its own world's simulated policy (its vocabulary and recency
+    mechanisms: :class:`PerWorldPolicy`). The screens' text is read with the world's exact OCR
+    (``screen_text``: :class:`~causalcache_memory.lab.selector.world_text.WorldScreenText`).
     """
     import dataclasses
 
@@ -235,7 +244,14 @@ def world_setup(
     for name, group in parts:
         for traj in generate_demonstrations(group, store):
             demos.append(dataclasses.replace(traj, metadata={**traj.metadata, "data_split": name}))
-    return {"trajectories": demos, "archive": store, "policy": SimulatedPolicy(seed=policy_seed)}
+    from causalcache_memory.lab.selector.world_text import WorldScreenText
+
+    return {
+        "trajectories": demos,
+        "archive": store,
+        "policy": SimulatedPolicy(seed=policy_seed),
+        "screen_text": WorldScreenText(store),
+    }
 
 
 def _family_setup(
@@ -250,8 +266,7 @@ def _family_setup(
 ) -> dict[str, Any]:
     import dataclasses
 
-    from causalcache_memory.lab.world import SimulatedPolicy, generate_demonstrations
-    from causalcache_memory.lab.world.family import world_spec
+    from causalcache_memory.lab.world import generate_demonstrations
     from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
 
     parts = [
@@ -267,18 +282,50 @@ def _family_setup(
             dev_tasks, seed + 1, worlds=dev_worlds, purpose="calibrate", memory_fraction=memory_fraction
         )
         parts.append(("dev", dev))
-    specs = {world_spec(world_of(t)) for _, group in parts for t in group}
-    vocabs = {s.vocab for s in specs}
-    if len(vocabs) != 1:
-        raise ConfigError(
-            f"worlds={worlds!r} / dev_worlds={dev_worlds!r} mix action vocabularies {sorted(vocabs)}; the "
-            "labelling policy speaks one: pick worlds of one vocabulary"
-        )
     demos = []
     for name, group in parts:
         world = {t.task_id: world_of(t) for t in group}
         for traj in generate_demonstrations(group, store):
             meta = {**traj.metadata, "data_split": name, "world": world[traj.trajectory_id]}
             demos.append(dataclasses.replace(traj, metadata=meta))
-    policy = SimulatedPolicy(seed=policy_seed, vocab=vocabs.pop(), recency=any(s.recency for s in specs))
-    return {"trajectories": demos, "archive": store, "policy": policy}
+    from causalcache_memory.lab.selector.world_text import WorldScreenText
+
+    return {
+        "trajectories": demos,
+        "archive": store,
+        "policy": PerWorldPolicy(policy_seed),
+        "screen_text": WorldScreenText(store),
+    }
+
+
+class PerWorldPolicy:
+    """The labeller of trajectories from several worlds: each is scored by its own world's simulated
+    policy (:func:`~causalcache_memory.lab.world.family.policy_for_world`), chosen by the trajectory's
+    ``metadata["world"]`` through :meth:`for_trajectory` (which the labeller and the ladder call)."""
+
+    name = "simulated-world-policy:per-world"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._policies: dict[str, Any] = {}
+
+    def for_trajectory(self, trajectory: Any) -> Any:
+        from causalcache_memory.lab.world.family import policy_for_world
+
+        world = str(trajectory.metadata.get("world", ""))
+        if not world:
+            raise ConfigError(
+                f"trajectory {trajectory.trajectory_id!r} has no metadata['world']; the per-world labeller "
+                "needs it (generate the data with world_setup(worlds=...))"
+            )
+        if world not in self._policies:
+            self._policies[world] = policy_for_world(world, self.seed)
+        return self._policies[world]
+
+    def _unrouted(self, *_: Any, **__: Any) -> Any:
+        raise ConfigError(
+            "PerWorldPolicy scores prompts of several worlds: call for_trajectory(trajectory) to get the "
+            "policy of a trajectory's world"
+        )
+
+    score = generate = _unrouted
