@@ -313,3 +313,22 @@ def test_mask_thresholds_round_trip_and_old_guards_load_as_before(app_guard):
     bad = {**json.loads(guard.to_json()), "mask_thresholds": {"audio": 3.0}}
     with pytest.raises(SelectorError, match=r"mask_thresholds .* name groups \['audio'\]"):
         load_guard(json.dumps(bad), guard.features)
+
+
+def test_decisions_without_app_labels_say_the_pattern_they_were_judged_under(trained):
+    """The deployed allocator: app labels removed from every step -> ``ood_masked: "app"`` in the record."""
+    from selector_synth import make_trajectories
+
+    from causalcache_memory.allocation import AllocationContext
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    _, out, _ = trained
+    sel = SelectorAllocator(out, min_gain=0)
+    assert "app" in sel.model.ood.mask_thresholds  # the stand-in world's app columns vary in training
+    (traj, *_), _ = make_trajectories(1, length=14, seed=22)
+    bare = dataclasses.replace(traj, steps=tuple(dataclasses.replace(s, app=None) for s in traj.steps))
+    for t in (8, 12):
+        with_labels = sel.allocate(AllocationContext(traj.trace_at(t), 2, witness=traj.steps[t - 1].action))
+        without = sel.allocate(AllocationContext(bare.trace_at(t), 2, witness=bare.steps[t - 1].action))
+        assert "ood_masked" not in with_labels.info and "ood_distance" in with_labels.info
+        assert without.info["ood_masked"] == "app"
