@@ -12,6 +12,13 @@ Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, .
 (a :class:`~causalcache_memory.errors.CausalCacheWarning` and a WARNING record on the
 ``causalcache_memory.decision_stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
 
+Never-swaps rule: a selector that runs on every decision but never clears its swap threshold is as idle
+as one that falls back. When ``no_swap_window`` decisions that could swap of a memory have passed, none
+of them fell back to a majority (the fallback rule did not fire) and **no** decision swapped (``k = 0``
+throughout) with an allocator other than ``recent``, the memory warns once, with the counts and
+:data:`IDLE_DOCS`. (At a true swap rate of 2.8%, the bundled selector's on held-out worlds, 200 such
+decisions without a swap happen by chance with probability ``0.972^200 = 0.3%``.)
+
 Every decision is also logged at DEBUG on that logger (one line: t, allocator, k, pass 2, fallback).
 """
 
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_FALLBACK_SHARE",
+    "DEFAULT_NO_SWAP_WINDOW",
     "DEFAULT_WINDOW",
     "IDLE_DOCS",
     "DecisionMonitor",
@@ -45,6 +53,7 @@ _log = logging.getLogger("causalcache_memory.decision_stats")
 #: defaults of ``allocation.idle_warning`` (config) and of a controller built without a monitor
 DEFAULT_WINDOW = 20
 DEFAULT_MAX_FALLBACK_SHARE = 0.5
+DEFAULT_NO_SWAP_WINDOW = 200
 
 #: where the warning sends the user: what the rule means and how to train the selector on their data
 IDLE_DOCS = (
@@ -154,6 +163,8 @@ class DecisionMonitor:
         window: how many of the latest decisions that could swap the idle rule looks at (>= 1).
         max_fallback_share: warn when more than this share of them fell back, in ``[0, 1)``.
         enabled: False = count, but never warn.
+        no_swap_window: warn (once) when this many decisions that could swap passed without a single swap
+            (None: never; the rule does not apply to the ``recent`` allocator, which never swaps).
         max_threads: per-thread counts kept for at most this many threads (the oldest dropped).
 
     Thread-safe: the threads of one memory decide concurrently through one controller.
@@ -165,6 +176,7 @@ class DecisionMonitor:
         window: int = DEFAULT_WINDOW,
         max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
         enabled: bool = True,
+        no_swap_window: int | None = DEFAULT_NO_SWAP_WINDOW,
         max_threads: int = 4096,
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
@@ -174,7 +186,14 @@ class DecisionMonitor:
                 f"max_fallback_share={max_fallback_share!r} must be in [0, 1), e.g. 0.5; "
                 "to never warn, pass enabled=False"
             )
+        if no_swap_window is not None and (
+            isinstance(no_swap_window, bool) or not isinstance(no_swap_window, int) or no_swap_window < 1
+        ):
+            raise ConfigError(f"no_swap_window={no_swap_window!r} must be an integer >= 1 or None, e.g. 200")
         self.window = window
+        self.no_swap_window = no_swap_window
+        self._could_swap = 0  # decisions that could swap, and how many of them swapped (all threads)
+        self._swapped = 0
         self.max_fallback_share = float(max_fallback_share)
         self.enabled = enabled
         self._max_threads = max_threads
@@ -208,7 +227,11 @@ class DecisionMonitor:
             )
             if swap_possible(t, budget):
                 self._recent.append(kind)
-                message = self._idle_message(allocation.allocator)
+                self._could_swap += 1
+                self._swapped += int(k > 0)
+                message = self._idle_message(allocation.allocator) or self._no_swap_message(
+                    allocation.allocator
+                )
                 if message is not None:
                     self.warned = message
         if message is not None:
@@ -231,6 +254,26 @@ class DecisionMonitor:
             f"What to do: {IDLE_DOCS}. (Warned once per memory; allocation.idle_warning sets the rule.)"
         )
 
+    def _no_swap_message(self, allocator: str) -> str | None:
+        """The never-swaps warning's text when its rule is crossed for the first time (lock held)."""
+        if (
+            not self.enabled
+            or self.warned is not None
+            or self.no_swap_window is None
+            or allocator == "recent"
+            or self._swapped
+            or self._could_swap < self.no_swap_window
+        ):
+            return None
+        return (
+            f"the allocator {allocator!r} swapped on none of the {self._could_swap} decisions where a swap "
+            "was possible: it ran (no majority of fallbacks) but its predicted gains never reached its swap "
+            "threshold, so the memory is showing Recent-B only. If your tasks need older screens, lower the "
+            "threshold (allocation.selector.second_pass_budget, or min_gain) or train the selector on your "
+            f"own agent. What to do: {IDLE_DOCS}. (Warned once per memory; "
+            "allocation.idle_warning.no_swap_window sets the rule.)"
+        )
+
     def stats(self) -> dict[str, DecisionStats]:
         """Per-thread counts of the decisions this monitor saw (this process), by episode id."""
         with self._lock:
@@ -239,4 +282,9 @@ class DecisionMonitor:
     @classmethod
     def from_config(cls, config: Any) -> DecisionMonitor:
         """From an ``allocation.idle_warning`` section (:class:`~causalcache_memory.config.models.IdleWarningConfig`)."""
-        return cls(window=config.window, max_fallback_share=config.max_fallback_share, enabled=config.enabled)
+        return cls(
+            window=config.window,
+            max_fallback_share=config.max_fallback_share,
+            enabled=config.enabled,
+            no_swap_window=config.no_swap_window,
+        )

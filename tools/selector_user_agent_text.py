@@ -5,9 +5,13 @@ selector) for ``--steps`` steps twice: once with screen text stored for every sc
 (``put_text``, what the ``screen_text`` state key or the OCR extra store: here a mail client's
 accessibility dump, one line per element, with invoice numbers on some screens), once without. Prints, per
 run, the decisions that could swap (``t - 1 > B``), the share declined as out of distribution, the
-pass-2 share and the idle warnings raised (count and message).
+pass-2 share, the swaps, the mask patterns the guard judged them under (``ood_masked``; ``none`` = every
+feature group available), ``[min, median, max]`` of the threshold used and of the predicted gain of the
+decisions the guard accepted (0 when the scorer declined), and the idle warnings raised (the message).
+``--min-gain`` sets the swap threshold (0 = the paper's rule) instead of the bundle's budget.
 
     python tools/selector_user_agent_text.py --steps 40
+    python tools/selector_user_agent_text.py --steps 40 --min-gain 0
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import sys
 import tempfile
 import warnings
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrations"))
@@ -42,7 +47,15 @@ def mail_text(index: int) -> str:
     return "\n".join(lines)
 
 
-def run(steps: int, with_text: bool) -> dict:
+def _spread(values: list) -> list[float] | None:
+    """``[min, median, max]`` of ``values`` (None when empty)."""
+    if not values:
+        return None
+    v = sorted(float(x) for x in values)
+    return [round(v[0], 4), round(v[len(v) // 2], 4), round(v[-1], 4)]
+
+
+def run(steps: int, with_text: bool, min_gain: float | None = None) -> dict:
     with tempfile.TemporaryDirectory() as root:
         if with_text:  # stored before the run, as a screenshot node returning `screen_text` stores it
             from causalcache_memory.archive.local import LocalArchive
@@ -51,7 +64,12 @@ def run(steps: int, with_text: bool) -> dict:
             for i in range(steps + 1):
                 sha = archive.put(ua.screen(i)).sha256
                 archive.put_text(sha, mail_text(i))
-        memory = ua.memory_for(root)
+        allocation = None
+        if min_gain is not None:  # a frontier point (e.g. 0 = the paper's rule), the bundled scorer
+            from causalcache_memory.selector.allocator import SelectorAllocator
+
+            allocation = SelectorAllocator(min_gain=min_gain)
+        memory = ua.memory_for(root, allocation=allocation)
         graph = ua.build_agent(memory, steps=steps, checkpointer=memory.checkpointer())
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -70,6 +88,9 @@ def run(steps: int, with_text: bool) -> dict:
         "ood_share": round(sum(r.get("fallback") == "ood" for r in could) / max(len(could), 1), 3),
         "pass2_share": round(sum(bool(r.get("second_pass")) for r in could) / max(len(could), 1), 3),
         "swaps": sum(r.get("k", 0) > 0 for r in could),
+        "ood_masked": dict(Counter(r.get("ood_masked") or "none" for r in could if "ood_distance" in r)),
+        "min_gain": _spread([r["min_gain"] for r in could if "min_gain" in r]),
+        "predicted_gain": _spread([r["predicted_gain"] for r in could if r.get("fallback") is None]),
         "warnings": idle,
     }
 
@@ -77,9 +98,10 @@ def run(steps: int, with_text: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--min-gain", type=float, default=None, help="swap threshold (default: the bundle's)")
     args = parser.parse_args(argv)
     for with_text in (True, False):
-        print(json.dumps(run(args.steps, with_text)))
+        print(json.dumps(run(args.steps, with_text, args.min_gain)))
     return 0
 
 

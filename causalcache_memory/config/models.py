@@ -14,7 +14,11 @@ from pydantic import Field, field_validator, model_validator
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.config.strict import _registered, _Strict
-from causalcache_memory.decision_stats import DEFAULT_MAX_FALLBACK_SHARE, DEFAULT_WINDOW
+from causalcache_memory.decision_stats import (
+    DEFAULT_MAX_FALLBACK_SHARE,
+    DEFAULT_NO_SWAP_WINDOW,
+    DEFAULT_WINDOW,
+)
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
 
 __all__ = [
@@ -151,11 +155,12 @@ class IdleWarningConfig(_Strict):
     """When the memory warns that its allocator is idle (docs/SELECTOR.md, "When the selector is idle")."""
 
     enabled: bool = Field(True, description="Warn (once per memory) when the allocator mostly falls back.")
-    window: int = Field(
-        DEFAULT_WINDOW,
-        description="How many of the latest decisions where a swap was possible (some past step outside "
-        "Recent-B) the rule looks at, 1..100000.",
-    )
+    window: int = Field(DEFAULT_WINDOW, description="How many of the latest decisions where a swap was possible "
+        "(some past step outside Recent-B) the rule looks at, 1..100000.")  # fmt: skip
+    no_swap_window: int | None = Field(
+        DEFAULT_NO_SWAP_WINDOW, ge=1, le=100_000, description="Also warn after this many could-swap decisions "
+        "without a single swap (the selector ran but never cleared its threshold), 1..100000; null: never.",
+    )  # fmt: skip
     max_fallback_share: float = Field(
         DEFAULT_MAX_FALLBACK_SHARE,
         description="Warn when more than this share of them fell back to Recent-B (OOD, time-out, error, "

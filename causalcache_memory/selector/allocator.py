@@ -33,7 +33,7 @@ from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
-from causalcache_memory.selector.ood import state_summary
+from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.screen_text import ScreenTextSource
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_BUDGET,
@@ -202,7 +202,8 @@ class SelectorAllocator:
 
         Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
-        ``fallback: "ood"`` when the guard ran.
+        ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
+        without some feature groups).
         """
         recent = recent_b(t, budget)
         min_gain = self.thresholds.for_budget(budget)
@@ -214,8 +215,12 @@ class SelectorAllocator:
         if self.ood_guard:
             guard = self.model.ood
             assert guard is not None
-            out, distance = guard.is_ood(state_summary(events, self.model.drop_index), scale=self.ood_scale)
+            summary = state_summary(events, self.model.drop_index)
+            out, distance = guard.is_ood(summary, scale=self.ood_scale)
             info["ood_distance"] = round(distance, 4) if distance != float("inf") else "inf"
+            masked = guard.pattern(summary) if isinstance(guard, RobustGuard) else ""
+            if masked:  # judged without these feature groups (their sources are missing)
+                info["ood_masked"] = masked
             if out:
                 info["fallback"] = "ood"
                 return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)

@@ -22,11 +22,18 @@ looks only at what the scorer relies on:
   ``D(z) = sqrt(u^T Σ^{-1} u)``;
 * **threshold on dev**: the smallest order statistic of the *dev* states' distances above which at most
   ``false_alarm_rate`` (1%) of them lie; a state with ``D > threshold`` (or a non-finite summary) is out of
-  distribution and the decision falls back to Recent-B with reason ``ood``.
+  distribution and the decision falls back to Recent-B with reason ``ood``;
+* **masked groups** (:mod:`~causalcache_memory.selector.ood_masks`): a state whose app labels, screen text
+  or thumbnails are missing altogether (the group's availability mean is 0) is judged on the other guarded
+  columns only — the marginal distance ``D_S`` over the remaining columns ``S`` — against a threshold
+  calibrated for that mask pattern the same way, on the dev states with those groups masked as the
+  extractor masks them (columns set to 0, summaries recomputed). Every pattern of the watched groups gets
+  a threshold (``mask_thresholds``); a state with every group available is judged exactly as without them.
 
 Fitting needs at least :func:`min_guard_states` training states (:func:`guard_fit_size_check` refuses
 fewer with the number needed). The statistics live in the model's ``causalcache.ood`` metadata (JSON,
-``"kind": "robust-shrinkage"``). Models of format 2 carry the earlier guard (:class:`OodGuard`: Mahalanobis
+``"kind": "robust-shrinkage"``; guards stored before masked groups lack ``mask_groups`` /
+``mask_thresholds`` and judge every state on all guarded columns). Models of format 2 carry the earlier guard (:class:`OodGuard`: Mahalanobis
 distance over all 45 columns, threshold = 99.9th percentile of train + dev distances); :func:`load_guard`
 reads either.
 """
@@ -36,12 +43,21 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from causalcache_memory.errors import SelectorError
+from causalcache_memory.selector.ood_legacy import OOD_QUANTILE, OOD_RIDGE, OodGuard
+from causalcache_memory.selector.ood_masks import (
+    FULL_PATTERN,
+    group_columns,
+    marginal_precision,
+    mask_summary,
+    patterns,
+    state_pattern,
+)
 
 __all__ = [
     "FALSE_ALARM_RATE",
@@ -78,13 +94,6 @@ OOD_RULE = (
     "shrinkage (Ledoit-Wolf) Mahalanobis distance of the state's per-feature event means, robustly "
     "standardised (median, 1.4826 MAD) on the training states, over the columns that vary in training "
     "(no dropped or identity columns), above the threshold that flags at most {rate:g} of the dev states"
-)
-#: format-2 guard (:class:`OodGuard`): ridge relative to the mean variance, and its train+dev quantile
-OOD_RIDGE = 1e-3
-OOD_QUANTILE = 0.999
-_LEGACY_RULE = (
-    "Mahalanobis distance of the state's per-feature event means from the training states' mean "
-    "(covariance + 1e-3 x mean variance x I) above the 99.9th percentile of train+dev state distances"
 )
 
 
@@ -146,6 +155,13 @@ def _ledoit_wolf(u: np.ndarray) -> tuple[np.ndarray, float]:
     return (1.0 - delta) * s + delta * mu * np.eye(d), delta
 
 
+def _order_threshold(distances: Sequence[float], false_alarm_rate: float) -> float:
+    """The smallest order statistic of ``distances`` above which at most ``false_alarm_rate`` of them lie."""
+    dist = np.sort(np.asarray(distances, dtype=np.float64))
+    k = max(math.ceil((1.0 - false_alarm_rate) * len(dist)) - 1, 0)
+    return max(float(dist[k]), 1e-9)
+
+
 @dataclass(frozen=True)
 class RobustGuard:
     """The guard of the module doc: robust standardisation, shrinkage covariance, dev-calibrated threshold.
@@ -158,6 +174,9 @@ class RobustGuard:
         threshold: distance above which a state is out of distribution.
         false_alarm_rate: share of dev states the threshold was set to flag at most.
         shrinkage: the Ledoit-Wolf intensity ``δ`` used.
+        mask_groups: ``{group: feature indices}`` (availability first) of the maskable groups it watches.
+        mask_thresholds: ``{pattern key: threshold}`` of every non-empty pattern of ``mask_groups``
+            (empty: every state is judged on all guarded columns, as guards stored before patterns).
     """
 
     features: tuple[str, ...]
@@ -168,6 +187,11 @@ class RobustGuard:
     threshold: float
     false_alarm_rate: float = FALSE_ALARM_RATE
     shrinkage: float = 0.0
+    mask_groups: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    mask_thresholds: Mapping[str, float] = field(default_factory=dict)
+    _views: dict[str, tuple[list[int], np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def rule(self) -> str:
@@ -199,24 +223,61 @@ class RobustGuard:
         scale = np.maximum(np.where(scale > 1e-9, scale, x.std(axis=0)), SCALE_FLOOR)
         cov, delta = _ledoit_wolf((x - center) / scale)
         precision = np.linalg.inv(cov)
-        guard = cls(tuple(names), tuple(cols), center, scale, (precision + precision.T) / 2.0, 1.0)
-        pool = z_train if z_dev is None or not len(z_dev) else np.asarray(z_dev, dtype=np.float64)
-        dist = np.sort([guard.distance(z) for z in pool])
-        k = max(math.ceil((1.0 - false_alarm_rate) * len(dist)) - 1, 0)
-        threshold = max(float(dist[k]), 1e-9)
-        return cls(
-            guard.features, guard.columns, center, scale, guard.precision, threshold, false_alarm_rate, delta
+        groups = group_columns(list(names), cols)
+        guard = cls(
+            tuple(names), tuple(cols), center, scale, (precision + precision.T) / 2.0, 1.0, mask_groups=groups
         )
+        pool = z_train if z_dev is None or not len(z_dev) else np.asarray(z_dev, dtype=np.float64)
+        threshold = _order_threshold([guard.distance(z) for z in pool], false_alarm_rate)
+        masked = {
+            key: _order_threshold(
+                [guard.masked_distance(mask_summary(z, groups, key), key) for z in pool], false_alarm_rate
+            )
+            for key in patterns(groups)
+        }
+        return cls(
+            guard.features, guard.columns, center, scale, guard.precision, threshold, false_alarm_rate, delta,
+            groups, masked,
+        )  # fmt: skip
 
     def distance(self, summary: np.ndarray) -> float:
         u = (np.asarray(summary, dtype=np.float64)[list(self.columns)] - self.center) / self.scale
         value = float(u @ self.precision @ u)
         return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
 
+    def pattern(self, summary: np.ndarray) -> str:
+        """The mask pattern ``summary`` is judged under (``""``: all guarded columns; see the module doc)."""
+        if not self.mask_thresholds:
+            return FULL_PATTERN
+        key = state_pattern(np.asarray(summary, dtype=np.float64), self.mask_groups)
+        return key if key in self.mask_thresholds else FULL_PATTERN
+
+    def masked_distance(self, summary: np.ndarray, key: str) -> float:
+        """``D_S``: the marginal distance over the guarded columns outside the groups of pattern ``key``."""
+        if key == FULL_PATTERN:
+            return self.distance(summary)
+        view = self._views.get(key)
+        if view is None:
+            hidden = {c for g in key.split("+") for c in self.mask_groups[g]}
+            keep = [p for p, c in enumerate(self.columns) if c not in hidden]
+            view = self._views[key] = (keep, marginal_precision(np.linalg.inv(self.precision), keep))
+        keep, precision = view
+        cols = [self.columns[p] for p in keep]
+        u = (np.asarray(summary, dtype=np.float64)[cols] - self.center[keep]) / self.scale[keep]
+        value = float(u @ precision @ u)
+        return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
+
+    def judge(self, summary: np.ndarray) -> tuple[str, float, float]:
+        """``(pattern, distance, threshold)`` of a state: its mask pattern and that pattern's distance/threshold."""
+        key = self.pattern(summary)
+        if key == FULL_PATTERN:
+            return key, self.distance(summary), self.threshold
+        return key, self.masked_distance(summary, key), self.mask_thresholds[key]
+
     def is_ood(self, summary: np.ndarray, *, scale: float = 1.0) -> tuple[bool, float]:
         """``(out_of_distribution, distance)``; a non-finite summary is always out of distribution."""
-        dist = self.distance(summary)
-        return (not dist <= self.threshold * scale), dist
+        _, dist, threshold = self.judge(summary)
+        return (not dist <= threshold * scale), dist
 
     def to_json(self) -> str:
         return json.dumps(
@@ -231,6 +292,8 @@ class RobustGuard:
                 "threshold": self.threshold,
                 "false_alarm_rate": self.false_alarm_rate,
                 "shrinkage": self.shrinkage,
+                "mask_groups": {g: [self.features[i] for i in c] for g, c in self.mask_groups.items()},
+                "mask_thresholds": dict(self.mask_thresholds),
             }
         )
 
@@ -257,66 +320,19 @@ class RobustGuard:
         finite = np.isfinite(center).all() and np.isfinite(precision).all() and np.isfinite(scale).all()
         if not (finite and (scale > 0).all() and threshold > 0):
             raise SelectorError(f"{source}: causalcache.ood statistics are not finite; re-export the model")
+        groups = {str(g): tuple(names.index(c) for c in cs) for g, cs in data.get("mask_groups", {}).items()}
+        masked = {str(k): float(v) for k, v in data.get("mask_thresholds", {}).items()}
+        unknown = sorted({g for k in masked for g in k.split("+")} - set(groups))
+        if unknown or not all(v > 0 and math.isfinite(v) for v in masked.values()):
+            raise SelectorError(
+                f"{source}: causalcache.ood mask_thresholds {masked} name groups {unknown} missing from "
+                f"mask_groups {sorted(groups)} or are not positive; re-export the model"
+            )
         return cls(
             names, cols, center, scale, precision, threshold,
             float(data.get("false_alarm_rate", FALSE_ALARM_RATE)), float(data.get("shrinkage", 0.0)),
+            groups, masked,
         )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class OodGuard:
-    """The format-2 guard: Mahalanobis distance over every column (kept to load models of format 2)."""
-
-    features: tuple[str, ...]
-    mean: np.ndarray
-    precision: np.ndarray
-    threshold: float
-    rule: str = _LEGACY_RULE
-
-    def distance(self, summary: np.ndarray) -> float:
-        d = np.asarray(summary, dtype=np.float64) - self.mean
-        value = float(d @ self.precision @ d)
-        return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
-
-    def is_ood(self, summary: np.ndarray, *, scale: float = 1.0) -> tuple[bool, float]:
-        """``(out_of_distribution, distance)``; a non-finite summary is always out of distribution."""
-        dist = self.distance(summary)
-        return (not dist <= self.threshold * scale), dist
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "rule": self.rule,
-                "features": list(self.features),
-                "mean": self.mean.tolist(),
-                "precision": self.precision.tolist(),
-                "threshold": self.threshold,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str, feature_names: Sequence[str], *, source: str = "model") -> OodGuard:
-        """Parse format-2 ``causalcache.ood`` metadata; refuses statistics of another feature list."""
-        guard = load_guard(text, feature_names, source=source)
-        if not isinstance(guard, OodGuard):
-            raise SelectorError(f"{source}: causalcache.ood holds a {GUARD_KIND} guard; use load_guard")
-        return guard
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], feature_names: Sequence[str], source: str) -> OodGuard:
-        features = tuple(data["features"])
-        mean = np.asarray(data["mean"], dtype=np.float64)
-        precision = np.asarray(data["precision"], dtype=np.float64)
-        threshold = float(data["threshold"])
-        n = len(feature_names)
-        if features != tuple(feature_names) or mean.shape != (n,) or precision.shape != (n, n):
-            raise SelectorError(
-                f"{source}: causalcache.ood statistics describe {len(features)} features with mean "
-                f"{mean.shape} and precision {precision.shape}, but the model has {n} features; re-export it"
-            )
-        if not (np.isfinite(mean).all() and np.isfinite(precision).all() and threshold > 0):
-            raise SelectorError(f"{source}: causalcache.ood statistics are not finite; re-export the model")
-        return cls(features, mean, precision, threshold, str(data.get("rule", _LEGACY_RULE)))
 
 
 def load_guard(text: str, feature_names: Sequence[str], *, source: str = "model") -> RobustGuard | OodGuard:

@@ -266,3 +266,62 @@ def test_idle_warning_config_reaches_the_controller(archive) -> None:
 def test_monitor_arguments_are_checked(kwargs, fragment) -> None:
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         DecisionMonitor(**kwargs)
+
+
+class NeverSwaps:
+    """Runs on every decision and keeps Recent-B without a fallback (a threshold never cleared)."""
+
+    uses_witness = True
+
+    def __init__(self, name: str = "selector") -> None:
+        self.name = name
+
+    def allocate(self, ctx: AllocationContext):
+        recent = list(RecentAllocator().allocate(ctx).selected)
+        return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name)
+
+
+def test_a_selector_that_never_swaps_warns_once_after_the_window(archive) -> None:
+    monitor = DecisionMonitor(window=3, no_swap_window=10)
+    ctl = MemoryController(
+        policy=TypePolicy(), archive=archive, allocator=NeverSwaps(), budget=2, monitor=monitor
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(ctl, archive, 12)  # t = 4..12: 9 decisions that could swap, one short of the window
+        assert [w for w in caught if "swapped on none" in str(w.message)] == []
+        run(ctl, archive, 20, episode="ep2")  # the memory's 10th could-swap decision: warned once
+    (message,) = [str(w.message) for w in caught if "swapped on none" in str(w.message)]
+    assert "'selector' swapped on none of the 10 decisions where a swap was possible" in message
+    assert "second_pass_budget" in message and "docs/SELECTOR.md#when-the-selector-is-idle" in message
+    assert monitor.warned == message and monitor.stats()["ep2"].fallbacks == {}
+
+
+def test_one_swap_or_the_recent_allocator_never_trigger_the_no_swap_warning(archive) -> None:
+    swaps_once = ScriptedAllocator(lambda t: None if t == 5 else "")  # one swap at t = 5, then Recent-B
+    for allocator in (swaps_once, NeverSwaps(name="recent")):
+        monitor = DecisionMonitor(window=3, no_swap_window=5)
+        ctl = MemoryController(
+            policy=TypePolicy(), archive=archive, allocator=allocator, budget=2, monitor=monitor
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CausalCacheWarning)
+            run(ctl, archive, 30)
+        assert monitor.warned is None
+    assert DecisionMonitor(no_swap_window=None).no_swap_window is None
+
+
+def test_no_swap_window_is_configured_and_checked(archive) -> None:
+    config = parse_config({"allocation": {"idle_warning": {"no_swap_window": 50}}})
+    ctl = build_controller(config, policy=TypePolicy(), archive=archive, allocator=RecentAllocator())
+    assert ctl.monitor.no_swap_window == 50
+    assert (
+        parse_config(
+            {"allocation": {"idle_warning": {"no_swap_window": None}}}
+        ).allocation.idle_warning.no_swap_window
+        is None
+    )
+    with pytest.raises(ConfigError, match=r"allocation.idle_warning.no_swap_window: got 0"):
+        parse_config({"allocation": {"idle_warning": {"no_swap_window": 0}}})
+    with pytest.raises(ConfigError, match=re.escape("no_swap_window=0 must be an integer >= 1 or None")):
+        DecisionMonitor(no_swap_window=0)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
+from causalcache_memory.errors import SelectorError
 from causalcache_memory.lab.selector.examples import StateExample
-from causalcache_memory.selector.features import NUM_FEATURES, feature_index
+from causalcache_memory.selector.features import FEATURE_SCHEMA, NUM_FEATURES, feature_index
 from causalcache_memory.selector.ood import (
     GuardFitError,
     RobustGuard,
@@ -17,6 +19,7 @@ from causalcache_memory.selector.ood import (
     min_guard_states,
     state_summary,
 )
+from causalcache_memory.selector.ood_masks import group_columns
 
 NAMES = [f"f{i}" for i in range(NUM_FEATURES)]
 
@@ -192,3 +195,140 @@ def test_world_probe_reports_fire_and_ood_per_budget_and_refuses_heldout_worlds(
     assert set(world["perturbed"]) == {"verbs_renamed", "screen_doubled"}
     with pytest.raises(ConfigError, match="held"):
         probe_worlds(str(out), "heldout-00", tasks=1, workdir=str(tmp_path / "h"))
+
+
+# ---------------------------------------------------------------- masked feature groups (app, text, image)
+SCHEMA_NAMES = [n for n, _ in FEATURE_SCHEMA]
+APP = [feature_index(n) for n in ("app_available", "app_in_goal", "app_differs_current", "app_switch_after")]
+GROUPS = group_columns(SCHEMA_NAMES)  # app and image (and text, with the screen-text features)
+
+
+def _labelled_world(n: int, rng: np.random.Generator, base: np.ndarray) -> list[StateExample]:
+    """States whose events carry every source (each group's ``*_available`` = 1), group columns near 0.9."""
+    states = _world(n, rng, base)
+    for ex in states:
+        for cols in GROUPS.values():
+            ex.events[:, cols[0]] = 1.0
+            ex.events[:, cols[1:]] = np.clip(0.9 + 0.05 * rng.normal(size=len(cols) - 1), 0.7, 1.0)
+    return states
+
+
+def _without(events: np.ndarray, group: str = "app") -> np.ndarray:
+    """What the extractor writes when no event has the group's source (e.g. no app label): the group is 0."""
+    out = np.array(events)
+    out[:, list(GROUPS[group])] = 0.0
+    return out
+
+
+def _typical(guard: RobustGuard, dev: list[StateExample]) -> StateExample:
+    """The dev state of median distance."""
+    dist = [guard.distance(state_summary(ex.events)) for ex in dev]
+    return dev[int(np.argsort(dist)[len(dist) // 2])]
+
+
+@pytest.fixture(scope="module")
+def app_guard():
+    from causalcache_memory.lab.selector.calibrate import fit_ood
+
+    rng = np.random.default_rng(11)
+    base = rng.random(NUM_FEATURES)
+    train, dev = _labelled_world(300, rng, base), _labelled_world(200, rng, base + 0.02)
+    guard, report = fit_ood(train, dev)
+    return guard, report, dev
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_a_state_without_app_labels_but_otherwise_typical_is_not_ood(app_guard, group):
+    """``app``: the user-shaped agent of issue 24 (no app labels); likewise without screen text or thumbnails."""
+    guard, report, dev = app_guard
+    assert APP[0] == GROUPS["app"][0] and group in guard.mask_thresholds
+    assert set(GROUPS[group][1:]) <= set(guard.columns)
+    z = state_summary(_without(_typical(guard, dev).events, group))
+    assert guard.pattern(z) == group
+    assert not guard.is_ood(z)[0]
+    unmasked = dataclasses.replace(guard, mask_groups={}, mask_thresholds={})  # the guard before patterns
+    assert unmasked.is_ood(z)[0]  # e.g. app_in_goal at 0, far below its training range
+    # each pattern is calibrated at the stated rate on dev states masked like this one
+    assert report["mask_patterns"][group]["flagged"] <= 0.01 and report["masked_in_pool"] == {"none": 200}
+    both = state_summary(_without(_without(_typical(guard, dev).events, group), "app"))
+    assert not guard.is_ood(both)[0]  # two groups missing: judged under their joint pattern
+
+
+def test_a_masked_state_far_away_on_an_available_column_is_still_ood(app_guard):
+    guard, _, dev = app_guard
+    events = _without(dev[0].events)
+    events[:, 5] += 2.0  # a guarded column far outside its training range
+    assert guard.pattern(state_summary(events)) == "app"
+    assert guard.is_ood(state_summary(events))[0]
+    events[:, 5] = np.nan  # a non-finite summary is never in distribution, masked or not
+    assert guard.is_ood(state_summary(events))[0]
+
+
+def test_masked_distance_is_the_marginal_of_the_shrinkage_covariance(app_guard):
+    guard, _, dev = app_guard
+    z = state_summary(_without(dev[3].events))
+    keep = [p for p, c in enumerate(guard.columns) if c not in APP]
+    cov = np.linalg.inv(guard.precision)
+    u = (z[[guard.columns[p] for p in keep]] - guard.center[keep]) / guard.scale[keep]
+    expected = float(np.sqrt(u @ np.linalg.inv(cov[np.ix_(keep, keep)]) @ u))
+    assert guard.judge(z)[:2] == ("app", pytest.approx(expected))
+    conditional = float(np.sqrt(u @ guard.precision[np.ix_(keep, keep)] @ u))
+    assert expected != pytest.approx(conditional)  # the sub-precision would be a different (wrong) distance
+
+
+def test_states_with_every_group_available_are_judged_exactly_as_before():
+    """Full pattern: same threshold as the guard fitted without groups, same distance, same decisions."""
+    rng = np.random.default_rng(12)
+    base = rng.random(NUM_FEATURES)
+    z_train = np.array([state_summary(ex.events) for ex in _labelled_world(300, rng, base)])
+    z_dev = np.array([state_summary(ex.events) for ex in _labelled_world(200, rng, base + 0.02)])
+    renamed = [n.replace("_available", "_known") for n in SCHEMA_NAMES]  # no availability column: no groups
+    with_groups = RobustGuard.fit(SCHEMA_NAMES, z_train, z_dev)
+    plain = RobustGuard.fit(renamed, z_train, z_dev)
+    assert with_groups.mask_thresholds and not plain.mask_thresholds
+    assert with_groups.threshold == plain.threshold and with_groups.columns == plain.columns
+    states = [*z_dev, *(z + rng.normal(0, 0.3, NUM_FEATURES) for z in z_dev)]  # accepted and flagged ones
+    half = np.array(states[0])
+    half[APP[0]] = 0.5  # app labels on half the events: the group is (partly) available
+    for z in [*states, half]:
+        assert with_groups.pattern(z) == ""
+        assert with_groups.is_ood(z) == plain.is_ood(z)
+    assert 0 < np.mean([plain.is_ood(z)[0] for z in states]) < 1
+
+
+def test_mask_thresholds_round_trip_and_old_guards_load_as_before(app_guard):
+    guard, _, dev = app_guard
+    z = state_summary(_without(_typical(guard, dev).events))
+    again = load_guard(guard.to_json(), guard.features)
+    assert isinstance(again, RobustGuard)
+    assert dict(again.mask_thresholds) == dict(guard.mask_thresholds)
+    assert dict(again.mask_groups) == dict(guard.mask_groups)
+    assert again.judge(z) == guard.judge(z) and again.threshold == guard.threshold
+    old = json.loads(guard.to_json())
+    del old["mask_groups"], old["mask_thresholds"]  # a guard stored before mask patterns
+    legacy = load_guard(json.dumps(old), guard.features)
+    assert isinstance(legacy, RobustGuard) and not legacy.mask_thresholds
+    assert legacy.judge(z) == ("", guard.distance(z), guard.threshold)  # judged on every column, as today
+    assert legacy.is_ood(z)[0]
+    bad = {**json.loads(guard.to_json()), "mask_thresholds": {"audio": 3.0}}
+    with pytest.raises(SelectorError, match=r"mask_thresholds .* name groups \['audio'\]"):
+        load_guard(json.dumps(bad), guard.features)
+
+
+def test_decisions_without_app_labels_say_the_pattern_they_were_judged_under(trained):
+    """The deployed allocator: app labels removed from every step -> ``ood_masked: "app"`` in the record."""
+    from selector_synth import make_trajectories
+
+    from causalcache_memory.allocation import AllocationContext
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    _, out, _ = trained
+    sel = SelectorAllocator(out, min_gain=0)
+    assert "app" in sel.model.ood.mask_thresholds  # the stand-in world's app columns vary in training
+    (traj, *_), _ = make_trajectories(1, length=14, seed=22)
+    bare = dataclasses.replace(traj, steps=tuple(dataclasses.replace(s, app=None) for s in traj.steps))
+    for t in (8, 12):
+        with_labels = sel.allocate(AllocationContext(traj.trace_at(t), 2, witness=traj.steps[t - 1].action))
+        without = sel.allocate(AllocationContext(bare.trace_at(t), 2, witness=bare.steps[t - 1].action))
+        assert "ood_masked" not in with_labels.info and "ood_distance" in with_labels.info
+        assert without.info["ood_masked"] == "app"

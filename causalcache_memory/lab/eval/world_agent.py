@@ -89,6 +89,7 @@ class EpisodeOutcome:
                 if r.get("k", 0) > 0
             ],
             "fallbacks": [r.get("fallback") for r in self.log],
+            "ood_masked": [r.get("ood_masked") for r in self.log],
         }
 
 

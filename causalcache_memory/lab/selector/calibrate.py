@@ -15,7 +15,10 @@ with another ``second_pass_budget`` re-chooses from the stored frontier. Dev fea
 witness (as in training); at deployment the witness is the pass-1 proposal.
 
 **OOD guard** (:class:`causalcache_memory.selector.ood.RobustGuard`): fitted on the training states'
-summaries, threshold set on the dev states at a 1% false-alarm rate.
+summaries, threshold set on the dev states at a 1% false-alarm rate; one threshold per mask pattern of
+the groups it watches (app labels, screen text, thumbnails missing), set on the dev states with those
+groups masked (:mod:`causalcache_memory.selector.ood_masks`), at the same rate. The report gives each
+pattern's threshold and dev false-alarm rate, and how many dev states carry each pattern as they are.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from causalcache_memory.errors import SelectorError
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import FALSE_ALARM_RATE, GuardFitError, RobustGuard, state_summary
+from causalcache_memory.selector.ood_masks import mask_summary
 from causalcache_memory.selector.threshold import (
     BUDGET_RULE,
     DEFAULT_SECOND_PASS_BUDGET,
@@ -176,7 +180,28 @@ def fit_ood(
     if len(z_dev):
         report["dev_flagged"] = float(np.mean([guard.is_ood(z)[0] for z in z_dev]))
     report["train_flagged"] = float(np.mean([guard.is_ood(z)[0] for z in z_train]))
+    report.update(_mask_report(guard, z_dev if len(z_dev) else z_train))
     return guard, report
+
+
+def _mask_report(guard: RobustGuard, pool: np.ndarray) -> dict[str, Any]:
+    """Per mask pattern: threshold and the share of ``pool`` flagged with those groups masked; pool patterns."""
+    groups = guard.mask_groups
+    flagged = {
+        key: float(np.mean([guard.is_ood(mask_summary(z, groups, key))[0] for z in pool]))
+        for key in guard.mask_thresholds
+    }
+    counts: dict[str, int] = {}
+    for z in pool:
+        key = guard.pattern(z) or "none"
+        counts[key] = counts.get(key, 0) + 1
+    return {
+        "mask_groups": {g: [guard.features[i] for i in cols] for g, cols in groups.items()},
+        "mask_patterns": {
+            key: {"threshold": t, "flagged": flagged[key]} for key, t in guard.mask_thresholds.items()
+        },
+        "masked_in_pool": counts,
+    }
 
 
 def calibrate_ood(
