@@ -67,6 +67,7 @@ __all__ = [
     "budgeted",
     "label_budgeted",
     "make_prior",
+    "path_step",
     "world_ocr_text",
 ]
 
@@ -354,11 +355,20 @@ def _budget_path(
             cands = cands[: len(sets)]
             groups.append((sorted(current), q_current, r, cands, q, "path"))
             moves = [(r, j, v) for j, v in zip(cands, q, strict=True)]
-        if not moves:
+        step_to = path_step(moves, q_current)
+        if step_to is None:
             break
-        r, j, v = max(moves, key=lambda m: (m[2], -m[1]))
-        if v <= q_current:
-            break
-        current, q_current = (current - {r}) | {j}, v
-        path.append({"set": sorted(current), "q": v})
+        r, j, q_current = step_to
+        current = (current - {r}) | {j}
+        path.append({"set": sorted(current), "q": q_current})
     return path
+
+
+def path_step(moves: list[tuple[int, int, float]], q_current: float) -> tuple[int, int, float] | None:
+    """The teacher path's next move ``(out r, in j, Q)``: the best-scoring swap (ties: the smaller ``j``),
+    None when there is none or it does not improve on ``q_current`` (the path stops). The one rule of full
+    and budgeted labelling."""
+    if not moves:
+        return None
+    best = max(moves, key=lambda m: (m[2], -m[1]))
+    return best if best[2] > q_current else None

@@ -221,13 +221,12 @@ def _full_labels(score: _SetScorer, recent: tuple[int, ...], config: LabelConfig
                 q = score([(current - {r}) | {j} for j in cands])
                 groups.append(_group(sorted(current), q_current, r, cands, q, "path"))
                 moves.extend((r, j, v) for j, v in zip(cands, q, strict=True))
-        if not moves:
+        step_to = lb.path_step(moves, q_current)
+        if step_to is None:
             break
-        r, j, v = max(moves, key=lambda m: (m[2], -m[1]))
-        if v <= q_current:
-            break
-        current, q_current = (current - {r}) | {j}, v
-        path.append({"set": sorted(current), "q": v})
+        r, j, q_current = step_to
+        current = (current - {r}) | {j}
+        path.append({"set": sorted(current), "q": q_current})
     return anchor, groups, path
 
 
