@@ -40,6 +40,7 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         inverted=sel.inverted,
         min_gain=sel.min_gain,
         second_pass_budget=sel.second_pass_budget,
+        budget_window=sel.budget_window,
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
     )

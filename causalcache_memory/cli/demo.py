@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+
 
 def _arms(text: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in text.split(",") if a.strip())
@@ -65,6 +67,7 @@ def run_demo(args: argparse.Namespace) -> int:
         platform=args.platform,
         selector_path=args.selector,
         min_gain=args.min_gain,
+        budget_window=args.budget_window,
         budget_curve=args.budget_curve,
         policy_seeds=args.seeds,
         templates=args.templates,
@@ -158,6 +161,13 @@ def add_closed_loop_arguments(
         "or a number (0 = the paper's rule)",
     )
     parser.add_argument(
+        "--budget-window",
+        type=_budget_window,
+        default=DEFAULT_BUDGET_WINDOW,
+        help="selector: hold the pass-2 budget on each memory's latest N decisions (default "
+        f"{DEFAULT_BUDGET_WINDOW}); 'off' = the dev-calibrated threshold only",
+    )
+    parser.add_argument(
         "--budget-curve",
         type=_budgets,
         default=budget_curve,
@@ -210,6 +220,19 @@ def _worlds(text: str) -> str:
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _budget_window(text: str) -> int | None:
+    """``--budget-window``: ``off`` or an integer >= 1."""
+    if text == "off":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'off' or an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1 (or 'off')")
+    return value
 
 
 def _min_gain(text: str) -> float | str:

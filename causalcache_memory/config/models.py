@@ -20,6 +20,7 @@ from causalcache_memory.decision_stats import (
     DEFAULT_WINDOW,
 )
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
 
 __all__ = [
     "AllocationConfig",
@@ -117,6 +118,13 @@ class SelectorConfig(_Strict):
         "the threshold is the one with the most dev gain within it, chosen from the frontier stored in "
         "the model (docs/SELECTOR.md); a number in min_gain overrides it.",
     )
+    budget_window: int | None = Field(
+        DEFAULT_BUDGET_WINDOW,
+        description="With min_gain: auto, hold second_pass_budget on the memory's own latest decisions: "
+        "the threshold becomes the predicted gain that this many recent decisions (per budget B) exceed "
+        "at the budget's share, after a warm-up of min(window, 50) decisions on the dev threshold; null = "
+        "the dev-calibrated threshold only (docs/SELECTOR.md, 'The pass-2 budget on your screens').",
+    )
     ood_guard: bool = Field(
         True,
         description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
@@ -135,6 +143,16 @@ class SelectorConfig(_Strict):
                 "15% of decisions run pass 2); 1 = no budget limit, or set min_gain to a number instead"
             )
         return float(value)
+
+    @field_validator("budget_window", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(
+                f"budget_window={value!r} must be an integer >= 1 (decisions over which the pass-2 budget "
+                "is held on the deployment, e.g. 200) or null (the dev-calibrated threshold only)"
+            )
+        return value
 
     @field_validator("min_gain", mode="before")
     @classmethod

@@ -36,7 +36,10 @@ from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.screen_text import ScreenTextSource
 from causalcache_memory.selector.threshold import (
+    DEFAULT_BUDGET_WINDOW,
     DEFAULT_SECOND_PASS_BUDGET,
+    DeploymentThreshold,
+    check_window,
     resolve_min_gain,
     resolve_thresholds,
 )
@@ -79,8 +82,12 @@ class SelectorAllocator:
             chosen for ``second_pass_budget`` from the dev frontier stored in the model (a format-2 model:
             its stored threshold); ``0`` = the paper's rule (every positive predicted gain); larger values
             decline near-neutral swaps (:mod:`~causalcache_memory.selector.threshold`).
-        second_pass_budget: with ``min_gain="auto"``, the largest share of dev decisions that may run
-            pass 2, in ``[0, 1]`` (default 0.15).
+        second_pass_budget: with ``min_gain="auto"``, the largest share of decisions that may run pass 2,
+            in ``[0, 1]`` (default 0.15).
+        budget_window: with ``min_gain="auto"``, hold the budget on this allocator's own latest
+            ``budget_window`` decisions per ``B`` (:class:`~causalcache_memory.selector.threshold.
+            DeploymentThreshold`; the dev threshold during the warm-up); None = the dev-calibrated
+            threshold only.
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
             (needs a model exported with OOD statistics; older models are not guarded).
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
@@ -102,6 +109,7 @@ class SelectorAllocator:
         thumbnail_size: int = 32,
         min_gain: float | Literal["auto"] = "auto",
         second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET,
+        budget_window: int | None = DEFAULT_BUDGET_WINDOW,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
         screen_text: ScreenTextSource | None = None,
@@ -120,6 +128,13 @@ class SelectorAllocator:
         self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_budget=second_pass_budget)
         self.min_gain, self.min_gain_source = self.thresholds.default, self.thresholds.source
         self.second_pass_budget = float(second_pass_budget)
+        window = check_window(budget_window)
+        #: the deployment-rate threshold (None: fixed thresholds)
+        self.deployment = (
+            DeploymentThreshold(self.thresholds, self.second_pass_budget, window)
+            if window is not None and min_gain == "auto"
+            else None
+        )
         self.beam_width = beam_width
         self.inverted = inverted
         self.thumbnail_size = thumbnail_size
@@ -200,14 +215,23 @@ class SelectorAllocator:
             t, budget: the decision index and ``B``.
             witness: the reference action (the pass-1 proposal), for the context features.
 
-        Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``),
+        Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``;
+        ``"inf"`` when the deployment's budget admits no swap) and ``threshold_from`` (``fixed``, ``dev``
+        during the deployment rule's warm-up, or ``deployment``),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
         without some feature groups).
         """
         recent = recent_b(t, budget)
-        min_gain = self.thresholds.for_budget(budget)
-        info: dict[str, Any] = {"min_gain": min_gain, "predicted_gain": 0.0}
+        if self.deployment is not None:
+            min_gain, source = self.deployment.threshold(budget)
+        else:
+            min_gain, source = self.thresholds.for_budget(budget), "fixed"
+        info: dict[str, Any] = {
+            "min_gain": min_gain if min_gain != float("inf") else "inf",
+            "threshold_from": source,
+            "predicted_gain": 0.0,
+        }
         if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
@@ -228,6 +252,8 @@ class SelectorAllocator:
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain)
+        if self.deployment is not None:
+            self.deployment.observe(budget, result.top_gain)
         info["predicted_gain"] = round(result.gain, 6)
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info

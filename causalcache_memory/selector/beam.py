@@ -41,12 +41,16 @@ class BeamResult:
         scores: ``j -> gain(oldest recent -> j | Recent-B)`` for every event (0 for the displaced slot),
             from the first beam step; for logs.
         calls: number of scorer calls made.
+        top_gain: the best first swap's predicted gain, ``max gain(r -> j | Recent-B)`` over every move
+            out of Recent-B whatever ``min_gain`` is (``-inf`` when no distant event exists); the
+            quantity a pass-2 threshold is compared with (:mod:`~causalcache_memory.selector.threshold`).
     """
 
     selected: tuple[int, ...]
     gain: float
     scores: dict[int, float] = field(default_factory=dict)
     calls: int = 0
+    top_gain: float = float("-inf")
 
 
 def beam_search(
@@ -84,6 +88,7 @@ def beam_search(
     accs = np.zeros(1, dtype=np.float64)
     best_total, best_set = 0.0, sets[0]
     first_scores: dict[int, float] = {}
+    top_gain = float("-inf")
     calls = 0
     width = min(beam_width, n_events)
     for _ in range(limit):
@@ -109,6 +114,8 @@ def beam_search(
         gains = scores - scores[rows, outs - 1][:, None]
         gains[:, recent_cols] = -np.inf  # Recent-B never re-enters by a swap
         gains[rows[:, None], parents - 1] = -np.inf  # nor does an event already in S
+        if calls == 1:
+            top_gain = float(np.max(gains))
         top = np.argpartition(-gains, width - 1, axis=1)[:, :width]  # (K, width) column indices
         top_gains = gains[rows[:, None], top]
         kk, ii = np.nonzero(top_gains > min_gain)  # admissible swaps (NaN and -inf excluded)
@@ -129,4 +136,4 @@ def beam_search(
         sets, accs = new_sets[chosen], totals[chosen]
         if accs[0] > best_total:
             best_total, best_set = float(accs[0]), sets[0]
-    return BeamResult(tuple(int(j) for j in best_set), float(best_total), first_scores, calls)
+    return BeamResult(tuple(int(j) for j in best_set), float(best_total), first_scores, calls, top_gain)

@@ -16,12 +16,28 @@ at a ``B`` with its own frontier uses that one's choice, any other ``B`` the poo
 
 Models of format 2 have no frontier: ``auto`` uses their stored threshold. ``min_gain`` given as a
 number overrides both (``0`` = the paper's rule: every positive predicted gain).
+
+**The budget held on the deployment** (``selector.budget_window``, default 200). A dev-calibrated
+threshold is an absolute predicted gain; on screens unlike the dev worlds the scorer's gains shift and the
+same threshold fires on a different share of decisions (RESULTS.md section 8: 7% on dev, 3% on held-out
+worlds at ``second_pass_budget`` 0.15). :class:`DeploymentThreshold` therefore re-sets the threshold from
+the memory's own recent decisions: with ``d_1..d_n`` the top-swap predicted gains of the last ``n <= W``
+decisions at this ``B`` that reached the scorer, sorted ascending, and ``m = floor(b * n)``,
+
+    τ = max(d_(n - m), 0)        (τ = +inf when m = 0)
+
+so at most ``m`` of those ``n`` decisions had ``d > τ``: pass 2 runs on about a share ``b`` of the
+deployment's decisions, on its highest predicted gains, never on a non-positive one (the paper's rule is
+the floor). Until ``n`` reaches the warm-up (``min(W, 50)``) the dev threshold above is used. The window
+lives in the memory's process (a restart warms up again); ``min_gain`` given as a number turns it off.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,7 +46,9 @@ from causalcache_memory.errors import SelectorError
 
 __all__ = [
     "BUDGET_RULE",
+    "DEFAULT_BUDGET_WINDOW",
     "DEFAULT_SECOND_PASS_BUDGET",
+    "DeploymentThreshold",
     "Thresholds",
     "check_budget",
     "choose_threshold",
@@ -42,6 +60,10 @@ logger = logging.getLogger(__name__)
 
 #: default share of decisions that may run pass 2 (``selector.second_pass_budget``)
 DEFAULT_SECOND_PASS_BUDGET = 0.15
+#: default ``selector.budget_window``: decisions per ``B`` over which the budget is held on the deployment
+DEFAULT_BUDGET_WINDOW = 200
+#: decisions at one ``B`` before the deployment's own quantile replaces the dev threshold
+BUDGET_WARMUP = 50
 BUDGET_RULE = (
     "largest dev gain (sum of the true utilities of the admitted top first swaps) among thresholds whose "
     "dev pass-2 fire rate (top swap's predicted gain > threshold) is <= second_pass_budget"
@@ -162,3 +184,60 @@ def resolve_min_gain(
     """``(default threshold, source)`` of :func:`resolve_thresholds` (kept for callers of one threshold)."""
     out = resolve_thresholds(min_gain, model, second_pass_budget=second_pass_budget)
     return out.default, out.source
+
+
+def check_window(window: object, *, field: str = "budget_window") -> int | None:
+    """``window`` as an int >= 1 or None; :class:`SelectorError` naming the field and the fix otherwise."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise SelectorError(
+            f"{field}={window!r} must be an integer >= 1 (decisions over which the pass-2 budget is held "
+            "on the deployment, e.g. 200) or null (use the dev-calibrated threshold only); set it under "
+            "allocation.selector"
+        )
+    return window
+
+
+class DeploymentThreshold:
+    """The swap threshold that holds ``second_pass_budget`` on the deployment's own decisions (module doc).
+
+    Args:
+        dev: the dev-calibrated thresholds, used per ``B`` until its window holds ``warmup`` decisions.
+        budget: share of decisions that may run pass 2, in ``[0, 1]``.
+        window: how many of the latest decisions per ``B`` the quantile reads (``W``).
+        warmup: decisions per ``B`` before the quantile is used (default ``min(W, 50)``).
+
+    Thread-safe; :meth:`threshold` and :meth:`observe` are O(W log W) and O(1).
+    """
+
+    def __init__(self, dev: Thresholds, budget: float, window: int, *, warmup: int | None = None) -> None:
+        self.dev = dev
+        self.budget = check_budget(budget)
+        self.window = check_window(window) or DEFAULT_BUDGET_WINDOW
+        self.warmup = min(self.window, BUDGET_WARMUP) if warmup is None else max(1, min(warmup, self.window))
+        self._gains: dict[int, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def threshold(self, budget: int) -> tuple[float, str]:
+        """``(τ, source)`` for the next decision at memory budget ``budget``: ``"dev"`` or ``"deployment"``."""
+        with self._lock:
+            gains = self._gains.get(budget)
+            if gains is None or len(gains) < self.warmup:
+                return self.dev.for_budget(budget), "dev"
+            ordered = sorted(gains)
+        n = len(ordered)
+        m = math.floor(self.budget * n + 1e-9)
+        if m == 0:
+            return math.inf, "deployment"
+        return (max(ordered[n - m - 1], 0.0) if m < n else 0.0), "deployment"
+
+    def observe(self, budget: int, top_gain: float) -> None:
+        """Record the top-swap predicted gain of a decision at ``budget`` that reached the scorer."""
+        if not math.isfinite(top_gain):
+            return
+        with self._lock:
+            gains = self._gains.get(budget)
+            if gains is None:
+                gains = self._gains[budget] = deque(maxlen=self.window)
+            gains.append(float(top_gain))

@@ -51,6 +51,7 @@ from causalcache_memory.lab.eval.world_agent import (
     run_world_episode,
 )
 from causalcache_memory.lab.eval.worlds import summarize_worlds
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
 
 if TYPE_CHECKING:
     from causalcache_memory.lab.world.tasks import Task
@@ -83,6 +84,8 @@ class ClosedLoopSettings:
         selector_path: a trained selector (None = the bundled scorer).
         min_gain: the selector's swap threshold: ``"auto"`` (default) = the threshold calibrated on dev data
             and stored with the model; 0 = the paper's rule.
+        budget_window: the selector's ``budget_window`` (the pass-2 budget held on each memory's own
+            decisions; None = the dev threshold only).
         budget_curve: budgets for the budget sweep (empty = no sweep).
         curve_arms: arms swept over ``budget_curve``.
         policy_seeds: seeds of the simulated policy; every figure is a mean over them.
@@ -103,6 +106,7 @@ class ClosedLoopSettings:
     extra_steps: int = 6
     selector_path: str | None = None
     min_gain: float | str = "auto"
+    budget_window: int | None = DEFAULT_BUDGET_WINDOW
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
     policy_seeds: tuple[int, ...] = (0, 1, 2)
@@ -207,7 +211,14 @@ def run_job(
                 world_policy = policy_for_world(world, seed)
             oracle = WorldOracle() if arm == "oracle" else None
             memory = memory_for(
-                arm, budget, world_policy, archive, settings.selector_path, settings.min_gain, oracle
+                arm,
+                budget,
+                world_policy,
+                archive,
+                settings.selector_path,
+                settings.min_gain,
+                oracle,
+                budget_window=settings.budget_window,
             )
             graph = build_world_agent(memory, SqliteSaver(conn))
             graphs.setdefault("first", graph)
@@ -337,6 +348,7 @@ def _meta(
         "policy": getattr(policy, "name", "simulated-world-policy"),
         "selector": settings.selector_path or "bundled",
         "min_gain": settings.min_gain,
+        "budget_window": settings.budget_window,
         "ni_margin": settings.ni_margin,
         "step_cap": f"expert plan length + {settings.extra_steps}",
         "tasks_per_split": dict(Counter(t.split for t in tasks)),

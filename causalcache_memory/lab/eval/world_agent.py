@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 from causalcache_memory._optional import require
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.loader import parse_config
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
@@ -183,6 +184,8 @@ def memory_for(
     selector_path: str | None,
     min_gain: float | str = "auto",
     allocation: Any = None,
+    *,
+    budget_window: int | None = DEFAULT_BUDGET_WINDOW,
 ) -> Any:
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
@@ -192,7 +195,12 @@ def memory_for(
             "budget": effective,
             "allocation": {
                 "allocator": ARMS[arm],
-                "selector": {"model_path": selector_path, "timeout_ms": 2000, "min_gain": min_gain},
+                "selector": {
+                    "model_path": selector_path,
+                    "timeout_ms": 2000,
+                    "min_gain": min_gain,
+                    "budget_window": budget_window,
+                },
             },
             "policy": {"kind": "simulated"},
         }

@@ -211,6 +211,8 @@ def _setup_rules(
     deployed = {
         "min_gain": cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain),
         "second_pass_budget": cfg.second_pass_budget,
+        # the dev threshold: the ladder's states come in label order, not as one deployment's decisions
+        "budget_window": None,
     }
     beam = {"beam_width": cfg.beam_width}
     if learned is not None:  # the deployed allocator around the given scorer, in each rule's settings
