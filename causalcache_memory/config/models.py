@@ -122,7 +122,7 @@ class SelectorConfig(_Strict):
         DEFAULT_BUDGET_WINDOW,
         description="With min_gain: auto, hold second_pass_budget on the memory's own latest decisions: "
         "the threshold becomes the predicted gain that this many recent decisions (per budget B) exceed "
-        "at the budget's share, after a warm-up of min(window, 50) decisions on the dev threshold; null = "
+        "at the budget's share, after a warm-up of min(window, 20) decisions on the dev threshold; null = "
         "the dev-calibrated threshold only (docs/SELECTOR.md, 'The pass-2 budget on your screens').",
     )
     ood_guard: bool = Field(

@@ -217,7 +217,8 @@ class SelectorAllocator:
 
         Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``;
         ``"inf"`` when the deployment's budget admits no swap) and ``threshold_from`` (``fixed``, ``dev``
-        during the deployment rule's warm-up, or ``deployment``),
+        during the deployment rule's warm-up, or ``deployment``), ``top_gain`` (the best first swap's
+        predicted gain, which the threshold is compared with),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
         without some feature groups).
@@ -255,6 +256,8 @@ class SelectorAllocator:
         if self.deployment is not None:
             self.deployment.observe(budget, result.top_gain)
         info["predicted_gain"] = round(result.gain, 6)
+        if result.top_gain != float("-inf"):
+            info["top_gain"] = round(result.top_gain, 6)
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )

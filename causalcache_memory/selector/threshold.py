@@ -28,7 +28,7 @@ decisions at this ``B`` that reached the scorer, sorted ascending, and ``m = flo
 
 so at most ``m`` of those ``n`` decisions had ``d > τ``: pass 2 runs on about a share ``b`` of the
 deployment's decisions, on its highest predicted gains, never on a non-positive one (the paper's rule is
-the floor). Until ``n`` reaches the warm-up (``min(W, 50)``) the dev threshold above is used. The window
+the floor). Until ``n`` reaches the warm-up (``min(W, 20)``) the dev threshold above is used. The window
 lives in the memory's process (a restart warms up again); ``min_gain`` given as a number turns it off.
 """
 
@@ -63,7 +63,7 @@ DEFAULT_SECOND_PASS_BUDGET = 0.15
 #: default ``selector.budget_window``: decisions per ``B`` over which the budget is held on the deployment
 DEFAULT_BUDGET_WINDOW = 200
 #: decisions at one ``B`` before the deployment's own quantile replaces the dev threshold
-BUDGET_WARMUP = 50
+BUDGET_WARMUP = 20
 BUDGET_RULE = (
     "largest dev gain (sum of the true utilities of the admitted top first swaps) among thresholds whose "
     "dev pass-2 fire rate (top swap's predicted gain > threshold) is <= second_pass_budget"
@@ -206,7 +206,7 @@ class DeploymentThreshold:
         dev: the dev-calibrated thresholds, used per ``B`` until its window holds ``warmup`` decisions.
         budget: share of decisions that may run pass 2, in ``[0, 1]``.
         window: how many of the latest decisions per ``B`` the quantile reads (``W``).
-        warmup: decisions per ``B`` before the quantile is used (default ``min(W, 50)``).
+        warmup: decisions per ``B`` before the quantile is used (default ``min(W, 20)``).
 
     Thread-safe; :meth:`threshold` and :meth:`observe` are O(W log W) and O(1).
     """
