@@ -120,10 +120,9 @@ class SelectorConfig(_Strict):
     )
     budget_window: int | None = Field(
         DEFAULT_BUDGET_WINDOW,
-        description="With min_gain: auto, hold second_pass_budget on the memory's own latest decisions: "
-        "the threshold becomes the predicted gain that this many recent decisions (per budget B) exceed "
-        "at the budget's share, after a warm-up of min(window, 20) decisions on the dev threshold; null = "
-        "the dev-calibrated threshold only (docs/SELECTOR.md, 'The pass-2 budget on your screens').",
+        description="With min_gain: auto, hold second_pass_budget on the memory's own latest this-many "
+        "decisions per B (dev threshold for the first min(window, 20)); null = the dev threshold only "
+        "(docs/SELECTOR.md, 'The pass-2 budget on your screens').",
     )
     ood_guard: bool = Field(
         True,
