@@ -77,7 +77,7 @@ def _record(out: Path, world: str, tasks: int, explore: dict | None) -> tuple[Pa
     return out / "success.json", time.perf_counter() - start
 
 
-def _learn(out: Path, record: Path, world: str, source: str, k: int, init_from: str | None) -> dict:
+def _learn(out: Path, record: Path, world: str, source: str, k: int, train: dict) -> dict:
     from causalcache_memory.lab.learn import load_learn_config, run_learn
 
     raw = {
@@ -94,8 +94,8 @@ def _learn(out: Path, record: Path, world: str, source: str, k: int, init_from: 
         "sources": {source: 1.0},
         "deploy": {"budget": 4},
     }
-    if init_from is not None:  # else learn's default (LEARN_INIT_FROM)
-        raw["train"] = {"init_from": None if init_from == "null" else init_from}
+    if train:  # else learn's defaults (init_from: LEARN_INIT_FROM)
+        raw["train"] = train
     if source == "teacher_forced":
         raw["labeller"] = {"factory": "learn_heldout:world_policy", "kwargs": {"world": world}}
     else:
@@ -181,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         help="train.init_from for learn: bundled | a model dir | .onnx | null (from scratch); "
         "default: learn's own default",
     )
+    p.add_argument("--train", default="{}", help="learn's train section as JSON (e.g. '{\"lr\": 0.001}')")
     args = p.parse_args(argv)
     out = Path(args.out)
-    report: dict = {"world": args.world, "init_from": args.init_from or "learn default"}
+    train = json.loads(args.train)
+    if args.init_from is not None:
+        train["init_from"] = None if args.init_from == "null" else args.init_from
+    report: dict = {"world": args.world, "train": train or "learn defaults"}
     rec = Path(args.record_dir) if args.record_dir else out / "record"
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bundled and not args.skip_bundled:
         evals["bundled"] = _evaluate(out / "eval-bundled", args.world, args.eval, None, ("causalcache",))
     for source in sources:
-        summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k, args.init_from)
+        summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k, train)
         report[f"learn-{source}"] = {
             "seconds": summary["seconds"],
             "plan": summary["plan"],

@@ -204,3 +204,36 @@ def test_exporting_threads_needs_no_labeller(recorded, tmp_path) -> None:
     lines = (out / "trajectories" / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == len(recorded.outcomes)
     assert not [p for p in out.iterdir() if p.name.startswith(("labels", "model"))]
+
+
+def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
+    recorded, tmp_path, small_needs
+) -> None:
+    import hashlib
+
+    from causalcache_memory.errors import SchemaMismatchError
+    from causalcache_memory.lab.learn.config import LEARN_FINE_TUNE_LR, LEARN_INIT_FROM
+    from causalcache_memory.selector.allocator import bundled_model_path
+
+    cfg = _config(tmp_path, recorded)
+    summary = run_learn(load_learn_config(cfg), progress=False)
+    init = summary["stages"]["model"]["init_from"]
+    assert LEARN_INIT_FROM == "bundled" and init["spec"] == "bundled"
+    assert init["sha256"] == hashlib.sha256(bundled_model_path().read_bytes()).hexdigest()
+    meta = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
+    assert meta["init_from"]["epochs_fine_tuned"] == meta["best_epoch"] == init["epochs_fine_tuned"]
+    assert meta["train"]["lr"] == LEARN_FINE_TUNE_LR  # fine-tuning's own default learning rate
+
+    # from scratch: the model stage is retrained (labels reused) and records no base
+    scratch = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, "init_from": None, **SMOKE}
+    summary2 = run_learn(load_learn_config(cfg, train=scratch), progress=False)
+    assert summary2["stages"]["labels-teacher_forced"]["up_to_date"]
+    assert not summary2["stages"]["model"]["up_to_date"]
+    assert summary2["stages"]["model"]["init_from"] is None
+    meta2 = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
+    assert meta2["train"]["lr"] == 3e-3 and "init_from" not in meta2  # training's default from scratch
+
+    # a width the bundled base does not have is refused, naming both and the way out
+    wide = {**scratch, "init_from": "bundled", "hidden": 16}
+    with pytest.raises(SchemaMismatchError, match=r"hidden=64.*hidden=16.*train.init_from: null"):
+        run_learn(load_learn_config(cfg, train=wide), progress=False)

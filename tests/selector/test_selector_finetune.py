@@ -91,7 +91,7 @@ def test_a_graph_that_is_not_the_scorer_is_refused(tmp_path) -> None:
 
     with pytest.raises(SchemaMismatchError, match=r"lacks the scorer's parameters \['ctx_out.bias'\]"):
         load_base(str(_edited_copy(tmp_path, rename)), ScorerConfig())
-    with pytest.raises(ConfigError, match="train.init_from='nowhere'"):
+    with pytest.raises(ConfigError, match=r"train\.init_from='nowhere'"):
         load_base("nowhere", ScorerConfig())
 
 

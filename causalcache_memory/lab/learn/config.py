@@ -32,7 +32,7 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector.labels import LabelConfig
 from causalcache_memory.lab.selector.recipe import ComponentSpec
 
-__all__ = ["LEARN_INIT_FROM", "SOURCES", "LearnConfig", "load_learn_config"]
+__all__ = ["LEARN_FINE_TUNE_LR", "LEARN_INIT_FROM", "SOURCES", "LearnConfig", "load_learn_config"]
 
 #: label sources ``causalcache learn`` can produce (``sources:`` keys)
 SOURCES = ("teacher_forced", "agreement", "evidence")
@@ -40,6 +40,9 @@ SOURCES = ("teacher_forced", "agreement", "evidence")
 #: ``train.init_from`` when the learn config does not set it: fine-tune the bundled selector (chosen on
 #: the development world dev-00 against training from scratch, RESULTS.md 9c); ``null`` trains from scratch
 LEARN_INIT_FROM: str | None = "bundled"
+#: ``train.lr`` when fine-tuning and the config does not set it (a tenth of training's 3e-3 from
+#: scratch; chosen on dev-00 among 3e-3, 1e-3 and 3e-4, RESULTS.md 9c)
+LEARN_FINE_TUNE_LR = 3e-4
 
 
 class _Strict(BaseModel):
@@ -142,8 +145,12 @@ class LearnConfig(_Strict):
         return errors
 
     def train_settings(self) -> dict[str, Any]:
-        """The ``train`` section with learn's defaults filled in (``init_from``: :data:`LEARN_INIT_FROM`)."""
-        return {"init_from": LEARN_INIT_FROM, **self.train}
+        """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
+        and, when fine-tuning, ``lr`` :data:`LEARN_FINE_TUNE_LR`."""
+        out = {"init_from": LEARN_INIT_FROM, **self.train}
+        if out["init_from"] is not None:
+            out.setdefault("lr", LEARN_FINE_TUNE_LR)
+        return out
 
     def train_config(self) -> Any:
         """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` (imports torch)."""
