@@ -64,6 +64,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         "source teacher_forced" in printed
         and "prompts scored" in printed
         and "allocator: selector" in printed
+        and "fine-tuned from bundled (sha256 " in printed
     )
     summary = json.loads((out / "summary.json").read_text())
     labels = summary["stages"]["labels-teacher_forced"]
