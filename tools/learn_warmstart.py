@@ -4,7 +4,7 @@ One rerunnable command (every step is resumable: a recording, a learn stage or a
 disk is reused; use a new ``--out`` after a code change that affects them, e.g. the threshold rule):
 
     python tools/learn_warmstart.py --out runs/warmstart \\
-        --heldout-records runs/ws_heldout02_600/record,runs/ws_heldout02_300_record,runs/ws_heldout02_200_record \\
+        --heldout-records runs/ws_heldout02_600_record,runs/ws_heldout02_300_record,runs/ws_heldout02_200_record \\
         --recent /work/wt/learn2/runs/explore_heldout02/eval-recent/results.json \\
         [--bundled /work/wt/learn2/runs/explore_heldout02_600_v3/eval-bundled/results.json] \\
         [--scratch /work/wt/learn2/runs/explore_heldout02_600_v3]
@@ -12,10 +12,12 @@ disk is reused; use a new ``--out`` after a code change that affects them, e.g. 
 1. **dev-00** (the choice of ``train.init_from``; the protocol of RESULTS 9b): record 300 episodes with
    ``allocation.explore: {share: 0.6, allocator: random}``, evaluate Recent-4 and the bundled selector on
    40 fresh tasks x 3 seeds, then ``learn`` (teacher-forced and agreement labels) with ``init_from:
-   bundled`` and with ``init_from: null`` and evaluate each; task-paired contrasts.
+   bundled`` (learn's fine-tuning lr 3e-4, and 3e-3 / 1e-3) and with ``init_from: null`` and evaluate
+   each; task-paired contrasts.
 2. **heldout-02** (the user's data; nothing chosen there): ``learn`` with learn's default (``init_from``)
    on each explored recording given (600, 300, 200 episodes; 200 is expected to be refused by the plan),
-   closed loop on the 100 fresh tasks x 3 seeds of RESULTS 9/9b; contrasts against Recent-4 (``--recent``,
+   closed loop on the 100 fresh tasks x 3 seeds of RESULTS 9/9b (a recording the plan refuses is rerun
+   with ``train.splits: [0.7, 0.3, 0.0]``, reported as a supplement); contrasts against Recent-4 (``--recent``,
    independent of any selector setting), the bundled selector (``--bundled``, or evaluated afresh when not
    given: required after a change of the threshold rule) and, with ``--scratch``, the selectors learned from
    scratch on the same 600-episode recording.
@@ -37,6 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SOURCES = ("teacher_forced", "agreement")
+#: fine-tuning learning rates compared on dev-00 beside learn's default (LEARN_FINE_TUNE_LR)
+PROBE_LRS = (0.003, 0.001)
+#: splits of the supplementary run on a recording the default plan refuses (no test split: its states
+#: go to dev, which the threshold needs; what the refusal tells a user to do short of recording more)
+NO_TEST_SPLITS = [0.7, 0.3, 0.0]
 
 
 def _run(args: list[str]) -> dict | None:
@@ -69,6 +76,11 @@ def _dev00(out: Path, sources: str) -> dict:
         report[f"init_{init}"] = _run(
             ["--out", str(base / f"init_{init}"), *common, *arms, "--init-from", init]
         )
+    for lr in PROBE_LRS:  # the fine-tuning learning rate: learn's default (3e-4) is init_bundled above
+        train = ["--train", json.dumps({"lr": lr})]
+        report[f"init_bundled_lr{lr}"] = _run(
+            ["--out", str(base / f"init_bundled_lr{lr}"), *common, *arms, "--init-from", "bundled", *train]
+        )
     from paired_contrast import contrast
 
     report["bundled_init_vs_scratch"] = {
@@ -90,6 +102,9 @@ def _heldout(out: Path, records: list[str], recent: str, bundled: str | None, so
         if bundled:
             args += ["--bundled", bundled]
         report[str(n)] = _run(args)
+        if "refused" in (report[str(n)] or {}):
+            args[args.index("--out") + 1] += "_dev30"
+            report[f"{n}_no_test_split"] = _run([*args, "--train", json.dumps({"splits": NO_TEST_SPLITS})])
     return report
 
 
@@ -130,8 +145,7 @@ def _compact(full: dict) -> dict:
         "note": full["note"],
         "dev00": {
             "bundled_vs_recent": arm_rows(dev["record_and_bundled"]),
-            "init_bundled": arm_rows(dev["init_bundled"]),
-            "init_null": arm_rows(dev["init_null"]),
+            **{k: arm_rows(v) for k, v in dev.items() if k.startswith("init_")},
             "bundled_init_vs_scratch": {
                 s: {k: c[k] for k in ("memory_critical", "control")}
                 for s, c in dev["bundled_init_vs_scratch"].items()
