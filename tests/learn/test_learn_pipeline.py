@@ -238,3 +238,10 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     wide = {**scratch, "init_from": "bundled", "hidden": 16}
     with pytest.raises(SchemaMismatchError, match=r"hidden=64.*hidden=16.*train.init_from: null"):
         run_learn(load_learn_config(cfg, train=wide), progress=False)
+
+
+def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> None:
+    cfg = _config(tmp_path, recorded, train={"init_from": "models/base"})
+    assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
+    cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
+    assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "lr": 3e-4}

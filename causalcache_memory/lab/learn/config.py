@@ -181,6 +181,13 @@ def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     if "dataset" in data:
         data["dataset"] = fix(data["dataset"])
     raw["data"] = data
+    train = raw.get("train")
+    if (
+        isinstance(train, dict)
+        and isinstance(train.get("init_from"), str)
+        and train["init_from"] != "bundled"
+    ):
+        raw["train"] = {**train, "init_from": fix(train["init_from"])}
     if isinstance(raw.get("evidence"), dict):
         raw["evidence"] = {k: fix(v) if k in ("links", "groups") else v for k, v in raw["evidence"].items()}
     return raw
