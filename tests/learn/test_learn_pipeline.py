@@ -234,10 +234,13 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     meta2 = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
     assert meta2["train"]["lr"] == 3e-3 and "init_from" not in meta2  # training's default from scratch
 
-    # a width the bundled base does not have is refused, naming both and the way out
+    # a width the bundled base does not have is refused before any labelling, naming both and the way out
     wide = {**scratch, "init_from": "bundled", "hidden": 16}
+    helpers.CALLS["labeller"] = 0
+    fresh = str(tmp_path / "fresh")
     with pytest.raises(SchemaMismatchError, match=r"hidden=64.*hidden=16.*train.init_from: null"):
-        run_learn(load_learn_config(cfg, train=wide), progress=False)
+        run_learn(load_learn_config(cfg, train=wide, output=fresh), progress=False)
+    assert helpers.CALLS["labeller"] == 0 and not (tmp_path / "fresh").exists()
 
 
 def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> None:

@@ -246,6 +246,8 @@ def run_learn(
 
     if stop_after != "trajectories" and (errors := config.labelling_errors()):
         raise ConfigError("causalcache learn cannot label: " + "; ".join(errors), errors)
+    if stop_after not in ("trajectories", "labels"):
+        _check_base(config)  # a base that cannot be fine-tuned is refused before any labelling
     say = log or (lambda msg: logger.info("%s", msg))
     out = Path(config.output)
     stages = Stages(out)
@@ -316,6 +318,19 @@ def run_learn(
     summary["deploy"] = str(out / "deploy.yaml")
     summary["deploy_yaml"] = snippet
     return _finish(out, summary, start)
+
+
+def _check_base(config: LearnConfig) -> None:
+    """Load the ``train.init_from`` base as training will (schema, architecture, ONNX parity)."""
+    cfg = config.train_config()
+    if cfg.init_from is None:
+        return
+    from causalcache_memory.lab.selector.base_model import load_base
+    from causalcache_memory.lab.selector.model import ScorerConfig
+
+    load_base(
+        cfg.init_from, ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features)
+    )
 
 
 def _base_digest(config: LearnConfig) -> str | None:
