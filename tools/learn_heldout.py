@@ -9,6 +9,9 @@ exploration share on a dev world).
     python tools/learn_heldout.py --out runs/explore --world heldout-02 --record 600 --explore 0.6
     python tools/learn_heldout.py --out runs/ft --record-dir runs/explore/record --init-from bundled
 
+``learn`` fine-tunes the bundled selector by default (RESULTS.md 9c); sections 9 and 9b trained from
+scratch: rerun them with ``--init-from null``.
+
 Steps: (1) record ``--record`` episodes through the LangGraph world agent (SQLite checkpointer, local
 archive; policy seed 0; task seed 7001) with Recent-4, or with ``allocation.explore: {share: --explore,
 allocator: --explore-allocator}`` (RESULTS.md 9b), and write the success labels the harness observed
