@@ -7,6 +7,10 @@ exploration share on a dev world).
 
     python tools/learn_heldout.py --out runs/learn_heldout --world heldout-02 --record 200 --eval 100
     python tools/learn_heldout.py --out runs/explore --world heldout-02 --record 600 --explore 0.6
+    python tools/learn_heldout.py --out runs/ft --record-dir runs/explore/record --init-from bundled
+
+``learn`` fine-tunes the bundled selector by default (RESULTS.md 9c); sections 9 and 9b trained from
+scratch: rerun them with ``--init-from null``.
 
 Steps: (1) record ``--record`` episodes through the LangGraph world agent (SQLite checkpointer, local
 archive; policy seed 0; task seed 7001) with Recent-4, or with ``allocation.explore: {share: --explore,
@@ -76,7 +80,7 @@ def _record(out: Path, world: str, tasks: int, explore: dict | None) -> tuple[Pa
     return out / "success.json", time.perf_counter() - start
 
 
-def _learn(out: Path, record: Path, world: str, source: str, k: int) -> dict:
+def _learn(out: Path, record: Path, world: str, source: str, k: int, train: dict) -> dict:
     from causalcache_memory.lab.learn import load_learn_config, run_learn
 
     raw = {
@@ -93,6 +97,8 @@ def _learn(out: Path, record: Path, world: str, source: str, k: int) -> dict:
         "sources": {source: 1.0},
         "deploy": {"budget": 4},
     }
+    if train:  # else learn's defaults (init_from: LEARN_INIT_FROM)
+        raw["train"] = train
     if source == "teacher_forced":
         raw["labeller"] = {"factory": "learn_heldout:world_policy", "kwargs": {"world": world}}
     else:
@@ -170,10 +176,22 @@ def main(argv: list[str] | None = None) -> int:
         "--bundled", help="results.json of an earlier bundled-selector run on the same --eval tasks"
     )
     p.add_argument("--recent", help="results.json of an earlier Recent-4 run on the same --eval tasks")
+    p.add_argument(
+        "--record-dir", help="learn from this earlier recording (read only) instead of recording into --out"
+    )
+    p.add_argument(
+        "--init-from",
+        help="train.init_from for learn: bundled | a model dir | .onnx | null (from scratch); "
+        "default: learn's own default",
+    )
+    p.add_argument("--train", default="{}", help="learn's train section as JSON (e.g. '{\"lr\": 0.001}')")
     args = p.parse_args(argv)
     out = Path(args.out)
-    report: dict = {"world": args.world}
-    rec = out / "record"
+    train = json.loads(args.train)
+    if args.init_from is not None:
+        train["init_from"] = None if args.init_from == "null" else args.init_from
+    report: dict = {"world": args.world, "train": train or "learn defaults"}
+    rec = Path(args.record_dir) if args.record_dir else out / "record"
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
         _, secs = _record(rec, args.world, args.record, explore)
@@ -191,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bundled and not args.skip_bundled:
         evals["bundled"] = _evaluate(out / "eval-bundled", args.world, args.eval, None, ("causalcache",))
     for source in sources:
-        summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k)
+        summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k, train)
         report[f"learn-{source}"] = {
             "seconds": summary["seconds"],
             "plan": summary["plan"],

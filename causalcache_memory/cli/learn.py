@@ -76,6 +76,14 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"top-1 {dev.get('top1', float('nan')):.3f}; min_gain {model['calibration']['min_gain']:.4f} "
             f"on {model['calibration']['split']}; OOD dev flagged {model['ood'].get('dev_flagged', float('nan')):.3f}"
         )
+        init = model.get("init_from")
+        if init:
+            print(
+                f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…): "
+                f"{init['epochs_fine_tuned']} epochs kept (0: the base, recalibrated)"
+            )
+        else:
+            print("  trained from scratch (train.init_from: null)")
         for msg in model.get("warnings", []):
             print(f"  warning: {msg}")
         print(f"  trained selector: {summary['model']}\n  deploy snippet: {summary['deploy']}\n")

@@ -64,6 +64,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         "source teacher_forced" in printed
         and "prompts scored" in printed
         and "allocator: selector" in printed
+        and "fine-tuned from bundled (sha256 " in printed
     )
     summary = json.loads((out / "summary.json").read_text())
     labels = summary["stages"]["labels-teacher_forced"]
@@ -204,3 +205,46 @@ def test_exporting_threads_needs_no_labeller(recorded, tmp_path) -> None:
     lines = (out / "trajectories" / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == len(recorded.outcomes)
     assert not [p for p in out.iterdir() if p.name.startswith(("labels", "model"))]
+
+
+def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
+    recorded, tmp_path, small_needs
+) -> None:
+    import hashlib
+
+    from causalcache_memory.errors import SchemaMismatchError
+    from causalcache_memory.lab.learn.config import LEARN_FINE_TUNE_LR, LEARN_INIT_FROM
+    from causalcache_memory.selector.allocator import bundled_model_path
+
+    cfg = _config(tmp_path, recorded)
+    summary = run_learn(load_learn_config(cfg), progress=False)
+    init = summary["stages"]["model"]["init_from"]
+    assert LEARN_INIT_FROM == "bundled" and init["spec"] == "bundled"
+    assert init["sha256"] == hashlib.sha256(bundled_model_path().read_bytes()).hexdigest()
+    meta = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
+    assert meta["init_from"]["epochs_fine_tuned"] == meta["best_epoch"] == init["epochs_fine_tuned"]
+    assert meta["train"]["lr"] == LEARN_FINE_TUNE_LR  # fine-tuning's own default learning rate
+
+    # from scratch: the model stage is retrained (labels reused) and records no base
+    scratch = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, "init_from": None, **SMOKE}
+    summary2 = run_learn(load_learn_config(cfg, train=scratch), progress=False)
+    assert summary2["stages"]["labels-teacher_forced"]["up_to_date"]
+    assert not summary2["stages"]["model"]["up_to_date"]
+    assert summary2["stages"]["model"]["init_from"] is None
+    meta2 = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
+    assert meta2["train"]["lr"] == 3e-3 and "init_from" not in meta2  # training's default from scratch
+
+    # a width the bundled base does not have is refused before any labelling, naming both and the way out
+    wide = {**scratch, "init_from": "bundled", "hidden": 16}
+    helpers.CALLS["labeller"] = 0
+    fresh = str(tmp_path / "fresh")
+    with pytest.raises(SchemaMismatchError, match=r"hidden=64.*hidden=16.*train.init_from: null"):
+        run_learn(load_learn_config(cfg, train=wide, output=fresh), progress=False)
+    assert helpers.CALLS["labeller"] == 0 and not (tmp_path / "fresh").exists()
+
+
+def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> None:
+    cfg = _config(tmp_path, recorded, train={"init_from": "models/base"})
+    assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
+    cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
+    assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "lr": 3e-4}

@@ -14,6 +14,7 @@
     agreement: {k: 4, temperature: 0.7}     # source 'agreement' (black-box sampling)
     evidence: {links: links.json}           # source 'evidence' (or groups: GROUPS.jsonl)
     train: {epochs: 40, splits: [0.7, 0.15, 0.15], ...}     # TrainConfig (lab/selector/train.py)
+                                            # init_from: bundled (default) | model dir | .onnx | null
     deploy: {budget: 4, min_gain: auto}
 
 Relative paths are resolved against the config file's folder.
@@ -31,10 +32,17 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector.labels import LabelConfig
 from causalcache_memory.lab.selector.recipe import ComponentSpec
 
-__all__ = ["SOURCES", "LearnConfig", "load_learn_config"]
+__all__ = ["LEARN_FINE_TUNE_LR", "LEARN_INIT_FROM", "SOURCES", "LearnConfig", "load_learn_config"]
 
 #: label sources ``causalcache learn`` can produce (``sources:`` keys)
 SOURCES = ("teacher_forced", "agreement", "evidence")
+
+#: ``train.init_from`` when the learn config does not set it: fine-tune the bundled selector (chosen on
+#: the development world dev-00 against training from scratch, RESULTS.md 9c); ``null`` trains from scratch
+LEARN_INIT_FROM: str | None = "bundled"
+#: ``train.lr`` when fine-tuning and the config does not set it (a tenth of training's 3e-3 from
+#: scratch; chosen on dev-00 among 3e-3, 1e-3 and 3e-4, RESULTS.md 9c)
+LEARN_FINE_TUNE_LR = 3e-4
 
 
 class _Strict(BaseModel):
@@ -136,11 +144,19 @@ class LearnConfig(_Strict):
             errors.append("sources.evidence needs evidence.links (AndroTMem-style) or evidence.groups")
         return errors
 
+    def train_settings(self) -> dict[str, Any]:
+        """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
+        and, when fine-tuning, ``lr`` :data:`LEARN_FINE_TUNE_LR`."""
+        out = {"init_from": LEARN_INIT_FROM, **self.train}
+        if out["init_from"] is not None:
+            out.setdefault("lr", LEARN_FINE_TUNE_LR)
+        return out
+
     def train_config(self) -> Any:
         """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` (imports torch)."""
         from causalcache_memory.lab.selector.train import TrainConfig
 
-        return TrainConfig(**self.train)
+        return TrainConfig(**self.train_settings())
 
     def splits(self) -> tuple[float, float, float]:
         raw = self.train.get("splits", (0.7, 0.15, 0.15))
@@ -165,6 +181,13 @@ def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     if "dataset" in data:
         data["dataset"] = fix(data["dataset"])
     raw["data"] = data
+    train = raw.get("train")
+    if (
+        isinstance(train, dict)
+        and isinstance(train.get("init_from"), str)
+        and train["init_from"] != "bundled"
+    ):
+        raw["train"] = {**train, "init_from": fix(train["init_from"])}
     if isinstance(raw.get("evidence"), dict):
         raw["evidence"] = {k: fix(v) if k in ("links", "groups") else v for k, v in raw["evidence"].items()}
     return raw

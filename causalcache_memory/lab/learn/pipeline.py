@@ -9,7 +9,8 @@ Stages (each resumable and published atomically, :mod:`.stages`), under ``config
 3. ``labels-<source>`` one labels file per source (``teacher_forced`` | ``agreement`` | ``evidence``),
                      through :func:`~causalcache_memory.lab.selector.labels.run_labelling`; the only
                      stage that builds the labeller.
-4. ``model``         mix the sources (:mod:`.mix`), train, calibrate on dev, fit the OOD guard, export
+4. ``model``         mix the sources (:mod:`.mix`), train (fine-tuning the bundled selector unless
+                     ``train.init_from`` says otherwise), calibrate on dev, fit the OOD guard, export
                      ONNX (:func:`~causalcache_memory.lab.selector.train.train_selector`).
 5. ``deploy.yaml`` + ``summary.json`` at the output root.
 """
@@ -198,8 +199,16 @@ def _model_stage(
         "calibration": {k: meta["calibration"][k] for k in ("min_gain", "split", "dev_fire_rate")},
         "ood": {k: v for k, v in meta["ood"].items() if k != "guard"},
         "sources": header["config"]["sources"],
+        "init_from": _init_summary(meta.get("init_from")),
         "train_seconds": meta["train_seconds"],
     }
+
+
+def _init_summary(init: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The base a fine-tuned model started from (None: trained from scratch)."""
+    if init is None:
+        return None
+    return {k: init[k] for k in ("spec", "sha256", "epochs_fine_tuned")}
 
 
 def _idle_warnings(meta: dict[str, Any]) -> list[str]:
@@ -237,6 +246,8 @@ def run_learn(
 
     if stop_after != "trajectories" and (errors := config.labelling_errors()):
         raise ConfigError("causalcache learn cannot label: " + "; ".join(errors), errors)
+    if stop_after not in ("trajectories", "labels"):
+        _check_base(config)  # a base that cannot be fine-tuned is refused before any labelling
     say = log or (lambda msg: logger.info("%s", msg))
     out = Path(config.output)
     stages = Stages(out)
@@ -291,7 +302,8 @@ def run_learn(
     model_inputs = {
         "labels": {k: v.hash for k, v in labels.items()},
         "weights": dict(config.sources),
-        "train": dict(config.train),
+        "train": config.train_settings(),
+        "base": _base_digest(config),
         "image_features": config.image_features,
     }
     model = stages.run(
@@ -306,6 +318,29 @@ def run_learn(
     summary["deploy"] = str(out / "deploy.yaml")
     summary["deploy_yaml"] = snippet
     return _finish(out, summary, start)
+
+
+def _check_base(config: LearnConfig) -> None:
+    """Load the ``train.init_from`` base as training will (schema, architecture, ONNX parity)."""
+    cfg = config.train_config()
+    if cfg.init_from is None:
+        return
+    from causalcache_memory.lab.selector.base_model import load_base
+    from causalcache_memory.lab.selector.model import ScorerConfig
+
+    load_base(
+        cfg.init_from, ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features)
+    )
+
+
+def _base_digest(config: LearnConfig) -> str | None:
+    """sha256 of the base ``train.init_from`` names (a changed base retrains the model stage)."""
+    spec = config.train_settings().get("init_from")
+    if spec is None:
+        return None
+    from causalcache_memory.lab.selector.base_model import resolve_base
+
+    return file_digest(resolve_base(str(spec)))
 
 
 def _check_deployable(model_dir: Path) -> None:

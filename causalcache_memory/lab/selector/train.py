@@ -12,6 +12,12 @@ of :mod:`causalcache_memory.lab.data.split`, shared with ``data mine``, or the d
 (``y`` of the candidate the model ranks first, 0 when it keeps ``r``). After training, the dev split
 also calibrates the swap threshold and the training split fits the out-of-distribution guard
 (:mod:`~causalcache_memory.lab.selector.calibrate`); both are stored in the model's metadata.
+
+``init_from`` fine-tunes a base scorer (the bundled one, or any exported model of the same schema and
+architecture; :mod:`~causalcache_memory.lab.selector.base_model`) instead of starting from random
+weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s`` is kept, and the
+threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
+base's sha256 and the epochs fine-tuned (0: the base was kept).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.split import trajectory_split
+from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
@@ -89,6 +96,10 @@ class TrainConfig(BaseModel):
     drop_features: tuple[str, ...] = ()
     patience: int = Field(10, ge=1)
     threads: int = Field(1, ge=1)
+    #: fine-tune from a base scorer instead of a random start: ``bundled``, a model directory or an
+    #: ``.onnx`` file (:mod:`~causalcache_memory.lab.selector.base_model`); ``None``: from scratch. The
+    #: base unchanged is the dev-selection candidate "epoch 0", and its target scale is kept
+    init_from: str | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -220,13 +231,16 @@ def train_selector(
     try:
         start = time.perf_counter()
         parts = _split(examples, cfg)
-        model, scale, best_epoch, history = _fit(parts, cfg, log)
+        base = _base(cfg)
+        model, scale, best_epoch, history = _fit(parts, cfg, log, base)
         tensors = {k: _batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
         )
         metadata["image_features"] = bool(image_features)
+        if base is not None:
+            metadata["init_from"] = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch}
         metadata.update(_calibrate(model, parts, cfg))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
@@ -260,22 +274,41 @@ def _batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]
     return [_tensors(examples[i : i + size]) for i in range(0, len(examples), size)]
 
 
+def _scorer_config(cfg: TrainConfig) -> ScorerConfig:
+    return ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features)
+
+
+def _base(cfg: TrainConfig) -> BaseSelector | None:
+    """The base of ``cfg.init_from`` (refused when its schema or architecture differs), or None."""
+    if cfg.init_from is None:
+        return None
+    return load_base(cfg.init_from, _scorer_config(cfg))
+
+
 def _fit(
-    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any
+    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any, base: BaseSelector | None = None
 ) -> tuple[SetScorerModel, float, int, list]:
-    """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``."""
+    """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``.
+
+    From a ``base``: its weights and target scale, and "epoch 0" (the base unchanged) is the first
+    candidate, so a later epoch is kept only when it is better on dev.
+    """
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     train = parts["train"]
     all_y = np.concatenate([ex.y for ex in train])
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
     select = _batches(parts["dev"], cfg.batch_states) or _batches(train, cfg.batch_states)
-    model = SetScorerModel(ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features))
+    model = SetScorerModel(_scorer_config(cfg))
+    first = 1
+    if base is not None:
+        model.load_state_dict(base.state_dict)
+        scale, first = base.target_scale, 0
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
-    for epoch in range(1, cfg.epochs + 1):
-        running = _epoch(model, opt, train, rng, scale, cfg)
+    for epoch in range(first, cfg.epochs + 1):
+        running = _epoch(model, opt, train, rng, scale, cfg) if epoch > 0 else [float("nan")]
         model.eval()
         dev_m = _evaluate(model, select, scale, cfg)
         history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
