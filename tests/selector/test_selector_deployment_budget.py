@@ -141,3 +141,29 @@ def test_allocator_switches_from_dev_to_deployment_threshold(trained) -> None:
                 assert got.k > 0 or got.info["top_gain"] <= got.info["min_gain"]
             tops.append(got.info["top_gain"])
     assert sources[:20] == ["dev"] * 20 and set(sources[20:]) == {"deployment"}
+
+
+def test_concurrent_threads_share_one_window_without_losing_decisions() -> None:
+    """The threads of one memory decide concurrently through one allocator: every observation counts once."""
+    import threading
+
+    rule = _rule(budget=0.15, window=10_000)
+    rng = np.random.default_rng(5)
+    streams = [rng.normal(size=500) for _ in range(8)]
+
+    def work(gains: np.ndarray) -> None:
+        for g in gains:
+            rule.threshold(4)
+            rule.observe(4, float(g))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in streams]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    everything = np.sort(np.concatenate(streams))
+    tau, source = rule.threshold(4)
+    assert source == "deployment"
+    assert tau == pytest.approx(
+        max(everything[4000 - 600 - 1], 0.0)
+    )  # all 4,000 observations are in the window
