@@ -77,10 +77,7 @@ IDLE_DOCS = (
 )
 
 #: where the missing-screen-text warning sends the user: how to give the memory each screen's text
-TEXT_DOCS = (
-    "docs/LANGGRAPH.md#screen-text-what-was-on-the-screen-for-the-selector-never-for-the-prompt "
-    "(the screen_text key, the create_agent artifact, and the archive.ocr extra)"
-)
+TEXT_DOCS = "docs/LANGGRAPH.md#screen-text-what-was-on-the-screen-for-the-selector-never-for-the-prompt"
 
 # the controller's fallback reasons (MemoryController._allocate) -> short kinds
 _KINDS = (
