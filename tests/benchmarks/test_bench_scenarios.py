@@ -101,7 +101,8 @@ def test_selector_world_latency_reaches_the_scorer(benchmark, selector_model) ->
         iterations=1,
     )
     assert set(result["selector_world_ms"]) == {"budget", "paper_rule", "full_beam"}
-    for stats in result["selector_world_ms"].values():
+    assert set(result["selector_world_cpu_ms"]) == set(result["selector_world_ms"])
+    for stats in [*result["selector_world_ms"].values(), *result["selector_world_cpu_ms"].values()]:
         _finite_stats(stats)
         assert stats["p50"] <= stats["p95"] <= stats["p99"]
     info = result["selector_world"]

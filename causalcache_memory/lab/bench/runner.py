@@ -257,6 +257,7 @@ def format_table(results: dict[str, Any]) -> str:
     world = results.get("selector_world") or {}
     for variant, stats in (results.get("selector_world_ms") or {}).items():
         info = world.get(variant, {})
+        cpu = (results.get("selector_world_cpu_ms") or {}).get(variant, {})
         rows.append(
             (
                 f"selector_world_ms.{variant}",
@@ -265,6 +266,13 @@ def format_table(results: dict[str, Any]) -> str:
                 f"onnx calls {info.get('onnx_calls_mean')})",
             )
         )
+        if cpu:
+            rows.append(
+                (
+                    f"selector_world_cpu_ms.{variant}",
+                    f"p50 {cpu['p50']:.3f}  p95 {cpu['p95']:.3f}  p99 {cpu['p99']:.3f}  (process CPU time)",
+                )
+            )
     for variant, kb in (results.get("checkpoint_kb_per_step") or {}).items():
         series = (results.get("checkpoint_kb_series") or {}).get(variant, {})
         rows.append(
