@@ -140,8 +140,9 @@ def run_selector_world_latency(
 
 
 def _check_and_count(selector: Any, contexts: Sequence[Any]) -> dict[str, Any]:
-    """One untimed decision per context: each must reach the scorer; the guard's distances, the swaps
-    and the scorer calls per decision (counted by wrapping the scorer, outside the timed loop)."""
+    """One untimed decision per context: each must reach the scorer with screen text read; the guard's
+    distances, the swaps and the scorer calls per decision (counted by wrapping the scorer, outside the
+    timed loop)."""
     guard = selector.model.ood
     if guard is None or not selector.ood_guard:
         raise BenchmarkTraceError(
@@ -165,6 +166,8 @@ def _check_and_count(selector: Any, contexts: Sequence[Any]) -> dict[str, Any]:
                     f"the decision at t={ctx.t} with witness {ctx.witness} stopped before the scorer "
                     f"({allocation.info}); raise ood_scale or shorten the trace"
                 )
+            if "text" in str(allocation.info.get("masked", "")).split("+"):
+                raise BenchmarkTraceError(f"the text features were masked at t={ctx.t}: no screen text read")
             distances.append(float(allocation.info["ood_distance"]))
             ks.append(allocation.k)
             per_decision.append(calls[0])
