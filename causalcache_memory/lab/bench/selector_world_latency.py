@@ -13,11 +13,12 @@ the first episode: :meth:`SelectorAllocator.allocate` end to end, for each selec
 
 The guard and long traces: world episodes are at most ~30 steps, so the guard's age and length columns
 (``age_log``, ``age_beyond_window_log``, ``t_log``) put a 200-event state past the model's threshold
-(distance 10.5-11.2 against the bundle's 8.99 at 200 events on dev-00; up to 9.4 already at 100). To time the path a decision the
-guard accepts takes, the selector runs with ``ood_scale`` (default :data:`OOD_SCALE`): the guard computes
-its distance exactly as on every decision, only its threshold is multiplied. The result reports the
-distances, the threshold and whether the state would pass at scale 1. Every timed decision is checked
-to have reached the scorer (the guard ran, no ``fallback``); otherwise :class:`BenchmarkTraceError`.
+(distance 10.5-11.2 against the bundle's 8.99 at 200 events on dev-00; up to 9.4 already at 100). To
+time the path a decision the guard accepts takes, the selector runs with ``ood_scale`` (default
+:data:`OOD_SCALE`): the guard computes its distance exactly as on every decision, only its threshold is
+multiplied. The result reports the distances, the threshold and whether the state would pass at scale 1.
+Every decision is checked to have reached the scorer (the guard ran, no ``fallback``) and to have read
+screen text (no ``text`` in ``masked``); otherwise :class:`BenchmarkTraceError`.
 """
 
 from __future__ import annotations
