@@ -124,7 +124,7 @@ class StepDecision:
         if self.proposal is not None:
             record["proposal"] = self.proposal.action.to_dict() if self.proposal.action else None
         # the learned selector's facts
-        for key in ("predicted_gain", "min_gain", "ood_distance", "ood_masked"):
+        for key in ("predicted_gain", "min_gain", "ood_distance", "ood_masked", "masked"):
             if key in self.allocation.info:
                 record[key] = self.allocation.info[key]
         # prefix-cache reuse per model call (pass 1, then pass 2), when the runtime reports it

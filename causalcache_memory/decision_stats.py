@@ -19,6 +19,17 @@ throughout) with an allocator other than ``recent``, the memory warns once, with
 :data:`IDLE_DOCS`. (At a true swap rate of 2.8%, the bundled selector's on held-out worlds, 200 such
 decisions without a swap happen by chance with probability ``0.972^200 = 0.3%``.)
 
+Missing-screen-text rule: a selector trained reading each screen's text (the text group is among the
+groups its model reads, ``OnnxScorer.read_groups``) runs degraded when the deployment never gives it
+text: it then decides on positions, actions and summaries alone, which RESULTS.md section 8's ablation
+found transfers far worse. The selector reports, on every decision it featurized, the groups it reads that
+no event had (``info["masked"]``, e.g. ``"app+text"``); a model without text features never reports
+``text``. Over the last ``window`` decisions that could swap, when screen text was missing on more than
+``missing_text_share`` of them, the memory warns once with the counts, why it matters and the fix
+(:data:`TEXT_DOCS`). This warning has its own once-per-memory slot (:attr:`DecisionMonitor.warned_text`):
+a memory can get it and one idle warning (fallbacks *or* never-swaps, which share a slot since both mean
+"showing Recent-B only", :attr:`DecisionMonitor.warned`).
+
 Every decision is also logged at DEBUG on that logger (one line: t, allocator, k, pass 2, fallback).
 """
 
@@ -39,13 +50,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_FALLBACK_SHARE",
+    "DEFAULT_MISSING_TEXT_SHARE",
     "DEFAULT_NO_SWAP_WINDOW",
     "DEFAULT_WINDOW",
     "IDLE_DOCS",
+    "TEXT_DOCS",
     "DecisionMonitor",
     "DecisionStats",
     "fallback_kind",
     "swap_possible",
+    "text_missing",
 ]
 
 _log = logging.getLogger("causalcache_memory.decision_stats")
@@ -54,12 +68,16 @@ _log = logging.getLogger("causalcache_memory.decision_stats")
 DEFAULT_WINDOW = 20
 DEFAULT_MAX_FALLBACK_SHARE = 0.5
 DEFAULT_NO_SWAP_WINDOW = 200
+DEFAULT_MISSING_TEXT_SHARE = 0.5
 
 #: where the warning sends the user: what the rule means and how to train the selector on their data
 IDLE_DOCS = (
     "docs/SELECTOR.md#when-the-selector-is-idle (training on your own data: "
     "docs/DATA.md#pipeline-from-a-teams-data-to-a-deployed-adapter-and-selector)"
 )
+
+#: where the missing-screen-text warning sends the user: how to give the memory each screen's text
+TEXT_DOCS = "docs/LANGGRAPH.md#screen-text-what-was-on-the-screen-for-the-selector-never-for-the-prompt"
 
 # the controller's fallback reasons (MemoryController._allocate) -> short kinds
 _KINDS = (
@@ -85,6 +103,11 @@ def fallback_kind(reason: object) -> str | None:
     return text if len(text) <= 32 and " " not in text else "other"
 
 
+def text_missing(masked: object) -> bool:
+    """True when a decision's ``masked`` pattern (``info["masked"]``, e.g. ``"app+text"``) names screen text."""
+    return isinstance(masked, str) and "text" in masked.split("+")
+
+
 def swap_possible(t: int, budget: int) -> bool:
     """True when some past event lies outside Recent-B at decision ``t`` (``B < t - 1``)."""
     return budget < t - 1
@@ -100,6 +123,8 @@ class DecisionStats:
         second_passes: decisions that ran pass 2.
         could_swap: decisions where some past event lay outside Recent-B (the idle rule's denominator).
         fallbacks: Recent-B fallbacks by kind (:func:`fallback_kind`), e.g. ``{"ood": 12}``.
+        without_text: decisions of a selector that reads screen text where no event had any
+            (:func:`text_missing` of the record's ``masked``).
     """
 
     decisions: int = 0
@@ -107,14 +132,18 @@ class DecisionStats:
     second_passes: int = 0
     could_swap: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
+    without_text: int = 0
 
-    def add(self, *, t: int, budget: int, k: int, second_pass: bool, fallback: object) -> str | None:
+    def add(
+        self, *, t: int, budget: int, k: int, second_pass: bool, fallback: object, masked: object = None
+    ) -> str | None:
         """Count one decision; returns its fallback kind."""
         kind = fallback_kind(fallback)
         self.decisions += 1
         self.swaps += int(k > 0)
         self.second_passes += int(bool(second_pass))
         self.could_swap += int(swap_possible(t, budget))
+        self.without_text += int(text_missing(masked))
         if kind is not None:
             self.fallbacks[kind] = self.fallbacks.get(kind, 0) + 1
         return kind
@@ -127,6 +156,7 @@ class DecisionStats:
             k=int(record.get("k") or 0),
             second_pass=bool(record.get("second_pass")),
             fallback=record.get("fallback"),
+            masked=record.get("masked"),
         )
 
     @classmethod
@@ -148,11 +178,17 @@ class DecisionStats:
             "second_passes": self.second_passes,
             "could_swap": self.could_swap,
             "fallbacks": dict(sorted(self.fallbacks.items())),
+            "without_text": self.without_text,
         }
 
     def copy(self) -> DecisionStats:
         return DecisionStats(
-            self.decisions, self.swaps, self.second_passes, self.could_swap, dict(self.fallbacks)
+            self.decisions,
+            self.swaps,
+            self.second_passes,
+            self.could_swap,
+            dict(self.fallbacks),
+            self.without_text,
         )
 
 
@@ -165,6 +201,8 @@ class DecisionMonitor:
         enabled: False = count, but never warn.
         no_swap_window: warn (once) when this many decisions that could swap passed without a single swap
             (None: never; the rule does not apply to the ``recent`` allocator, which never swaps).
+        missing_text_share: warn (once) when screen text was missing on more than this share of the last
+            ``window`` decisions that could swap, in ``[0, 1)`` (None: never; see the module doc).
         max_threads: per-thread counts kept for at most this many threads (the oldest dropped).
 
     Thread-safe: the threads of one memory decide concurrently through one controller.
@@ -177,6 +215,7 @@ class DecisionMonitor:
         max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
         enabled: bool = True,
         no_swap_window: int | None = DEFAULT_NO_SWAP_WINDOW,
+        missing_text_share: float | None = DEFAULT_MISSING_TEXT_SHARE,
         max_threads: int = 4096,
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
@@ -190,6 +229,15 @@ class DecisionMonitor:
             isinstance(no_swap_window, bool) or not isinstance(no_swap_window, int) or no_swap_window < 1
         ):
             raise ConfigError(f"no_swap_window={no_swap_window!r} must be an integer >= 1 or None, e.g. 200")
+        if missing_text_share is not None and (
+            isinstance(missing_text_share, bool)
+            or not isinstance(missing_text_share, int | float)
+            or not 0.0 <= float(missing_text_share) < 1.0
+        ):
+            raise ConfigError(
+                f"missing_text_share={missing_text_share!r} must be a share in [0, 1) or None, e.g. 0.5 "
+                "(warn when screen text is missing on more than half); None: never"
+            )
         self.window = window
         self.no_swap_window = no_swap_window
         self._could_swap = 0  # decisions that could swap, and how many of them swapped (all threads)
@@ -197,10 +245,13 @@ class DecisionMonitor:
         self.max_fallback_share = float(max_fallback_share)
         self.enabled = enabled
         self._max_threads = max_threads
+        self.missing_text_share = None if missing_text_share is None else float(missing_text_share)
         self._recent: deque[str | None] = deque(maxlen=window)
+        self._no_text: deque[bool] = deque(maxlen=window)  # screen text missing, per could-swap decision
         self._threads: OrderedDict[str, DecisionStats] = OrderedDict()
         self._lock = threading.Lock()
-        self.warned: str | None = None  #: the warning's text once it fired
+        self.warned: str | None = None  #: the idle warning's text (fallbacks or never-swaps) once it fired
+        self.warned_text: str | None = None  #: the missing-screen-text warning's text once it fired
 
     def observe(self, episode_id: str, decision: StepDecision) -> None:
         """Count ``decision`` of thread ``episode_id``; warn (once) when the memory is idle."""
@@ -216,17 +267,24 @@ class DecisionMonitor:
                 decision.second_pass,
                 decision.fallback,
             )
-        message = None
+        message = text_message = None
+        masked = allocation.info.get("masked")
         with self._lock:
             stats = self._threads.pop(episode_id, None) or DecisionStats()
             self._threads[episode_id] = stats  # most recently used last
             while len(self._threads) > self._max_threads:
                 self._threads.popitem(last=False)
             kind = stats.add(
-                t=t, budget=budget, k=k, second_pass=decision.second_pass, fallback=decision.fallback
+                t=t,
+                budget=budget,
+                k=k,
+                second_pass=decision.second_pass,
+                fallback=decision.fallback,
+                masked=masked,
             )
             if swap_possible(t, budget):
                 self._recent.append(kind)
+                self._no_text.append(text_missing(masked))
                 self._could_swap += 1
                 self._swapped += int(k > 0)
                 message = self._idle_message(allocation.allocator) or self._no_swap_message(
@@ -234,8 +292,12 @@ class DecisionMonitor:
                 )
                 if message is not None:
                     self.warned = message
-        if message is not None:
-            warn(message, logger=_log, stacklevel=3)  # points at the caller of decide()
+                text_message = self._missing_text_message(allocation.allocator)
+                if text_message is not None:
+                    self.warned_text = text_message
+        for text in (message, text_message):
+            if text is not None:
+                warn(text, logger=_log, stacklevel=3)  # points at the caller of decide()
 
     def _idle_message(self, allocator: str) -> str | None:
         """The warning's text when the rule is crossed for the first time (lock held)."""
@@ -274,6 +336,31 @@ class DecisionMonitor:
             "allocation.idle_warning.no_swap_window sets the rule.)"
         )
 
+    def _missing_text_message(self, allocator: str) -> str | None:
+        """The missing-screen-text warning's text when its rule is crossed for the first time (lock held)."""
+        if (
+            not self.enabled
+            or self.warned_text is not None
+            or self.missing_text_share is None
+            or len(self._no_text) < self.window
+        ):
+            return None
+        missing = sum(self._no_text)
+        share = missing / self.window
+        if share <= self.missing_text_share:
+            return None
+        return (
+            f"screen text was missing on {missing} of the last {self.window} decisions where a swap was "
+            f"possible ({share:.0%}, above the {self.missing_text_share:.0%} limit), but the allocator "
+            f"{allocator!r} was trained reading each screen's text: without it, it judges old screens by "
+            "position, action and summary only, which transfers far worse to screens unlike its training "
+            "data (RESULTS.md section 8, the ablation without the text features). Fix: return `screen_text` "
+            "beside the screenshot from your screenshot node (under create_agent, the tool's "
+            "artifact={'screen_text': ...}), or let the memory OCR the screenshots (archive.ocr.engine: "
+            f"rapidocr or tesseract). See {TEXT_DOCS}. (Warned once per memory; "
+            "allocation.idle_warning.missing_text_share sets the rule, null disables it.)"
+        )
+
     def stats(self) -> dict[str, DecisionStats]:
         """Per-thread counts of the decisions this monitor saw (this process), by episode id."""
         with self._lock:
@@ -287,4 +374,5 @@ class DecisionMonitor:
             max_fallback_share=config.max_fallback_share,
             enabled=config.enabled,
             no_swap_window=config.no_swap_window,
+            missing_text_share=config.missing_text_share,
         )

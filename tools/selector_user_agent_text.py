@@ -7,7 +7,9 @@ accessibility dump, one line per element, with invoice numbers on some screens),
 run, the decisions that could swap (``t - 1 > B``), the share declined as out of distribution, the
 pass-2 share, the swaps, the mask patterns the guard judged them under (``ood_masked``; ``none`` = every
 feature group available), ``[min, median, max]`` of the threshold used and of the predicted gain of the
-decisions the guard accepted (0 when the scorer declined), and the idle warnings raised (the message).
+decisions the guard accepted (0 when the scorer declined), the decisions whose records say screen text
+was missing (``masked``), and the warnings raised: idle (``warnings``) and missing screen text
+(``text_warnings``), their messages.
 ``--min-gain`` sets the swap threshold (0 = the paper's rule) instead of the bundle's budget.
 
     python tools/selector_user_agent_text.py --steps 40
@@ -76,11 +78,9 @@ def run(steps: int, with_text: bool, min_gain: float | None = None) -> dict:
             graph.invoke(ua.first_input(), ua.run_config("t1"))
         log = memory.episode_log(graph, ua.run_config("t1"))
     could = [r for r in log if r["t"] - 1 > r["budget"]]
-    idle = [
-        str(w.message)
-        for w in caught
-        if issubclass(w.category, CausalCacheWarning) and "fell back" in str(w.message)
-    ]
+    ours = [str(w.message) for w in caught if issubclass(w.category, CausalCacheWarning)]
+    idle = [m for m in ours if "fell back" in m or "swapped on none" in m]
+    no_text = [m for m in ours if m.startswith("screen text was missing")]
     return {
         "screen_text": with_text,
         "decisions": len(log),
@@ -91,7 +91,9 @@ def run(steps: int, with_text: bool, min_gain: float | None = None) -> dict:
         "ood_masked": dict(Counter(r.get("ood_masked") or "none" for r in could if "ood_distance" in r)),
         "min_gain": _spread([r["min_gain"] for r in could if "min_gain" in r]),
         "predicted_gain": _spread([r["predicted_gain"] for r in could if r.get("fallback") is None]),
+        "without_text": sum("text" in (r.get("masked") or "").split("+") for r in could),
         "warnings": idle,
+        "text_warnings": no_text,
     }
 
 

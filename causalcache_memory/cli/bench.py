@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-SCENARIO_NAMES = ("overhead", "selector", "archive", "checkpoint", "two_pass", "agent")
+SCENARIO_NAMES = ("overhead", "selector", "selector_world", "archive", "checkpoint", "two_pass", "agent")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="measure what the memory adds to each agent step (table + JSON)",
-        description="Per-step overhead, selector latency, archive throughput, checkpoint growth and two-pass "
+        description="Per-step overhead, selector latency (random traces; selector_world: the full decision on "
+        "a 200-event world trace), archive throughput, checkpoint growth and two-pass "
         "accounting. Timings use one CPU thread where the code allows it.",
     )
     parser.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")

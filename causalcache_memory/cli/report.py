@@ -73,11 +73,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def counts_line(stats: DecisionStats) -> str:
-    """``decisions 12 · swaps (k > 0) 3 · pass 2 3 · Recent-B fallbacks 4 (ood 4)`` for one thread."""
+    """``decisions 12 · swaps (k > 0) 3 · pass 2 3 · Recent-B fallbacks 4 (ood 4)`` for one thread, then
+    ``· without screen text 9`` when the selector read no screen text on some decisions."""
     reasons = ", ".join(f"{kind} {n}" for kind, n in sorted(stats.fallbacks.items()))
     return (
         f"decisions {stats.decisions} · swaps (k > 0) {stats.swaps} · pass 2 {stats.second_passes} · "
-        f"Recent-B fallbacks {stats.fallback_total}" + (f" ({reasons})" if reasons else "")
+        f"Recent-B fallbacks {stats.fallback_total}"
+        + (f" ({reasons})" if reasons else "")
+        + (f" · without screen text {stats.without_text}" if stats.without_text else "")
     )
 
 

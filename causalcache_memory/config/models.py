@@ -16,6 +16,7 @@ from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.config.strict import _registered, _Strict
 from causalcache_memory.decision_stats import (
     DEFAULT_MAX_FALLBACK_SHARE,
+    DEFAULT_MISSING_TEXT_SHARE,
     DEFAULT_NO_SWAP_WINDOW,
     DEFAULT_WINDOW,
 )
@@ -183,6 +184,11 @@ class IdleWarningConfig(_Strict):
         description="Warn when more than this share of them fell back to Recent-B (OOD, time-out, error, "
         "...), 0 <= share < 1; to never warn set enabled: false.",
     )
+    missing_text_share: float | None = Field(
+        DEFAULT_MISSING_TEXT_SHARE,
+        description="Also warn when screen text was missing on more than this share of them while the "
+        "selector reads screen text (give it screen_text or archive.ocr), 0 <= share < 1; null: never.",
+    )
 
     @field_validator("window")
     @classmethod
@@ -200,6 +206,16 @@ class IdleWarningConfig(_Strict):
             raise ValueError(
                 f"max_fallback_share={value!r} must be a share in [0, 1), e.g. 0.5 (warn above 50%); "
                 "to never warn set enabled: false"
+            )
+        return value
+
+    @field_validator("missing_text_share")
+    @classmethod
+    def _text_share(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ValueError(
+                f"missing_text_share={value!r} must be a share in [0, 1), e.g. 0.5 (warn when screen text "
+                "is missing on more than half of the decisions); null: never warn about screen text"
             )
         return value
 

@@ -34,6 +34,7 @@ from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
+from causalcache_memory.selector.ood_masks import state_pattern
 from causalcache_memory.selector.screen_text import ScreenTextSource
 from causalcache_memory.selector.threshold import (
     DEFAULT_BUDGET_WINDOW,
@@ -221,7 +222,9 @@ class SelectorAllocator:
         predicted gain, which the threshold is compared with),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
-        without some feature groups).
+        without some feature groups), and ``masked`` on every decision that was featurized: the groups the
+        model reads (``OnnxScorer.read_groups``) that no event of the trace had, e.g. ``"text"`` or
+        ``"app+text"`` (absent when every such group was available somewhere).
         """
         recent = recent_b(t, budget)
         if self.deployment is not None:
@@ -237,10 +240,13 @@ class SelectorAllocator:
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
             raise SelectorError(f"decide(t={t}, budget={budget}) needs the events' features")
+        summary = state_summary(events, self.model.drop_index)
+        missing = state_pattern(summary, self.model.read_groups)
+        if missing:  # groups the model reads whose source is missing on every event (e.g. "text")
+            info["masked"] = missing
         if self.ood_guard:
             guard = self.model.ood
             assert guard is not None
-            summary = state_summary(events, self.model.drop_index)
             out, distance = guard.is_ood(summary, scale=self.ood_scale)
             info["ood_distance"] = round(distance, 4) if distance != float("inf") else "inf"
             masked = guard.pattern(summary) if isinstance(guard, RobustGuard) else ""

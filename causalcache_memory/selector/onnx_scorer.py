@@ -22,6 +22,7 @@ from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feature_index, schema_hash
 from causalcache_memory.selector.ood import OodGuard, RobustGuard, load_guard
+from causalcache_memory.selector.ood_masks import group_columns
 
 __all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxScorer", "pack_sets_np"]
 
@@ -136,6 +137,23 @@ class OnnxScorer:
         self.format_version: int = int(self.metadata.get("causalcache.model_format_version", "0") or 0)
         #: whether the model was trained with thumbnail statistics (False: the extractor reads no pixels)
         self.image_features: bool = self.metadata.get("causalcache.image_features", "true") != "false"
+        #: ``{group: feature indices}`` (availability first) of the maskable feature groups
+        #: (:data:`~causalcache_memory.selector.ood_masks.MASK_GROUPS`) this model was trained with
+        self.read_groups: dict[str, tuple[int, ...]] = self._read_groups()
+
+    def _read_groups(self) -> dict[str, tuple[int, ...]]:
+        """The groups the model reads: its guard's ``mask_groups`` (the groups whose columns varied in
+        training, not dropped); for a model without that guard, every group of its feature names that is
+        not dropped (image statistics only with ``image_features``)."""
+        if isinstance(self.ood, RobustGuard):
+            return dict(self.ood.mask_groups)
+        dropped = set(self.drop_index)
+        used = [
+            i
+            for i, name in enumerate(self.feature_names)
+            if i not in dropped and (self.image_features or not name.startswith("image_"))
+        ]
+        return group_columns(self.feature_names, used) if used else {}
 
     @property
     def calibrated_min_gain(self) -> float | None:

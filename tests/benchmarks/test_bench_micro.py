@@ -60,6 +60,22 @@ def test_selector_allocate_t200(benchmark, trace_200, selector_model) -> None:
     assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
 
 
+def test_selector_full_decision_world_t200(benchmark, tmp_path, selector_model) -> None:
+    """The whole decision (text features, guard, scorer, exact-B beam) on a 200-event world trace."""
+    from causalcache_memory.lab.bench.selector_world_latency import OOD_SCALE, world_trace
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    archive = LocalArchive(tmp_path / "world")
+    trace, witnesses = world_trace(N_EVENTS, archive)
+    selector = SelectorAllocator(selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE)
+    ctx = AllocationContext(trace, 4, archive, witness=witnesses[0])
+    selector.allocate(ctx)  # warm the screen-text and feature caches
+    allocation = benchmark(selector.allocate, ctx)
+    assert "ood_distance" in allocation.info and allocation.info.get("fallback") is None  # reached the scorer
+    assert "masked" not in allocation.info  # screen text (and app labels) read on this trace
+    assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
+
+
 def test_naive_step_t200(benchmark, pool) -> None:
     pytest.importorskip("langchain_core")
     memory = NaiveMessageMemory(GOAL, past=4)

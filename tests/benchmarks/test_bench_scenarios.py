@@ -10,6 +10,7 @@ from causalcache_memory.lab.bench import (
     run_archive_io,
     run_checkpoint_growth,
     run_selector_latency,
+    run_selector_world_latency,
     run_step_overhead,
     run_two_pass,
 )
@@ -90,6 +91,34 @@ def test_selector_latency_keys(benchmark, selector_model) -> None:
     for parts in result["selector_breakdown_ms"].values():
         assert 0.0 <= parts["k_mean"] <= 4.0  # exact-B: at most B events replaced
         assert 1.0 <= parts["onnx_calls_mean"] <= 4.0
+
+
+def test_selector_world_latency_reaches_the_scorer(benchmark, selector_model) -> None:
+    result = benchmark.pedantic(
+        run_selector_world_latency,
+        kwargs=dict(events=40, repeats=5, selector_model=selector_model),
+        rounds=1,
+        iterations=1,
+    )
+    assert set(result["selector_world_ms"]) == {"budget", "paper_rule", "full_beam"}
+    assert set(result["selector_world_cpu_ms"]) == set(result["selector_world_ms"])
+    for stats in [*result["selector_world_ms"].values(), *result["selector_world_cpu_ms"].values()]:
+        _finite_stats(stats)
+        assert stats["p50"] <= stats["p95"] <= stats["p99"]
+    info = result["selector_world"]
+    assert info["trace"]["events"] == 40 and info["trace"]["budget"] == 4
+    assert info["full_beam"]["k_mean"] == 4.0  # the beam's worst case: every recent slot swapped
+    for variant in ("budget", "paper_rule", "full_beam"):
+        low, high = info[variant]["ood_distance"]
+        assert 0.0 < low <= high and info[variant]["ood_threshold"] > 0.0
+        assert 1.0 <= info[variant]["onnx_calls_mean"] <= 4.0
+
+
+def test_selector_world_latency_fails_loudly_when_the_guard_declines(selector_model) -> None:
+    from causalcache_memory.lab.bench.selector_world_latency import BenchmarkTraceError
+
+    with pytest.raises(BenchmarkTraceError, match="stopped before the scorer"):
+        run_selector_world_latency(events=40, repeats=1, ood_scale=1e-6, selector_model=selector_model)
 
 
 def test_archive_stores_input_bytes_without_reencoding(benchmark, tmp_path) -> None:

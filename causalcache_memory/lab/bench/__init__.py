@@ -18,6 +18,7 @@ from causalcache_memory.lab.bench.runner import (
 from causalcache_memory.lab.bench.screens import make_screenshot, screenshot_pool, unique_variant
 from causalcache_memory.lab.bench.selector_latency import run_selector_latency
 from causalcache_memory.lab.bench.selector_model import benchmark_selector_model, write_throwaway_selector
+from causalcache_memory.lab.bench.selector_world_latency import run_selector_world_latency
 from causalcache_memory.lab.bench.two_pass import run_two_pass
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "run_benchmarks",
     "run_checkpoint_growth",
     "run_selector_latency",
+    "run_selector_world_latency",
     "run_step_overhead",
     "run_two_pass",
     "screenshot_pool",

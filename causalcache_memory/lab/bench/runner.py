@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["SCENARIOS", "BenchSizes", "check_targets", "format_table", "run_benchmarks"]
 
-SCENARIOS = ("overhead", "selector", "archive", "checkpoint", "two_pass", "agent")
+SCENARIOS = ("overhead", "selector", "selector_world", "archive", "checkpoint", "two_pass", "agent")
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class BenchSizes:
     overhead_window: int = 3
     selector_sizes: tuple[int, ...] = (50, 200, 1000)
     selector_repeats: int = 300
+    selector_world_events: int = 200
+    selector_world_repeats: int = 600
     archive_items: int = 1000
     checkpoint_steps: int = 50
     two_pass_episodes: int = 12
@@ -42,6 +44,7 @@ class BenchSizes:
             overhead_episodes=1,
             overhead_window=1,
             selector_repeats=30,
+            selector_world_repeats=30,
             archive_items=50,
             checkpoint_steps=10,
             two_pass_episodes=2,
@@ -166,6 +169,12 @@ def _run_one(
         return run_selector_latency(
             sizes=sizes.selector_sizes, repeats=sizes.selector_repeats, selector_model=model
         )
+    if name == "selector_world":
+        from causalcache_memory.lab.bench.selector_world_latency import run_selector_world_latency
+
+        return run_selector_world_latency(
+            events=sizes.selector_world_events, repeats=sizes.selector_world_repeats, selector_model=model
+        )
     from causalcache_memory.lab.bench.two_pass import run_two_pass
 
     return run_two_pass(
@@ -205,6 +214,8 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         out["step_overhead_noarchive_nothumbnail_t200_p50_ms.causalcache"] = target(value, 5.0)
     out["selector_p99_ms.n200"] = target(_get(results, "selector_ms", "n200", "p99"), 2.0)
     out["selector_p99_ms.n1000"] = target(_get(results, "selector_ms", "n1000", "p99"), 10.0)
+    for variant, stats in (results.get("selector_world_ms") or {}).items():  # issue 24: <= 1 ms at 200
+        out[f"selector_world_p99_ms.{variant}"] = target(stats.get("p99"), 1.0)
     for variant in ("causalcache_memory_only", "causalcache"):
         out[f"checkpoint_kb_per_step.{variant}"] = target(
             _get(results, "checkpoint_kb_per_step", variant), 20.0
@@ -243,6 +254,25 @@ def format_table(results: dict[str, Any]) -> str:
                 )
     for n, stats in (results.get("selector_ms") or {}).items():
         rows.append((f"selector_ms.{n}", f"p50 {stats['p50']:.3f}  p99 {stats['p99']:.3f}  (n={stats['n']})"))
+    world = results.get("selector_world") or {}
+    for variant, stats in (results.get("selector_world_ms") or {}).items():
+        info = world.get(variant, {})
+        cpu = (results.get("selector_world_cpu_ms") or {}).get(variant, {})
+        rows.append(
+            (
+                f"selector_world_ms.{variant}",
+                f"p50 {stats['p50']:.3f}  p95 {stats['p95']:.3f}  p99 {stats['p99']:.3f}  (n={stats['n']}, "
+                f"{world.get('trace', {}).get('events')} events, k {info.get('k_mean')}, "
+                f"onnx calls {info.get('onnx_calls_mean')})",
+            )
+        )
+        if cpu:
+            rows.append(
+                (
+                    f"selector_world_cpu_ms.{variant}",
+                    f"p50 {cpu['p50']:.3f}  p95 {cpu['p95']:.3f}  p99 {cpu['p99']:.3f}  (process CPU time)",
+                )
+            )
     for variant, kb in (results.get("checkpoint_kb_per_step") or {}).items():
         series = (results.get("checkpoint_kb_series") or {}).get(variant, {})
         rows.append(

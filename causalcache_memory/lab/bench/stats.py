@@ -31,9 +31,9 @@ def owns_workdir(fn: F) -> F:
 
 
 def percentiles(samples_ms: Sequence[float], *, digits: int = 3) -> dict[str, float]:
-    """``{"p50", "p99", "mean", "n"}`` of millisecond samples (linear interpolation between ranks)."""
+    """``{"p50", "p95", "p99", "mean", "n"}`` of millisecond samples (linear interpolation between ranks)."""
     if not samples_ms:
-        return {"p50": math.nan, "p99": math.nan, "mean": math.nan, "n": 0}
+        return {"p50": math.nan, "p95": math.nan, "p99": math.nan, "mean": math.nan, "n": 0}
     data = sorted(samples_ms)
 
     def q(p: float) -> float:
@@ -43,6 +43,7 @@ def percentiles(samples_ms: Sequence[float], *, digits: int = 3) -> dict[str, fl
 
     return {
         "p50": round(q(0.50), digits),
+        "p95": round(q(0.95), digits),
         "p99": round(q(0.99), digits),
         "mean": round(sum(data) / len(data), digits),
         "n": len(data),
