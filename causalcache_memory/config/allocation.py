@@ -1,0 +1,185 @@
+"""The ``allocation`` section of the configuration: allocator, learned selector, idle warning, exploration.
+
+Split from :mod:`causalcache_memory.config.models` (which re-exports every model here) to keep each module
+small; :class:`~causalcache_memory.config.models.CausalCacheConfig` holds an :class:`AllocationConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from causalcache_memory.allocation.registry import lookup_allocator
+from causalcache_memory.config.strict import _registered, _Strict
+from causalcache_memory.decision_stats import (
+    DEFAULT_MAX_FALLBACK_SHARE,
+    DEFAULT_MISSING_TEXT_SHARE,
+    DEFAULT_NO_SWAP_WINDOW,
+    DEFAULT_WINDOW,
+)
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+
+__all__ = ["AllocationConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
+
+
+class SelectorConfig(_Strict):
+    model_path: str | None = Field(
+        None,
+        description="Directory or .onnx file of a trained selector; null = the scorer bundled with the package.",
+    )
+    beam_width: int = Field(4, ge=1, le=64, description="Beam width of the exact-B search.")
+    timeout_ms: float = Field(
+        250.0,
+        gt=0,
+        description="Allocation time limit; past it the step falls back to Recent-B with a warning.",
+    )
+    inverted: bool = Field(False, description="Negate the learned score (specificity control, not for use).")
+    min_gain: float | Literal["auto"] = Field(
+        "auto",
+        description="Smallest predicted gain for a swap: 'auto' = the threshold calibrated on development "
+        "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
+        "larger = fewer second passes.",
+    )
+    second_pass_budget: float = Field(
+        0.15,
+        description="With min_gain: auto, the largest share of decisions that may run pass 2, in [0, 1]: "
+        "the threshold is the one with the most dev gain within it, chosen from the frontier stored in "
+        "the model (docs/SELECTOR.md); a number in min_gain overrides it.",
+    )
+    budget_window: int | None = Field(
+        DEFAULT_BUDGET_WINDOW,
+        description="With min_gain: auto, hold second_pass_budget on the memory's own latest this-many "
+        "decisions per B (dev threshold for the first min(window, 20)); null = the dev threshold only "
+        "(docs/SELECTOR.md, 'The pass-2 budget on your screens').",
+    )
+    ood_guard: bool = Field(
+        True,
+        description="Fall back to Recent-B (reason 'ood' in the decision log) on states outside the "
+        "scorer's training distribution (models exported with OOD statistics).",
+    )
+    ood_scale: float = Field(
+        1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
+    )
+
+    @field_validator("second_pass_budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"second_pass_budget={value!r} must be a share of decisions in [0, 1], e.g. 0.15 (at most "
+                "15% of decisions run pass 2); 1 = no budget limit, or set min_gain to a number instead"
+            )
+        return float(value)
+
+    @field_validator("budget_window", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(
+                f"budget_window={value!r} must be an integer >= 1 (decisions over which the pass-2 budget "
+                "is held on the deployment, e.g. 200) or null (the dev-calibrated threshold only)"
+            )
+        return value
+
+    @field_validator("min_gain", mode="before")
+    @classmethod
+    def _min_gain_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"min_gain={value!r} must be 'auto' or a number >= 0, not a boolean")
+        return value
+
+    @field_validator("min_gain")
+    @classmethod
+    def _min_gain(cls, value: float | str) -> float | str:
+        if isinstance(value, str) or (value >= 0.0 and value < float("inf")):
+            return value
+        raise ValueError(f"min_gain={value!r} must be 'auto' or a finite number >= 0 (0 = the paper's rule)")
+
+
+class IdleWarningConfig(_Strict):
+    """When the memory warns that its allocator is idle (docs/SELECTOR.md, "When the selector is idle")."""
+
+    enabled: bool = Field(True, description="Warn (once per memory) when the allocator mostly falls back.")
+    window: int = Field(DEFAULT_WINDOW, description="How many of the latest decisions where a swap was possible "
+        "(some past step outside Recent-B) the rule looks at, 1..100000.")  # fmt: skip
+    no_swap_window: int | None = Field(
+        DEFAULT_NO_SWAP_WINDOW, ge=1, le=100_000, description="Also warn after this many could-swap decisions "
+        "without a single swap (the selector ran but never cleared its threshold), 1..100000; null: never.",
+    )  # fmt: skip
+    max_fallback_share: float = Field(
+        DEFAULT_MAX_FALLBACK_SHARE,
+        description="Warn when more than this share of them fell back to Recent-B (OOD, time-out, error, "
+        "...), 0 <= share < 1; to never warn set enabled: false.",
+    )
+    missing_text_share: float | None = Field(
+        DEFAULT_MISSING_TEXT_SHARE,
+        description="Also warn when screen text was missing on more than this share of them while the "
+        "selector reads screen text (give it screen_text or archive.ocr), 0 <= share < 1; null: never.",
+    )
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: int) -> int:
+        if not 1 <= value <= 100_000:
+            raise ValueError(
+                f"window={value!r} must be an integer between 1 and 100000 (decisions); set e.g. window: 20"
+            )
+        return value
+
+    @field_validator("max_fallback_share")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 <= value < 1.0:
+            raise ValueError(
+                f"max_fallback_share={value!r} must be a share in [0, 1), e.g. 0.5 (warn above 50%); "
+                "to never warn set enabled: false"
+            )
+        return value
+
+    @field_validator("missing_text_share")
+    @classmethod
+    def _text_share(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ValueError(
+                f"missing_text_share={value!r} must be a share in [0, 1), e.g. 0.5 (warn when screen text "
+                "is missing on more than half of the decisions); null: never warn about screen text"
+            )
+        return value
+
+
+class ExploreConfig(_Strict):
+    """Record a share of episodes with another allocator (allocation/explore.py, docs/LEARN.md "Record")."""
+
+    share: float = Field(
+        ..., gt=0.0, le=1.0, description="Share of episodes (stable per episode id), 0 < share <= 1."
+    )
+    allocator: str = Field("random", description="The exploring allocator: any registered name but selector.")
+    seed: int = Field(0, description="Seed of the per-episode choice and of a random explorer.")
+
+    @field_validator("allocator")
+    @classmethod
+    def _explorer(cls, name: str) -> str:
+        if name == "selector":
+            raise ValueError("the selector is not an explorer: use random (or deploy it with min_gain: 0)")
+        return _registered(lookup_allocator, name)
+
+
+class AllocationConfig(_Strict):
+    allocator: str = Field(
+        "selector",
+        description="Which events get the B high-fidelity slots: any registered allocator "
+        "(selector = the learned selector, recent, summary_only, random, first, evenly_spaced, rgb, or one "
+        "added with register_allocator).",
+    )
+
+    @field_validator("allocator")
+    @classmethod
+    def _known_allocator(cls, name: str) -> str:
+        return _registered(lookup_allocator, name)
+
+    seed: int = Field(0, description="Seed of the random allocator.")
+    rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity allocator.")
+    selector: SelectorConfig = SelectorConfig()
+    idle_warning: IdleWarningConfig = IdleWarningConfig()
+    explore: ExploreConfig | None = Field(None, description="Exploration while recording; null = never.")
