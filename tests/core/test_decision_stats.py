@@ -8,10 +8,10 @@ import threading
 import warnings
 
 import pytest
+from decision_runs import run
 
 from causalcache_memory import Action, Generation, Trace, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
-from causalcache_memory.archive import LocalArchive
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
 from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats, fallback_kind
@@ -57,25 +57,6 @@ class SlowAllocator:
     def allocate(self, ctx):
         self.release.wait(10.0)
         return RecentAllocator().allocate(ctx)
-
-
-@pytest.fixture
-def archive(tmp_path, make_png):
-    archive = LocalArchive(tmp_path / "a")
-    archive.shots = [archive.put(make_png((i * 5 % 256, i, 0))).sha256 for i in range(40)]
-    return archive
-
-
-def run(controller: MemoryController, archive, steps: int, episode: str = "ep") -> list[dict]:
-    """Decide ``steps`` times on a growing trace; returns the decision records."""
-    trace = Trace("Type the order number", episode_id=episode)
-    trace.observe(archive.shots[0])
-    records = []
-    for i in range(1, steps + 1):
-        decision = controller.decide(trace)
-        records.append(decision.to_record())
-        controller.record(trace, decision, archive.shots[i])
-    return records
 
 
 def idle_warnings(caught) -> list[str]:

@@ -12,10 +12,10 @@ import re
 import warnings
 
 import pytest
+from decision_runs import run
 
-from causalcache_memory import Action, Generation, Trace, make_allocation
+from causalcache_memory import Action, Generation, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
-from causalcache_memory.archive import LocalArchive
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
 from causalcache_memory.decision_stats import TEXT_DOCS, DecisionMonitor, DecisionStats
@@ -48,25 +48,6 @@ class MaskedAllocator:
         pattern = self.masked(ctx.t) if len(recent) < ctx.t - 1 else None
         info = {"masked": pattern} if pattern else {}
         return make_allocation(recent, t=ctx.t, budget=ctx.budget, allocator=self.name, info=info)
-
-
-@pytest.fixture
-def archive(tmp_path, make_png):
-    archive = LocalArchive(tmp_path / "a")
-    archive.shots = [archive.put(make_png((i * 5 % 256, i, 0))).sha256 for i in range(40)]
-    return archive
-
-
-def run(controller: MemoryController, archive, steps: int, episode: str = "ep") -> list[dict]:
-    """Decide ``steps`` times on a growing trace; returns the decision records."""
-    trace = Trace("Type the order number", episode_id=episode)
-    trace.observe(archive.shots[0])
-    records = []
-    for i in range(1, steps + 1):
-        decision = controller.decide(trace)
-        records.append(decision.to_record())
-        controller.record(trace, decision, archive.shots[i])
-    return records
 
 
 def text_warnings(caught) -> list[str]:
