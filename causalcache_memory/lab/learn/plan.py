@@ -127,7 +127,22 @@ def check_plan(
         f"too little data to train a selector that deploys: {'; '.join(problems)}. With "
         f"{per:.1f} labelled states per trajectory and splits {tuple(fractions)} this needs {shown} "
         f"(have {total}: {plan.trajectories['train']} train / {plan.trajectories['dev']} dev / "
-        f"{plan.trajectories['test']} test). Nothing was labelled; record more episodes and rerun."
+        f"{plan.trajectories['test']} test). Nothing was labelled; record more episodes and rerun"
+        + _test_to_dev_hint(plan, fractions, need_train, need_dev)
+        + "."
+    )
+
+
+def _test_to_dev_hint(plan: LabelPlan, fractions: Sequence[float], need_train: int, need_dev: int) -> str:
+    """The refusal's second way out when only dev is short and the test split would make up for it:
+    give the test split to dev (the test split only reports a metric; docs/LEARN.md)."""
+    short_only_dev = plan.states["dev"] < need_dev and plan.states["train"] >= need_train
+    if not short_only_dev or fractions[2] <= 0 or plan.states["dev"] + plan.states["test"] < need_dev:
+        return ""
+    splits = [round(fractions[0], 3), round(fractions[1] + fractions[2], 3), 0.0]
+    return (
+        f", or give the test split to dev (train: {{splits: {splits}}}: about "
+        f"{plan.states['dev'] + plan.states['test']} dev states, and no held-back test metric)"
     )
 
 
