@@ -153,8 +153,12 @@ class BoundedWorker:
                 self._running = None
 
     # ------------------------------------------------------------------ lifecycle
-    def close(self, join_s: float = 0.5) -> bool:
-        """Stop the worker; True if its thread ended within ``join_s`` (a hung call is abandoned)."""
+    def close(self, join_s: float | None = 0.5) -> bool:
+        """Stop the worker; True if its thread ended within ``join_s`` (a hung call is abandoned).
+
+        ``join_s=None`` (a finalizer's close) never joins: a finalizer can run inside ``threading``'s
+        own locks, where even ``join(0)`` deadlocks; the thread ends on its own after the stop signal.
+        """
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -168,5 +172,6 @@ class BoundedWorker:
                 if job is not _STOP and job[2] is not None:
                     job[2].cancel()
             self._jobs.put(_STOP)
-        thread.join(join_s)
+        if join_s is not None:
+            thread.join(join_s)
         return not thread.is_alive()

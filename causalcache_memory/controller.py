@@ -384,13 +384,19 @@ class MemoryController:
         with self._worker_lock:  # one worker, also when threads of one memory decide concurrently
             if self._worker is None:
                 self._worker = BoundedWorker("causalcache-alloc")
-                weakref.finalize(self, self._worker.close, 0.0)  # a dropped controller stops it too
+                # a dropped controller stops it too, without joining (finalizers must not join threads)
+                weakref.finalize(self, self._worker.close, None)
             return self._worker
 
-    def close(self) -> None:
-        """Stop the allocator worker (a hung call is abandoned on its daemon thread). Idempotent."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the allocator worker (a hung call is abandoned on its daemon thread). Idempotent.
+
+        ``wait=False`` (a finalizer's close) signals the worker to stop without joining its thread."""
         if self._worker is not None:
-            self._worker.close()
+            if wait:
+                self._worker.close()
+            else:
+                self._worker.close(None)
             self._worker = None
 
     def __enter__(self) -> MemoryController:

@@ -188,9 +188,15 @@ class DeferredArchive:
         if failed is not None:
             raise failed
 
-    def close(self) -> None:
-        """Finish the writes handed over, then stop the writer thread (idempotent)."""
-        self._pool.shutdown(wait=True)
+    def close(self, *, wait: bool = True) -> None:
+        """Finish the writes handed over, then stop the writer thread (idempotent).
+
+        ``wait=False`` (a finalizer's close) returns at once: the writes handed over still run on the
+        writer thread, which ends after them (and which the interpreter joins at exit), but this call
+        never joins a thread — a finalizer can run inside ``threading``'s own locks, where a join
+        deadlocks.
+        """
+        self._pool.shutdown(wait=wait)
 
     def put_record(self, data: bytes) -> str:
         """Hash now; store (``inner.put_record``, durably) in the background. See :meth:`flush`."""

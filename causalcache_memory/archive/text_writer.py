@@ -172,10 +172,13 @@ class ScreenTextWriter:
             return True
         return done.wait(timeout)
 
-    def close(self) -> None:
-        """Stop the worker: the job running finishes, screenshots still waiting get no text (idempotent)."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the worker: the job running finishes, screenshots still waiting get no text (idempotent).
+
+        ``wait=False`` (a finalizer's close) does not join the worker thread (see
+        :meth:`DeferredArchive.close <causalcache_memory.archive.deferred.DeferredArchive.close>`)."""
         with self._lock:
             pool, self._pool = self._pool, None
             self._waiting.clear()
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=wait, cancel_futures=True)

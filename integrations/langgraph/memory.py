@@ -69,11 +69,14 @@ __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 STEP_EVENT = "causalcache.step"
 
 
-def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]]) -> None:
+def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]], wait: bool = True) -> None:
+    """Close every controller and its deferred archive; ``wait=False`` (the memory's finalizer) joins no
+    thread: a finalizer can run inside ``threading``'s own locks (a garbage collection started by a thread
+    being started), where a join deadlocks. The writes handed over still land on the writer threads."""
     for _, _, controller in list(stores.values()):
-        controller.close()
+        controller.close(wait=wait)
         if isinstance(controller.archive, DeferredArchive):
-            controller.archive.close()
+            controller.archive.close(wait=wait)
     stores.clear()
 
 
@@ -142,8 +145,8 @@ class CausalCacheMemory(ThreadReading):
         self._warm_threads: set[str] = set()
         self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
         self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
-        weakref.finalize(self, _close_controllers, self._stores)
-        weakref.finalize(self, self.screen_texts.close)
+        weakref.finalize(self, _close_controllers, self._stores, False)  # finalizers never join threads
+        weakref.finalize(self, self.screen_texts.close, wait=False)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> CausalCacheMemory:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 import warnings
 
 import pytest
@@ -53,8 +54,10 @@ class SlowAllocator:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.started = threading.Event()
 
     def allocate(self, ctx):
+        self.started.set()
         self.release.wait(10.0)
         return RecentAllocator().allocate(ctx)
 
@@ -156,6 +159,8 @@ def test_the_controllers_fallback_reasons_get_short_kinds(archive) -> None:
         with pytest.warns(CausalCacheWarning, match="falling back to Recent-B"):
             kinds.append(fallback_kind(ctl.decide(trace).fallback))
             if isinstance(allocator, SlowAllocator):  # the first call is still running: busy
+                assert allocator.started.wait(10.0)  # on a loaded machine it may not have begun yet
+                time.sleep(0.05)  # and has now run past its 0.01 s limit: the worker is stuck on it
                 kinds.append(fallback_kind(ctl.decide(trace).fallback))
                 allocator.release.set()
         ctl.close()
