@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._worker import BoundedWorker, WorkerBusy, WorkerTimeout
 from causalcache_memory.allocation.base import (
+    INFO_RECORD_KEYS,
     Allocation,
     AllocationContext,
     Allocator,
@@ -123,8 +124,7 @@ class StepDecision:
         }
         if self.proposal is not None:
             record["proposal"] = self.proposal.action.to_dict() if self.proposal.action else None
-        # the learned selector's facts
-        for key in ("predicted_gain", "min_gain", "ood_distance", "ood_masked", "masked"):
+        for key in INFO_RECORD_KEYS:  # the learned selector's facts
             if key in self.allocation.info:
                 record[key] = self.allocation.info[key]
         # prefix-cache reuse per model call (pass 1, then pass 2), when the runtime reports it
@@ -384,19 +384,13 @@ class MemoryController:
         with self._worker_lock:  # one worker, also when threads of one memory decide concurrently
             if self._worker is None:
                 self._worker = BoundedWorker("causalcache-alloc")
-                # a dropped controller stops it too, without joining (finalizers must not join threads)
-                weakref.finalize(self, self._worker.close, None)
+                weakref.finalize(self, self._worker.close, None)  # dropped: stop it, never join (P16)
             return self._worker
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the allocator worker (a hung call is abandoned on its daemon thread). Idempotent.
-
-        ``wait=False`` (a finalizer's close) signals the worker to stop without joining its thread."""
+        """Stop the allocator worker (a hung call is abandoned); ``wait=False`` never joins. Idempotent."""
         if self._worker is not None:
-            if wait:
-                self._worker.close()
-            else:
-                self._worker.close(None)
+            self._worker.close() if wait else self._worker.close(None)
             self._worker = None
 
     def __enter__(self) -> MemoryController:

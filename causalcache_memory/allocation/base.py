@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from causalcache_memory.trace import Trace
 
 __all__ = [
+    "INFO_RECORD_KEYS",
     "MAX_BUDGET",
     "Allocation",
     "AllocationContext",
@@ -36,6 +37,17 @@ __all__ = [
 
 #: the largest budget any part of the project accepts (the paper evaluates B <= 8)
 MAX_BUDGET = 64
+#: keys of an allocation's ``info`` that decision records keep (the learned selector's facts:
+#: docs/SELECTOR.md, "Never worse than Recent-B")
+INFO_RECORD_KEYS = (
+    "predicted_gain",
+    "top_gain",
+    "min_gain",
+    "threshold_from",
+    "ood_distance",
+    "ood_masked",
+    "masked",
+)
 
 
 def check_budget(budget: object) -> int:

@@ -6,8 +6,7 @@ One object configures the memory (budget ``B``, allocator, archive, prompt text)
 * :meth:`middleware` for LangChain ``create_agent``;
 * :meth:`checkpointer`, the configured LangGraph saver (SQLite by default; it serves ``invoke`` and
   ``ainvoke``/``astream``), and :meth:`acheckpointer` for the native async savers;
-* :meth:`episode_log` / :meth:`trace` (and :meth:`aepisode_log` / :meth:`atrace` for async savers), to
-  read an episode back from a checkpoint;
+* :meth:`episode_log` / :meth:`trace` (async: :meth:`aepisode_log` / :meth:`atrace`): an episode back;
 * :meth:`action`, the decided action from any node of the user's graph.
 
 Arguments are validated when given (an allocator name is resolved through the registry at once); the
@@ -70,9 +69,7 @@ STEP_EVENT = "causalcache.step"
 
 
 def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]], wait: bool = True) -> None:
-    """Close every controller and its deferred archive; ``wait=False`` (the memory's finalizer) joins no
-    thread: a finalizer can run inside ``threading``'s own locks (a garbage collection started by a thread
-    being started), where a join deadlocks. The writes handed over still land on the writer threads."""
+    """Close every controller and deferred archive; ``wait=False`` (finalizers) joins no thread (P16)."""
     for _, _, controller in list(stores.values()):
         controller.close(wait=wait)
         if isinstance(controller.archive, DeferredArchive):
