@@ -18,11 +18,19 @@ architecture; :mod:`~causalcache_memory.lab.selector.base_model`) instead of sta
 weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s`` is kept, and the
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
+
+``mask_dropout`` (e.g. ``{text: 0.3, app: 0.3}``; default off) trains for deployments that lack a
+source: in every epoch each training state independently has each named group masked with its
+probability, exactly as the extractor masks a group whose source is missing (every column of the group,
+its ``<group>_available`` flag included, set to 0: :func:`~causalcache_memory.selector.ood_masks.
+mask_summary` on the state's event rows). The draws come from a generator seeded with ``seed``, so
+training stays bitwise reproducible; dev selection, calibration and the guard read the states unmasked.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -44,6 +52,7 @@ from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
+from causalcache_memory.selector.ood_masks import MASK_GROUPS, group_columns, mask_summary, pattern_key
 
 torch = require("torch", purpose="training the learned selector")
 
@@ -100,6 +109,9 @@ class TrainConfig(BaseModel):
     #: ``.onnx`` file (:mod:`~causalcache_memory.lab.selector.base_model`); ``None``: from scratch. The
     #: base unchanged is the dev-selection candidate "epoch 0", and its target scale is kept
     init_from: str | None = None
+    #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
+    #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
+    mask_dropout: dict[str, float] = Field(default_factory=dict)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -122,8 +134,35 @@ class TrainConfig(BaseModel):
                 feature_index(name)
             except KeyError as exc:
                 errors.append(f"train.drop_features: {exc.args[0]}")
+        for group, rate in self.mask_dropout.items():
+            if group not in MASK_GROUPS:
+                errors.append(
+                    f"train.mask_dropout: unknown group {group!r}; choose from {', '.join(MASK_GROUPS)}"
+                )
+            elif not 0.0 <= rate < 1.0:
+                errors.append(f"train.mask_dropout.{group}={rate} must be a probability in [0, 1), e.g. 0.3")
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
+
+
+class MaskDropout:
+    """Masks feature groups of training states at random (``TrainConfig.mask_dropout``; module doc).
+
+    For each state, groups are drawn in :data:`MASK_GROUPS` order, one uniform number each, from a
+    numpy generator seeded with the training seed: the same seed masks the same states.
+    """
+
+    def __init__(self, rates: Mapping[str, float], seed: int) -> None:
+        names = [n for n, _ in FEATURE_SCHEMA]
+        self.groups = group_columns(names)
+        self.rates = [(g, float(rates[g])) for g in MASK_GROUPS if rates.get(g, 0.0) > 0.0]
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, ex: StateExample) -> StateExample:
+        key = pattern_key(g for g, rate in self.rates if self.rng.random() < rate)
+        if not key:
+            return ex
+        return dataclasses.replace(ex, events=mask_summary(ex.events, self.groups, key))
 
 
 def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
@@ -307,8 +346,9 @@ def _fit(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
+    masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
     for epoch in range(first, cfg.epochs + 1):
-        running = _epoch(model, opt, train, rng, scale, cfg) if epoch > 0 else [float("nan")]
+        running = _epoch(model, opt, train, rng, scale, cfg, masker) if epoch > 0 else [float("nan")]
         model.eval()
         dev_m = _evaluate(model, select, scale, cfg)
         history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
@@ -331,7 +371,13 @@ def _fit(
 
 
 def _epoch(
-    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig
+    model,
+    opt,
+    train: Sequence[StateExample],
+    rng: random.Random,
+    scale: float,
+    cfg: TrainConfig,
+    masker: MaskDropout | None = None,
 ) -> list[float]:  # type: ignore[no-untyped-def]
     order = list(range(len(train)))
     rng.shuffle(order)
@@ -339,7 +385,10 @@ def _epoch(
     running = []
     for i in range(0, len(order), cfg.batch_states):
         opt.zero_grad()
-        loss = _loss(model, _tensors([train[j] for j in order[i : i + cfg.batch_states]]), scale, cfg)
+        batch = [train[j] for j in order[i : i + cfg.batch_states]]
+        if masker is not None:
+            batch = [masker(ex) for ex in batch]
+        loss = _loss(model, _tensors(batch), scale, cfg)
         loss.backward()
         opt.step()
         running.append(loss.item())
