@@ -118,7 +118,7 @@ def test_mask_summary_masks_event_rows_as_it_masks_their_mean():
 
 def test_mask_dropout_masks_whole_groups_reproducibly():
     from causalcache_memory.lab.selector.examples import StateExample
-    from causalcache_memory.lab.selector.train import MaskDropout
+    from causalcache_memory.lab.selector.mask_dropout import MaskDropout
     from causalcache_memory.selector.features import FEATURE_SCHEMA
 
     width = len(FEATURE_SCHEMA)

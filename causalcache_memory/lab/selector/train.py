@@ -19,18 +19,13 @@ weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
 
-``mask_dropout`` (e.g. ``{text: 0.3, app: 0.3}``; default off) trains for deployments that lack a
-source: in every epoch each training state independently has each named group masked with its
-probability, exactly as the extractor masks a group whose source is missing (every column of the group,
-its ``<group>_available`` flag included, set to 0: :func:`~causalcache_memory.selector.ood_masks.
-mask_summary` on the state's event rows). The draws come from a generator seeded with ``seed``, so
-training stays bitwise reproducible; dev selection, calibration and the guard read the states unmasked.
+``mask_dropout`` masks feature groups of training states at random, as a missing source does
+(:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -49,10 +44,10 @@ from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_t
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
+from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
-from causalcache_memory.selector.ood_masks import MASK_GROUPS, group_columns, mask_summary, pattern_key
 
 torch = require("torch", purpose="training the learned selector")
 
@@ -134,35 +129,9 @@ class TrainConfig(BaseModel):
                 feature_index(name)
             except KeyError as exc:
                 errors.append(f"train.drop_features: {exc.args[0]}")
-        for group, rate in self.mask_dropout.items():
-            if group not in MASK_GROUPS:
-                errors.append(
-                    f"train.mask_dropout: unknown group {group!r}; choose from {', '.join(MASK_GROUPS)}"
-                )
-            elif not 0.0 <= rate < 1.0:
-                errors.append(f"train.mask_dropout.{group}={rate} must be a probability in [0, 1), e.g. 0.3")
+        errors.extend(check_mask_dropout(self.mask_dropout))
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
-
-
-class MaskDropout:
-    """Masks feature groups of training states at random (``TrainConfig.mask_dropout``; module doc).
-
-    For each state, groups are drawn in :data:`MASK_GROUPS` order, one uniform number each, from a
-    numpy generator seeded with the training seed: the same seed masks the same states.
-    """
-
-    def __init__(self, rates: Mapping[str, float], seed: int) -> None:
-        names = [n for n, _ in FEATURE_SCHEMA]
-        self.groups = group_columns(names)
-        self.rates = [(g, float(rates[g])) for g in MASK_GROUPS if rates.get(g, 0.0) > 0.0]
-        self.rng = np.random.default_rng(seed)
-
-    def __call__(self, ex: StateExample) -> StateExample:
-        key = pattern_key(g for g, rate in self.rates if self.rng.random() < rate)
-        if not key:
-            return ex
-        return dataclasses.replace(ex, events=mask_summary(ex.events, self.groups, key))
 
 
 def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
@@ -371,13 +340,7 @@ def _fit(
 
 
 def _epoch(
-    model,
-    opt,
-    train: Sequence[StateExample],
-    rng: random.Random,
-    scale: float,
-    cfg: TrainConfig,
-    masker: MaskDropout | None = None,
+    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig, masker=None
 ) -> list[float]:  # type: ignore[no-untyped-def]
     order = list(range(len(train)))
     rng.shuffle(order)
@@ -386,8 +349,7 @@ def _epoch(
     for i in range(0, len(order), cfg.batch_states):
         opt.zero_grad()
         batch = [train[j] for j in order[i : i + cfg.batch_states]]
-        if masker is not None:
-            batch = [masker(ex) for ex in batch]
+        batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
         loss = _loss(model, _tensors(batch), scale, cfg)
         loss.backward()
         opt.step()
