@@ -68,6 +68,7 @@ def run_demo(args: argparse.Namespace) -> int:
         selector_path=args.selector,
         min_gain=args.min_gain,
         budget_window=args.budget_window,
+        screen_text=not args.no_screen_text,
         budget_curve=args.budget_curve,
         policy_seeds=args.seeds,
         templates=args.templates,
@@ -166,6 +167,12 @@ def add_closed_loop_arguments(
         default=DEFAULT_BUDGET_WINDOW,
         help="selector: hold the pass-2 budget on each memory's latest N decisions (default "
         f"{DEFAULT_BUDGET_WINDOW}); 'off' = the dev-calibrated threshold only",
+    )
+    parser.add_argument(
+        "--no-screen-text",
+        action="store_true",
+        help="selector: read no screen text (its text features masked, as a deployment without "
+        "screen_text or OCR); default: the world's exact OCR, as in training",
     )
     parser.add_argument(
         "--budget-curve",

@@ -80,11 +80,13 @@ def state_pattern(summary: np.ndarray, groups: Mapping[str, Sequence[int]]) -> s
 def mask_summary(summary: np.ndarray, groups: Mapping[str, Sequence[int]], key: str) -> np.ndarray:
     """``summary`` as the extractor would give it with the groups of ``key`` unavailable (their columns 0).
 
-    Zeroing a group's columns in every event and taking the mean again is the same as zeroing them here.
+    ``summary`` is a state summary ``(F,)`` or the state's event rows ``(N, F)`` (the last axis is the
+    feature axis; a float64 copy is returned). Zeroing a group's columns in every event and taking the
+    mean again is the same as zeroing them in the summary.
     """
     out = np.array(summary, dtype=np.float64)
     for group in key.split("+") if key else ():
-        out[list(groups[group])] = 0.0
+        out[..., list(groups[group])] = 0.0
     return out
 
 

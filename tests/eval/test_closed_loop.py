@@ -200,3 +200,56 @@ def test_out_of_distribution_declines_are_counted_per_split() -> None:
     assert out["memory_critical"]["ood_rate"] == 0.25 and out["memory_critical"]["fallback_rate"] == 0.25
     assert out["control"]["ood_rate"] == 1.0 and out["control"]["fallback_rate"] == 0.0
     assert out["ood_rate"] == 3 / 6 and out["fire_rate"] == 1 / 6
+
+
+def _selector_episode(tmp_path, *, screen_text: bool, stored_text: str | None):
+    """One dev-world task of the selector arm; the archive answers ``get_text`` with ``stored_text``."""
+    from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.lab.eval.world_agent import build_world_agent, memory_for, run_world_episode
+    from causalcache_memory.lab.world.family import policy_for_world
+    from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
+
+    class TextArchive(LocalArchive):  # an archive that holds text for every screen
+        def get_text(self, sha256: str) -> str | None:
+            return stored_text
+
+    task = max(generate_world_tasks(8, 1234, worlds="dev-00"), key=lambda t: len(t.steps))
+    policy = policy_for_world(world_of(task), 0)
+    archive = TextArchive(tmp_path / f"archive-{screen_text}")
+    memory = memory_for("causalcache", 4, policy, archive, None, screen_text=screen_text)
+    outcome = run_world_episode(
+        task, memory, build_world_agent(memory), arm="causalcache", policy=policy, archive=archive,
+        thread_id="t", max_steps=len(task.steps) + 6,
+    )  # fmt: skip
+    decided = [r for r in outcome.log if len(r["recent"]) < r["t"] - 1]  # decisions with a swap possible
+    assert decided, "the task never had more past events than B"
+    return outcome, decided
+
+
+def test_without_screen_text_the_selector_sees_the_text_group_masked(tmp_path) -> None:
+    """``screen_text=False``: every featurized decision reports the text group masked, even when the
+    archive itself holds text; with the default (the world's exact OCR) no decision does."""
+    outcome, decided = _selector_episode(tmp_path, screen_text=False, stored_text="Order TK-3781 total $42")
+    assert all("text" in str(r.get("masked", "")).split("+") for r in decided)
+    assert outcome.to_dict()["masked"] == [r.get("masked") for r in outcome.log]
+    _, with_text = _selector_episode(tmp_path, screen_text=True, stored_text=None)
+    assert not any("text" in str(r.get("masked", "")).split("+") for r in with_text)
+
+
+def test_no_screen_text_flag_reaches_the_settings_and_the_results(tmp_path) -> None:
+    import argparse
+
+    from causalcache_memory.cli.demo import add_closed_loop_arguments
+
+    parser = argparse.ArgumentParser()
+    add_closed_loop_arguments(parser, tasks=2, out="x", arms=("causalcache",), budget_curve=())
+    assert parser.parse_args([]).no_screen_text is False and ClosedLoopSettings().screen_text is True
+    assert parser.parse_args(["--no-screen-text"]).no_screen_text is True
+    out = tmp_path / "cl"
+    args = ["eval", "closed-loop", "--worlds", "dev-00", "--tasks", "2", "--seeds", "0", "--arms",
+            "causalcache", "--budget-curve=", "--no-screen-text", "--out", str(out), "--quiet", "--no-plots"]  # fmt: skip
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["meta"]["screen_text"] is False
+    masked = [m for e in results["episodes"] for m in e["masked"] if m is not None]
+    assert masked and all("text" in m.split("+") for m in masked)

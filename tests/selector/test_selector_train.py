@@ -100,3 +100,69 @@ def test_bad_train_config_lists_every_problem():
     with pytest.raises(ConfigError) as info:
         TrainConfig(splits=(0.5, 0.1, 0.1), witness="maybe", drop_features=("nope",))
     assert len(info.value.errors) == 3
+
+
+def test_mask_summary_masks_event_rows_as_it_masks_their_mean():
+    from causalcache_memory.selector.features import FEATURE_SCHEMA
+    from causalcache_memory.selector.ood_masks import group_columns, mask_summary
+
+    groups = group_columns([n for n, _ in FEATURE_SCHEMA])
+    events = np.random.default_rng(0).uniform(0.1, 1.0, size=(5, len(FEATURE_SCHEMA)))
+    masked = mask_summary(events, groups, "app+text")
+    cols = [*groups["app"], *groups["text"]]
+    assert masked.shape == events.shape and np.all(masked[:, cols] == 0.0)
+    keep = [i for i in range(events.shape[1]) if i not in set(cols)]
+    np.testing.assert_array_equal(masked[:, keep], events[:, keep])
+    np.testing.assert_array_equal(masked.mean(axis=0), mask_summary(events.mean(axis=0), groups, "app+text"))
+
+
+def test_mask_dropout_masks_whole_groups_reproducibly():
+    from causalcache_memory.lab.selector.examples import StateExample
+    from causalcache_memory.lab.selector.mask_dropout import MaskDropout
+    from causalcache_memory.selector.features import FEATURE_SCHEMA
+
+    width = len(FEATURE_SCHEMA)
+    ex = StateExample(
+        "t", 5, 2, np.ones((4, width), np.float32), np.zeros((1, 1)), [(1,)], *[np.zeros(1)] * 4
+    )
+    text, app = feature_index("text_available"), feature_index("app_available")
+    first, second = MaskDropout({"text": 0.5}, seed=7), MaskDropout({"text": 0.5}, seed=7)
+    outs = [first(ex).events for _ in range(40)]
+    seen = [e[0, text] for e in outs]
+    assert seen == [second(ex).events[0, text] for _ in range(40)]  # same seed: the same states masked
+    assert 0 < seen.count(0.0) < 40  # some states, not all
+    masked = next(e for e in outs if e[0, text] == 0.0)
+    text_cols = [i for i, (n, _) in enumerate(FEATURE_SCHEMA) if n.startswith("text_")]
+    assert np.all(masked[:, text_cols] == 0.0) and np.all(masked[:, app] == 1.0)  # the whole group, only it
+    assert np.all(ex.events == 1.0)  # the example itself is not modified
+    assert MaskDropout({}, seed=7)(ex) is ex
+
+
+def test_training_with_mask_dropout_is_deterministic_and_differs_from_without(world, labelled):
+    from causalcache_memory.lab.selector.train import build_examples, train_selector
+
+    trajs, _ = world
+    _, _, records = labelled
+    ex = build_examples(records[::16], {t.trajectory_id: t for t in trajs})  # 30 states, 24 trajectories
+    assert any(e.events[:, feature_index("app_available")].any() for e in ex)  # the stand-in has app labels
+    cfg = {"epochs": 2, "seed": 3, "mask_dropout": {"app": 0.5}, **SMOKE}
+    a = train_selector(ex, TrainConfig(**cfg), export_onnx=False)
+    b = train_selector(ex, TrainConfig(**cfg), export_onnx=False)
+    plain = train_selector(ex, TrainConfig(epochs=2, seed=3, **SMOKE), export_onnx=False)
+    for (k, va), vb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
+        assert torch.equal(va, vb), k
+    assert any(
+        not torch.equal(va, vp)
+        for va, vp in zip(a.model.state_dict().values(), plain.model.state_dict().values(), strict=True)
+    )
+    assert a.metadata["train"]["mask_dropout"] == {"app": 0.5}
+
+
+def test_mask_dropout_names_the_group_and_the_fix():
+    with pytest.raises(
+        ConfigError, match=r"mask_dropout: unknown group 'pixels'; choose from app, text, image"
+    ):
+        TrainConfig(mask_dropout={"pixels": 0.3})
+    with pytest.raises(ConfigError, match=r"mask_dropout.text=1.0 must be a probability in \[0, 1\)"):
+        TrainConfig(mask_dropout={"text": 1.0})
+    assert TrainConfig().mask_dropout == {}

@@ -86,6 +86,9 @@ class ClosedLoopSettings:
             and stored with the model; 0 = the paper's rule.
         budget_window: the selector's ``budget_window`` (the pass-2 budget held on each memory's own
             decisions; None = the dev threshold only).
+        screen_text: the selector reads each screen's text (the world's exact OCR, as in training);
+            False = it reads none, so its ``text_*`` features are masked on every decision (a deployment
+            with neither ``screen_text`` nor OCR). Other arms read no text either way.
         budget_curve: budgets for the budget sweep (empty = no sweep).
         curve_arms: arms swept over ``budget_curve``.
         policy_seeds: seeds of the simulated policy; every figure is a mean over them.
@@ -107,6 +110,7 @@ class ClosedLoopSettings:
     selector_path: str | None = None
     min_gain: float | str = "auto"
     budget_window: int | None = DEFAULT_BUDGET_WINDOW
+    screen_text: bool = True
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
     policy_seeds: tuple[int, ...] = (0, 1, 2)
@@ -219,6 +223,7 @@ def run_job(
                 settings.min_gain,
                 oracle,
                 budget_window=settings.budget_window,
+                screen_text=settings.screen_text,
             )
             graph = build_world_agent(memory, SqliteSaver(conn))
             graphs.setdefault("first", graph)
@@ -349,6 +354,7 @@ def _meta(
         "selector": settings.selector_path or "bundled",
         "min_gain": settings.min_gain,
         "budget_window": settings.budget_window,
+        "screen_text": settings.screen_text,
         "ni_margin": settings.ni_margin,
         "step_cap": f"expert plan length + {settings.extra_steps}",
         "tasks_per_split": dict(Counter(t.split for t in tasks)),

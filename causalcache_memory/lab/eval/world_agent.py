@@ -91,6 +91,8 @@ class EpisodeOutcome:
             ],
             "fallbacks": [r.get("fallback") for r in self.log],
             "ood_masked": [r.get("ood_masked") for r in self.log],
+            # feature groups the selector reads that no event had (e.g. "text"), per decision
+            "masked": [r.get("masked") for r in self.log],
         }
 
 
@@ -186,7 +188,14 @@ def memory_for(
     allocation: Any = None,
     *,
     budget_window: int | None = DEFAULT_BUDGET_WINDOW,
+    screen_text: bool = True,
 ) -> Any:
+    """The memory of one arm: its allocator at ``budget`` (``summary_only``: B = 0) over ``archive``.
+
+    The selector arm reads each screen's text with the world's exact OCR, as in training; with
+    ``screen_text=False`` it reads none (not even the archive's own ``get_text``), so its ``text_*``
+    features are masked on every decision -- a deployment with neither ``screen_text`` nor OCR.
+    """
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
     effective = 0 if arm == "summary_only" else budget
@@ -201,6 +210,8 @@ def memory_for(
                     "min_gain": min_gain,
                     "budget_window": budget_window,
                 },
+                # withholding screen text is this run's point: the memory's warning about it is not news
+                **({} if screen_text else {"idle_warning": {"missing_text_share": None}}),
             },
             "policy": {"kind": "simulated"},
         }
@@ -208,9 +219,9 @@ def memory_for(
     if allocation is None:
         allocation = build_allocator(config.allocation)
         if ARMS[arm] == "selector":  # the screens' text, read as in training (the world's exact OCR)
-            from causalcache_memory.lab.selector.world_text import WorldScreenText
+            from causalcache_memory.lab.selector.world_text import NoScreenText, WorldScreenText
 
-            allocation.use_screen_text(WorldScreenText(archive))
+            allocation.use_screen_text(WorldScreenText(archive) if screen_text else NoScreenText())
     return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
 
 

@@ -18,6 +18,9 @@ architecture; :mod:`~causalcache_memory.lab.selector.base_model`) instead of sta
 weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s`` is kept, and the
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
+
+``mask_dropout`` masks feature groups of training states at random, as a missing source does
+(:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_t
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
+from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
@@ -100,6 +104,9 @@ class TrainConfig(BaseModel):
     #: ``.onnx`` file (:mod:`~causalcache_memory.lab.selector.base_model`); ``None``: from scratch. The
     #: base unchanged is the dev-selection candidate "epoch 0", and its target scale is kept
     init_from: str | None = None
+    #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
+    #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
+    mask_dropout: dict[str, float] = Field(default_factory=dict)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -122,6 +129,7 @@ class TrainConfig(BaseModel):
                 feature_index(name)
             except KeyError as exc:
                 errors.append(f"train.drop_features: {exc.args[0]}")
+        errors.extend(check_mask_dropout(self.mask_dropout))
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
 
@@ -307,8 +315,9 @@ def _fit(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
+    masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
     for epoch in range(first, cfg.epochs + 1):
-        running = _epoch(model, opt, train, rng, scale, cfg) if epoch > 0 else [float("nan")]
+        running = _epoch(model, opt, train, rng, scale, cfg, masker) if epoch > 0 else [float("nan")]
         model.eval()
         dev_m = _evaluate(model, select, scale, cfg)
         history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
@@ -331,7 +340,7 @@ def _fit(
 
 
 def _epoch(
-    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig
+    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig, masker=None
 ) -> list[float]:  # type: ignore[no-untyped-def]
     order = list(range(len(train)))
     rng.shuffle(order)
@@ -339,7 +348,9 @@ def _epoch(
     running = []
     for i in range(0, len(order), cfg.batch_states):
         opt.zero_grad()
-        loss = _loss(model, _tensors([train[j] for j in order[i : i + cfg.batch_states]]), scale, cfg)
+        batch = [train[j] for j in order[i : i + cfg.batch_states]]
+        batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
+        loss = _loss(model, _tensors(batch), scale, cfg)
         loss.backward()
         opt.step()
         running.append(loss.item())

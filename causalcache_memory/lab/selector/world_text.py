@@ -7,6 +7,10 @@ lists for that screen -- and ``get_lines(sha)`` adds each line's relative box. L
 ladder and the closed-loop evaluation all read the screens through it, so the scorer is trained on the
 text it is deployed with. Results are cached per content hash (:class:`~causalcache_memory.lab.world.ocr.
 OcrCache`).
+
+:class:`NoScreenText` answers nothing: the closed loop's ``screen_text=False`` runs the selector as a
+deployment with neither ``screen_text`` nor OCR would (its ``text_*`` features masked), whatever text the
+archive may hold.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 from causalcache_memory.errors import ArchiveError
 from causalcache_memory.lab.world.ocr import OcrCache, OcrResult
 
-__all__ = ["WorldScreenText", "world_screen_text"]
+__all__ = ["NoScreenText", "WorldScreenText", "world_screen_text"]
 
 
 class WorldScreenText:
@@ -47,3 +51,14 @@ class WorldScreenText:
 def world_screen_text(archive: Any) -> WorldScreenText:
     """The OCR screen-text source for ``archive`` (a recipe or harness factory)."""
     return WorldScreenText(archive)
+
+
+class NoScreenText:
+    """A screen-text source with no text for any screen (``get_text`` is always None).
+
+    Given to the selector in place of the archive's own ``get_text``, it masks the ``text_*`` features
+    (zeros, ``text_available = 0``) on every decision, as a deployment without screen text or OCR sees them.
+    """
+
+    def get_text(self, sha256: str) -> str | None:
+        return None
