@@ -125,13 +125,14 @@ def test_a_node_without_a_state_annotation_is_told_the_real_cause(tmp_path) -> N
     assert [r["t"] for r in records] == [1] and records[0]["action"]["type"] == "click"
 
 
-def _library_threads(exclude: set[int] = frozenset()) -> list[threading.Thread]:  # type: ignore[assignment]
-    """Live threads the library started (named ``causalcache-*``), except those in ``exclude``."""
-    return [t for t in threading.enumerate() if t.name.startswith("causalcache-") and t.ident not in exclude]
+def _library_threads(exclude: set[threading.Thread] = frozenset()) -> list[threading.Thread]:  # type: ignore[assignment]
+    """Live threads the library started (named ``causalcache-*``), except those in ``exclude`` (by object:
+    a thread id is reused once its thread ended, and dropped memories' threads end on their own, P16)."""
+    return [t for t in threading.enumerate() if t.name.startswith("causalcache-") and t not in exclude]
 
 
 def test_live_library_threads_stay_bounded_over_200_steps_and_20_threads(tmp_path) -> None:
-    before = {t.ident for t in _library_threads()}  # of earlier tests' memories
+    before = set(_library_threads())  # of earlier tests' memories
     config = relaxed_config(checkpointer={"kind": "sqlite", "path": str(tmp_path / "c.sqlite")})
     memory = CausalCacheMemory(
         config=config,

@@ -105,13 +105,13 @@ def test_slow_model_load_falls_back_then_recovers(tmp_path):
 
 
 def test_close_stops_the_worker_and_context_exit_closes(tmp_path):
-    before = {t.ident for t in threading.enumerate()}
+    before = set(threading.enumerate())  # by object: thread ids are reused
     with MemoryController(
         policy=TypingPolicy(), archive=LocalArchive(tmp_path), allocator=SlowLoadAllocator(0.0), budget=1
     ) as ctl:
         _episode(ctl, 3)
         assert any(t.name == "causalcache-alloc" for t in threading.enumerate())
-    assert [t for t in threading.enumerate() if t.ident not in before and t.name == "causalcache-alloc"] == []
+    assert [t for t in threading.enumerate() if t not in before and t.name == "causalcache-alloc"] == []
     ctl.close()  # idempotent
 
 
