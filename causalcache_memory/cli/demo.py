@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
 
 
 def _arms(text: str) -> tuple[str, ...]:
@@ -230,16 +230,15 @@ def _worlds(text: str) -> str:
 
 
 def _budget_window(text: str) -> int | None:
-    """``--budget-window``: ``off`` or an integer >= 1."""
+    """``--budget-window``: ``off`` or an integer >= 1 (the allocator's rule, ``check_window``)."""
+    from causalcache_memory.errors import SelectorError
+
     if text == "off":
         return None
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not 'off' or an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1 (or 'off')")
-    return value
+        return check_window(int(text), field="--budget-window")
+    except (ValueError, SelectorError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'off' or an integer >= 1 ({exc})") from None
 
 
 def _min_gain(text: str) -> float | str:

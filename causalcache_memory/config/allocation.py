@@ -18,7 +18,7 @@ from causalcache_memory.decision_stats import (
     DEFAULT_NO_SWAP_WINDOW,
     DEFAULT_WINDOW,
 )
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
 
 __all__ = ["AllocationConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
 
@@ -74,13 +74,8 @@ class SelectorConfig(_Strict):
 
     @field_validator("budget_window", mode="before")
     @classmethod
-    def _window(cls, value: Any) -> Any:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(
-                f"budget_window={value!r} must be an integer >= 1 (decisions over which the pass-2 budget "
-                "is held on the deployment, e.g. 200) or null (the dev-calibrated threshold only)"
-            )
-        return value
+    def _budget_window(cls, value: Any) -> Any:
+        return _registered(check_window, value)  # the allocator's own rule (selector/threshold.py)
 
     @field_validator("min_gain", mode="before")
     @classmethod
