@@ -24,7 +24,15 @@ from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feat
 from causalcache_memory.selector.ood import OodGuard, RobustGuard, load_guard
 from causalcache_memory.selector.ood_masks import group_columns
 
-__all__ = ["GRAPH_INPUTS", "GRAPH_OUTPUTS", "NonFiniteScoreError", "OnnxScorer", "pack_sets_np"]
+__all__ = [
+    "GRAPH_INPUTS",
+    "GRAPH_OUTPUTS",
+    "MODEL_FILE",
+    "NonFiniteScoreError",
+    "OnnxScorer",
+    "model_file",
+    "pack_sets_np",
+]
 
 #: ``name -> (element type, rank, {axis: fixed width})`` the scorer graph must declare
 GRAPH_INPUTS: dict[str, tuple[str, int, dict[int, int]]] = {
@@ -78,6 +86,16 @@ def pack_sets_np(sets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]
     return rows, mask
 
 
+#: the file name of an exported scorer inside its model directory
+MODEL_FILE = "selector.onnx"
+
+
+def model_file(path: str | Path) -> Path:
+    """The ONNX file of ``path``: the path itself, or ``selector.onnx`` inside a model directory."""
+    p = Path(path)
+    return p / MODEL_FILE if p.is_dir() else p
+
+
 class OnnxScorer:
     """An exported scorer run with onnxruntime.
 
@@ -91,9 +109,7 @@ class OnnxScorer:
 
     def __init__(self, path: str | Path, *, threads: int = 1) -> None:
         ort = require("onnxruntime", purpose="running the learned selector")
-        p = Path(path)
-        if p.is_dir():
-            p = p / "selector.onnx"
+        p = model_file(path)
         if not p.is_file():
             raise SelectorError(
                 f"selector model {p} does not exist; train one with `causalcache train selector`"

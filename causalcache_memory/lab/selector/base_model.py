@@ -31,6 +31,7 @@ from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError, SchemaMismatchError
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import schema_hash
+from causalcache_memory.selector.onnx_scorer import model_file
 
 torch = require("torch", purpose="fine-tuning the learned selector")
 
@@ -72,9 +73,7 @@ def resolve_base(spec: str) -> Path:
         from causalcache_memory.selector.allocator import bundled_model_path
 
         return bundled_model_path()
-    path = Path(spec)
-    if path.is_dir():
-        path = path / "selector.onnx"
+    path = model_file(spec)
     if not path.is_file():
         raise ConfigError(
             f"train.init_from={spec!r}: {path} is not a selector model; give 'bundled', a model directory "
