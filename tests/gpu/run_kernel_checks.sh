@@ -22,18 +22,8 @@ OUT="$(cd "$OUT" && pwd)"
 PY="${PYTHON:-python3}"
 case "$PY" in /*) ;; */*) PY="$ROOT/$PY" ;; esac
 
-# causalcache_memory with runtime/ and integrations/ mapped in, from the checkout. Python runs from a
-# scratch directory with PYTHONSAFEPATH, so the checkout's own causalcache_memory/ (which lacks them) is
-# never first on sys.path.
-WORK="$(mktemp -d)"
-SITE="$WORK/site"
-mkdir -p "$SITE/causalcache_memory"
-for entry in "$ROOT"/causalcache_memory/*; do ln -s "$entry" "$SITE/causalcache_memory/"; done
-ln -s "$ROOT/runtime" "$SITE/causalcache_memory/runtime"
-ln -s "$ROOT/integrations" "$SITE/causalcache_memory/integrations"
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
+. "$ROOT/tests/gpu/checkout_site.sh"     # PYTHONPATH to the checkout; cd to a scratch dir
 unset TRITON_INTERPRET CAUSALCACHE_HGKV_KERNEL
-cd "$WORK"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || true
 
