@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_hgkv_prefill import CONFIG_7B, _import_project  # noqa: E402
+from bench_hgkv_prefill import CONFIG_7B, _import_project
 
 #: Qwen2.5-VL-7B's vision tower (config.json of the released model)
 VISION_7B = {
@@ -72,7 +72,9 @@ def build_policy(work: Path, tiny: bool, max_new_tokens: int):
     from causalcache_memory.runtime.tiny import build_tiny_qwen_vl
     from causalcache_memory.runtime.transformers_policy import TransformersPolicy
 
-    base = TransformersPolicy.from_pretrained(build_tiny_qwen_vl(work / "tiny"), max_new_tokens=max_new_tokens)
+    base = TransformersPolicy.from_pretrained(
+        build_tiny_qwen_vl(work / "tiny"), max_new_tokens=max_new_tokens
+    )
     if tiny:
         return base
     tiny_cfg = base.model.config
@@ -102,7 +104,9 @@ def screen(step: int, rng: random.Random) -> tuple[object, str]:
     """A 1920x1080 screenshot with a title bar, panels and lines of text; returns (image, its text)."""
     from PIL import Image, ImageDraw
 
-    image = Image.new("RGB", SCREEN, (rng.randrange(200, 256), rng.randrange(200, 256), rng.randrange(200, 256)))
+    image = Image.new(
+        "RGB", SCREEN, (rng.randrange(200, 256), rng.randrange(200, 256), rng.randrange(200, 256))
+    )
     draw = ImageDraw.Draw(image)
     lines = [f"Window {step}: " + " ".join(rng.sample(WORDS, 3))]
     draw.rectangle((0, 0, SCREEN[0], 40), fill=(40, 40, 60))
@@ -139,7 +143,9 @@ def build_trajectory(archive, steps: int, seed: int = 0):
             action = Action(type="click", x=x, y=y)
             call = f"pyautogui.click(x={x}, y={y})"
         response = f"Thought: step {t + 1}, I look for the {rng.choice(WORDS)} field.\nAction: {call}"
-        out.append(Step(action=action, response=response, screenshot_before=shas[t], screenshot_after=shas[t + 1]))
+        out.append(
+            Step(action=action, response=response, screenshot_before=shas[t], screenshot_after=shas[t + 1])
+        )
     goal = "Find the order number of the Desk Lamp in the invoice and type it into the Checkout search box."
     return Trajectory("bench-0", goal, "desktop", SCREEN, tuple(out), success=True)
 
@@ -272,11 +278,17 @@ def main() -> int:
     agreement = AgreementScorer(make_sampler(policy), k=args.k, temperature=None)
     parts = [
         ("warmup", policy, base.model_copy(update={"max_states_per_trajectory": 1, "prompt_budget": budget})),
-        ("teacher_forced_full", policy, base.model_copy(update={"max_states_per_trajectory": args.full_states})),
+        (
+            "teacher_forced_full",
+            policy,
+            base.model_copy(update={"max_states_per_trajectory": args.full_states}),
+        ),
         (
             "teacher_forced_budget",
             policy,
-            base.model_copy(update={"max_states_per_trajectory": args.budget_states, "prompt_budget": budget}),
+            base.model_copy(
+                update={"max_states_per_trajectory": args.budget_states, "prompt_budget": budget}
+            ),
         ),
         (
             f"agreement_budget_k{args.k}",
@@ -302,7 +314,7 @@ def main() -> int:
                 (work / f"{name}.jsonl").unlink(missing_ok=True)
                 result[name] = run_part(name, scorer, archive, trajectory, config, work, meter)
                 result[name]["note"] = f"batch {args.batch_size} ran out of memory; batch 1"
-        except Exception:  # noqa: BLE001 - a failed part is reported, the others still run
+        except Exception:  # a failed part is reported, the others still run
             result["errors"][name] = traceback.format_exc(limit=6)
         dump()
         print(f"[bench_label_throughput] {name}: {result.get(name)}", file=sys.stderr, flush=True)
