@@ -127,6 +127,50 @@ def test_refusal_before_any_labelling_names_the_trajectories_needed(recorded, tm
     assert main(["learn", "--config", str(cfg), "--no-progress"]) == 1
 
 
+def _salt_with_a_test_split(tmp_path: Path, recorded) -> tuple[str, dict[str, int]]:  # type: ignore[no-untyped-def]
+    """A ``train.split_salt`` under which the default splits put some states in each of train and test."""
+    from causalcache_memory.lab.data.trajectory import load_trajectories
+    from causalcache_memory.lab.learn.plan import plan_labels
+
+    config = load_learn_config(_config(tmp_path, recorded))
+    run_learn(config, progress=False, stop_after="trajectories")
+    trajectories = list(load_trajectories(tmp_path / "out/trajectories/trajectories.jsonl"))
+    for salt in (str(i) for i in range(200)):
+        states = plan_labels(trajectories, config.labels, salt=salt).states
+        if states["train"] and states["test"]:
+            return salt, states
+    raise AssertionError("no salt puts states in train and test")  # pragma: no cover
+
+
+def test_default_splits_give_a_short_dev_split_the_test_split_instead_of_refusing(
+    recorded, tmp_path, caplog
+) -> None:
+    salt, states = _salt_with_a_test_split(tmp_path, recorded)
+    # dev alone is one state short of what calibration needs; dev + test is enough
+    needs = {"min_train_states": states["train"], "min_dev_states": states["dev"] + 1}
+    train = {"epochs": 2, "patience": 1, "split_salt": salt, **needs}
+    cfg = _config(tmp_path, recorded, train=train)
+    with caplog.at_level("WARNING", logger="causalcache_memory"):
+        summary = run_learn(load_learn_config(cfg), progress=False)
+    assert summary["splits_folded"]["from"] == [0.7, 0.15, 0.15]
+    assert summary["splits_folded"]["to"] == [0.7, 0.3, 0.0]
+    assert summary["plan"]["states"] == {
+        "train": states["train"],
+        "dev": states["dev"] + states["test"],
+        "test": 0,
+    }
+    assert "the test split" in caplog.text and "goes to dev" in caplog.text
+    assert (Path(summary["model"]) / "selector.onnx").is_file()
+    meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
+    assert meta["train"]["splits"] == [0.7, 0.3, 0.0] and meta["splits"]["test"] == []  # training used them
+
+    # splits the user set are kept: the same data is refused, naming the test-to-dev way out
+    (tmp_path / "explicit").mkdir()
+    explicit = _config(tmp_path / "explicit", recorded, train={**train, "splits": [0.7, 0.15, 0.15]})
+    with pytest.raises(InsufficientDataError, match=r"give the test split to dev"):
+        run_learn(load_learn_config(explicit), progress=False)
+
+
 @pytest.mark.parametrize(
     ("extra", "match"),
     [

@@ -27,7 +27,7 @@ from typing import Any
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
-from causalcache_memory.lab.learn.plan import check_plan, plan_labels
+from causalcache_memory.lab.learn.plan import LabelPlan, check_plan, fold_test_into_dev, plan_labels
 from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 
@@ -233,6 +233,43 @@ def _idle_warnings(meta: dict[str, Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ driver
+def _plan_or_refuse(
+    config: LearnConfig, trajectories: list[Any], summary: dict[str, Any], say: Callable[[str], None]
+) -> LearnConfig:
+    """The label plan, with the test split given to dev when only that makes it deployable and the user
+    left ``train.splits`` at its default (:func:`~.plan.fold_test_into_dev`); else :func:`~.plan.check_plan`
+    refuses before any labelling. Returns the config training will use (its splits possibly folded)."""
+    need_train = int(config.train.get("min_train_states", MIN_TRAIN_STATES))
+    need_dev = int(config.train.get("min_dev_states", MIN_DEV_STATES))
+
+    def plan_for(fractions: tuple[float, float, float]) -> LabelPlan:
+        return plan_labels(
+            trajectories,
+            config.labels,
+            salt=str(config.train.get("split_salt", "")),
+            fractions=fractions,
+            split_by=str(config.train.get("split_by", "hash")),
+        )
+
+    fractions = config.splits()
+    plan = plan_for(fractions)
+    folded = None if "splits" in config.train else fold_test_into_dev(plan, fractions, need_train, need_dev)
+    if folded is not None:
+        message = (
+            f"only {plan.states['dev']} dev states of the {need_dev} the threshold calibration needs: the "
+            f"test split ({plan.states['test']} states) goes to dev, splits {list(fractions)} -> "
+            f"{list(folded)}; no held-back test metric (set train.splits to keep one, and record more)"
+        )
+        logger.warning("causalcache learn: %s", message)
+        say(f"      {message}")
+        summary["splits_folded"] = {"from": list(fractions), "to": list(folded), "why": message}
+        config = config.model_copy(update={"train": {**config.train, "splits": list(folded)}})
+        fractions, plan = folded, plan_for(folded)
+    summary["plan"] = plan.to_dict()
+    check_plan(plan, fractions, total=len(trajectories), need_train=need_train, need_dev=need_dev)
+    return config
+
+
 def run_learn(
     config: LearnConfig,
     *,
@@ -264,22 +301,7 @@ def run_learn(
     if stop_after == "trajectories":
         return _finish(out, summary, start)
 
-    fractions = config.splits()
-    plan = plan_labels(
-        trajectories,
-        config.labels,
-        salt=str(config.train.get("split_salt", "")),
-        fractions=fractions,
-        split_by=str(config.train.get("split_by", "hash")),
-    )
-    summary["plan"] = plan.to_dict()
-    check_plan(  # refusal: nothing is labelled below
-        plan,
-        fractions,
-        total=len(trajectories),
-        need_train=int(config.train.get("min_train_states", MIN_TRAIN_STATES)),
-        need_dev=int(config.train.get("min_dev_states", MIN_DEV_STATES)),
-    )
+    config = _plan_or_refuse(config, trajectories, summary, say)
     archive = open_archive(_archive_url(config))
 
     labels: dict[str, StageResult] = {}

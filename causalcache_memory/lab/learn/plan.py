@@ -13,7 +13,10 @@ fixed by :func:`~causalcache_memory.lab.selector.labels.decision_states`:
   every deployed state looked out of distribution). The plan checks it before labelling, training checks
   it again on the labelled states.
 
-When either fails, :func:`check_plan` raises :class:`InsufficientDataError` naming how many trajectories
+When only dev is short and the test split would make it up, and the user left ``train.splits`` at its
+default, ``learn`` gives the test split to dev (:func:`fold_test_into_dev`: the test split only reports a
+metric, and folding keeps every training trajectory where it was) instead of refusing, and says so.
+When either still fails, :func:`check_plan` raises :class:`InsufficientDataError` naming how many trajectories
 are needed: ``ceil(need / (states per trajectory * split fraction))`` with the states per trajectory
 measured on the data at hand.
 """
@@ -37,6 +40,7 @@ __all__ = [
     "InsufficientDataError",
     "LabelPlan",
     "check_plan",
+    "fold_test_into_dev",
     "plan_labels",
 ]
 
@@ -133,13 +137,27 @@ def check_plan(
     )
 
 
-def _test_to_dev_hint(plan: LabelPlan, fractions: Sequence[float], need_train: int, need_dev: int) -> str:
-    """The refusal's second way out when only dev is short and the test split would make up for it:
-    give the test split to dev (the test split only reports a metric; docs/LEARN.md)."""
+def fold_test_into_dev(
+    plan: LabelPlan, fractions: Sequence[float], need_train: int, need_dev: int
+) -> tuple[float, float, float] | None:
+    """Splits with the test share given to dev, when that is what makes the plan deployable, else None.
+
+    Only when dev alone is short (training has its ``need_train`` states) and dev + test states reach
+    ``need_dev``. The hash split puts a trajectory in test for ``u < test`` and in dev for
+    ``test <= u < test + dev``, so ``(train, dev + test, 0)`` moves exactly the test trajectories to dev.
+    """
     short_only_dev = plan.states["dev"] < need_dev and plan.states["train"] >= need_train
     if not short_only_dev or fractions[2] <= 0 or plan.states["dev"] + plan.states["test"] < need_dev:
+        return None
+    return (float(fractions[0]), round(float(fractions[1]) + float(fractions[2]), 6), 0.0)
+
+
+def _test_to_dev_hint(plan: LabelPlan, fractions: Sequence[float], need_train: int, need_dev: int) -> str:
+    """The refusal's second way out (explicit ``train.splits``): give the test split to dev."""
+    folded = fold_test_into_dev(plan, fractions, need_train, need_dev)
+    if folded is None:
         return ""
-    splits = [round(fractions[0], 3), round(fractions[1] + fractions[2], 3), 0.0]
+    splits = [round(folded[0], 3), round(folded[1], 3), 0.0]
     return (
         f", or give the test split to dev (train: {{splits: {splits}}}: about "
         f"{plan.states['dev'] + plan.states['test']} dev states, and no held-back test metric)"
