@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _record(out: Path, world: str, tasks: int, explore: dict | None) -> tuple[Path, float]:
-    """Record ``tasks`` episodes (task seed 7001, policy seed 0) with Recent-4, or with Recent-4 and
+def _record(out: Path, world: str, tasks: int, explore: dict | None, seed: int = 7001) -> tuple[Path, float]:
+    """Record ``tasks`` episodes (task seed ``seed``, 7001 by default; policy seed 0) with Recent-4, or with Recent-4 and
     ``allocation.explore`` (config only, as a user would); writes ``success.json`` and ``explored.json``."""
     import sqlite3
 
@@ -64,7 +64,7 @@ def _record(out: Path, world: str, tasks: int, explore: dict | None) -> tuple[Pa
     try:
         memory = CausalCacheMemory(config=config, policy=policy, archive=archive)
         graph = build_world_agent(memory, SqliteSaver(conn))
-        for task in generate_world_tasks(tasks, 7001, worlds=world, purpose="evaluate"):
+        for task in generate_world_tasks(tasks, seed, worlds=world, purpose="evaluate"):
             thread = f"recent-b4-s0-{task.task_id}"
             outcome = run_world_episode(
                 task, memory, graph, arm="recent", policy=policy, archive=archive, seed=0,
@@ -119,7 +119,9 @@ def world_policies(world: str, k: int):  # type: ignore[no-untyped-def]
     return [policy_for_world(world, s) for s in range(k)]
 
 
-def _evaluate(out: Path, world: str, tasks: int, selector: str | None, arms: tuple[str, ...]) -> dict:
+def _evaluate(
+    out: Path, world: str, tasks: int, selector: str | None, arms: tuple[str, ...], seed: int = 9001
+) -> dict:
     from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
 
     counts = {"decisions": 0, "ood": 0}
@@ -136,7 +138,7 @@ def _evaluate(out: Path, world: str, tasks: int, selector: str | None, arms: tup
     if done.exists():  # resumable: an arm already evaluated is not rerun
         return json.loads(done.read_text())
     settings = ClosedLoopSettings(
-        tasks=tasks, seed=9001, arms=arms, worlds=world, policy_seeds=(0, 1, 2), budget_curve=(),
+        tasks=tasks, seed=seed, arms=arms, worlds=world, policy_seeds=(0, 1, 2), budget_curve=(),
         budget=4, selector_path=selector,
     )  # fmt: skip
     start = time.perf_counter()
@@ -184,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         help="train.init_from for learn: bundled | a model dir | .onnx | null (from scratch); "
         "default: learn's own default",
     )
+    p.add_argument("--record-seed", type=int, default=7001, help="task seed of the recorded episodes")
+    p.add_argument("--eval-seed", type=int, default=9001, help="task seed of the evaluation tasks")
     p.add_argument("--train", default="{}", help="learn's train section as JSON (e.g. '{\"lr\": 0.001}')")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = Path(args.record_dir) if args.record_dir else out / "record"
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
-        _, secs = _record(rec, args.world, args.record, explore)
+        _, secs = _record(rec, args.world, args.record, explore, args.record_seed)
         (rec / "record.json").write_text(json.dumps({"seconds": round(secs, 1), "explore": explore}))
     if (rec / "record.json").exists():
         report["record"] = json.loads((rec / "record.json").read_text())
@@ -205,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     bundled = Path(args.bundled) if args.bundled else out / "eval-bundled/results.json"
     evals = {}
     if not args.recent:
-        evals["recent"] = _evaluate(out / "eval-recent", args.world, args.eval, None, ("recent",))
+        evals["recent"] = _evaluate(
+            out / "eval-recent", args.world, args.eval, None, ("recent",), args.eval_seed
+        )
     if not args.bundled and not args.skip_bundled:
-        evals["bundled"] = _evaluate(out / "eval-bundled", args.world, args.eval, None, ("causalcache",))
+        evals["bundled"] = _evaluate(
+            out / "eval-bundled", args.world, args.eval, None, ("causalcache",), args.eval_seed
+        )
     for source in sources:
         summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k, train)
         report[f"learn-{source}"] = {
@@ -218,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
         evals[source] = _evaluate(
-            out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",)
+            out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",), args.eval_seed
         )
     report["eval"] = evals
     report["contrasts"] = {}
