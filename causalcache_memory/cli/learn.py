@@ -59,6 +59,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if "plan" in summary:
         plan = summary["plan"]
         print(f"  states planned: {plan['states']} (trajectories {plan['trajectories']})")
+    if "splits_folded" in summary:
+        folded = summary["splits_folded"]
+        print(f"  splits {folded['from']} -> {folded['to']}: the test split went to dev (no test metric)")
     for name, st in stages.items():
         line = f"  {name}: {st['seconds']:.1f} s{' (up to date: skipped)' if st['up_to_date'] else ''}"
         if name.startswith("labels-"):

@@ -143,7 +143,7 @@ def _salt_with_a_test_split(tmp_path: Path, recorded) -> tuple[str, dict[str, in
 
 
 def test_default_splits_give_a_short_dev_split_the_test_split_instead_of_refusing(
-    recorded, tmp_path, caplog
+    recorded, tmp_path, caplog, capsys
 ) -> None:
     salt, states = _salt_with_a_test_split(tmp_path, recorded)
     # dev alone is one state short of what calibration needs; dev + test is enough
@@ -161,6 +161,8 @@ def test_default_splits_give_a_short_dev_split_the_test_split_instead_of_refusin
     }
     assert "the test split" in caplog.text and "goes to dev" in caplog.text
     assert (Path(summary["model"]) / "selector.onnx").is_file()
+    assert main(["learn", "--config", str(cfg), "--no-progress"]) == 0  # up to date; the summary says it
+    assert "splits [0.7, 0.15, 0.15] -> [0.7, 0.3, 0.0]: the test split went to dev" in capsys.readouterr().out
     meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
     assert meta["train"]["splits"] == [0.7, 0.3, 0.0] and meta["splits"]["test"] == []  # training used them
 

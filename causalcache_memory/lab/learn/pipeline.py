@@ -233,9 +233,7 @@ def _idle_warnings(meta: dict[str, Any]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ driver
-def _plan_or_refuse(
-    config: LearnConfig, trajectories: list[Any], summary: dict[str, Any], say: Callable[[str], None]
-) -> LearnConfig:
+def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[str, Any]) -> LearnConfig:
     """The label plan, with the test split given to dev when only that makes it deployable and the user
     left ``train.splits`` at its default (:func:`~.plan.fold_test_into_dev`); else :func:`~.plan.check_plan`
     refuses before any labelling. Returns the config training will use (its splits possibly folded)."""
@@ -261,7 +259,6 @@ def _plan_or_refuse(
             f"{list(folded)}; no held-back test metric (set train.splits to keep one, and record more)"
         )
         logger.warning("causalcache learn: %s", message)
-        say(f"      {message}")
         summary["splits_folded"] = {"from": list(fractions), "to": list(folded), "why": message}
         config = config.model_copy(update={"train": {**config.train, "splits": list(folded)}})
         fractions, plan = folded, plan_for(folded)
@@ -301,7 +298,7 @@ def run_learn(
     if stop_after == "trajectories":
         return _finish(out, summary, start)
 
-    config = _plan_or_refuse(config, trajectories, summary, say)
+    config = _plan_or_refuse(config, trajectories, summary)
     archive = open_archive(_archive_url(config))
 
     labels: dict[str, StageResult] = {}
