@@ -1,7 +1,17 @@
-# Sourced by the GPU drivers (run_kernel_checks.sh, run_learn_checks.sh): makes causalcache_memory importable
-# from the checkout $ROOT without installing it. A temporary tree maps runtime/ and integrations/ into
-# causalcache_memory, as pyproject's package-dir does; Python then runs from the scratch directory $WORK with
-# PYTHONSAFEPATH, so the checkout's own causalcache_memory/ (which lacks them) is never first on sys.path.
+# Sourced by the GPU drivers (run_kernel_checks.sh, run_learn_checks.sh), with OUT_NAME set: sets ROOT (the
+# checkout), OUT (default $ROOT/$OUT_NAME, created, absolute) and PY (default python3; a relative path is
+# taken from ROOT), and makes causalcache_memory importable from the checkout without installing it. A
+# temporary tree maps runtime/ and integrations/ into causalcache_memory, as pyproject's package-dir does;
+# Python then runs from the scratch directory $WORK with PYTHONSAFEPATH, so the checkout's own
+# causalcache_memory/ (which lacks them) is never first on sys.path.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-$ROOT/$OUT_NAME}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+PY="${PYTHON:-python3}"
+case "$PY" in /*) ;; */*) PY="$ROOT/$PY" ;; esac
+
 WORK="$(mktemp -d)"
 SITE="$WORK/site"
 mkdir -p "$SITE/causalcache_memory"

@@ -14,15 +14,7 @@
 # BENCH_ARGS="--tiny" PYTHON=.venv/bin/python runs the same on CPU (Triton interpreter; a smoke test).
 # Then check pytest_gpu.log: the CUDA-marked tests skip there.
 set -u
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-$ROOT/kernel-checks}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PY="${PYTHON:-python3}"
-case "$PY" in /*) ;; */*) PY="$ROOT/$PY" ;; esac
-
-. "$ROOT/tests/gpu/checkout_site.sh"     # PYTHONPATH to the checkout; cd to a scratch dir
+OUT_NAME=kernel-checks . "$(dirname "${BASH_SOURCE[0]}")/checkout_site.sh"   # ROOT, OUT, PY; imports from the checkout
 unset TRITON_INTERPRET CAUSALCACHE_HGKV_KERNEL
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || true

@@ -10,15 +10,7 @@
 # Writes to $OUT (default ./learn-checks): label_throughput.json/.log, pytest_gpu.log/.xml, gpu.txt.
 # BENCH_ARGS="--tiny" PYTHON=.venv/bin/python runs the same on CPU (a smoke test; the CUDA tests skip).
 set -u
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-$ROOT/learn-checks}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PY="${PYTHON:-python3}"
-case "$PY" in /*) ;; */*) PY="$ROOT/$PY" ;; esac
-
-. "$ROOT/tests/gpu/checkout_site.sh"     # PYTHONPATH to the checkout; cd to a scratch dir
+OUT_NAME=learn-checks . "$(dirname "${BASH_SOURCE[0]}")/checkout_site.sh"   # ROOT, OUT, PY; imports from the checkout
 unset TRITON_INTERPRET
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || true
