@@ -19,6 +19,14 @@ weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
 
+``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed, seed + 1, ..., seed + E - 1`` (each its own
+initialisation, shuffling and mask draws, each choosing its own epoch on dev as above) and keeps their mean
+(:class:`~causalcache_memory.lab.selector.model.EnsembleScorer`), one model with the inputs and output of
+one scorer: the threshold and the guard are calibrated on it, and it exports to one ONNX graph. The members
+share the target scale (the training set's, or the base's). ``metadata["ensemble"]`` records
+``{members, seeds, epochs}``; with ``E > 1`` ``best_epoch`` is the list of the members' epochs and
+``history`` the list of their histories. ``E = 1`` (the default) is the single scorer, unchanged.
+
 ``mask_dropout`` masks feature groups of training states at random, as a missing source does
 (:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
 """
@@ -45,7 +53,13 @@ from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_mode
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
-from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
+from causalcache_memory.lab.selector.model import (
+    EnsembleScorer,
+    Scorer,
+    ScorerConfig,
+    SetScorerModel,
+    pack_sets,
+)
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
@@ -107,6 +121,9 @@ class TrainConfig(BaseModel):
     #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
     #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
     mask_dropout: dict[str, float] = Field(default_factory=dict)
+    #: number of scorers trained with seeds ``seed, seed + 1, ...`` and averaged into one exported graph
+    #: (module doc); 1: a single scorer
+    ensemble: int = 1
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -130,6 +147,11 @@ class TrainConfig(BaseModel):
             except KeyError as exc:
                 errors.append(f"train.drop_features: {exc.args[0]}")
         errors.extend(check_mask_dropout(self.mask_dropout))
+        if self.ensemble < 1:
+            errors.append(
+                f"train.ensemble={self.ensemble} must be at least 1 (1: a single scorer; E > 1: E scorers "
+                "trained with seeds seed..seed+E-1 and averaged); set train.ensemble: 1 to train one"
+            )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
 
@@ -167,12 +189,12 @@ def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
     }
 
 
-def _diffs(model: SetScorerModel, tx: Mapping[str, Any]) -> Any:
+def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
     scores = model(tx["events"], tx["sets"], tx["mask"], tx["context"])
     return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
 
 
-def _loss(model: SetScorerModel, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
+def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
     d = _diffs(model, tx)
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):
@@ -185,7 +207,7 @@ def _loss(model: SetScorerModel, tx: Mapping[str, Any], scale: float, cfg: Train
 
 
 def _evaluate(
-    model: SetScorerModel, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
+    model: Scorer, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
 ) -> dict[str, float]:
     """Mean loss, and mean realized / oracle utility of each group's argmax (keeping ``r`` = 0)."""
     if not data:
@@ -210,7 +232,7 @@ def _evaluate(
 class TrainResult:
     """What :func:`train_selector` produced."""
 
-    model: SetScorerModel
+    model: Scorer
     metadata: dict[str, Any]
     output_dir: Path | None
 
@@ -240,13 +262,14 @@ def train_selector(
         start = time.perf_counter()
         parts = _split(examples, cfg)
         base = _base(cfg)
-        model, scale, best_epoch, history = _fit(parts, cfg, log, base)
+        model, scale, best_epoch, history, ensemble = _fit_ensemble(parts, cfg, log, base)
         tensors = {k: _batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
         )
         metadata["image_features"] = bool(image_features)
+        metadata["ensemble"] = ensemble
         if base is not None:
             metadata["init_from"] = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch}
         metadata.update(_calibrate(model, parts, cfg))
@@ -293,16 +316,46 @@ def _base(cfg: TrainConfig) -> BaseSelector | None:
     return load_base(cfg.init_from, _scorer_config(cfg))
 
 
+def _fit_ensemble(
+    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any, base: BaseSelector | None
+) -> tuple[Scorer, float, int | list[int], list, dict[str, Any]]:
+    """``cfg.ensemble`` fits (seeds ``cfg.seed + e``) -> ``(model, scale, epoch(s), history(ies), record)``.
+
+    One member: that scorer, its epoch and history as they are. Several: their mean
+    (:class:`EnsembleScorer`) and the lists of the members' epochs and histories.
+    """
+    seeds = [cfg.seed + e for e in range(cfg.ensemble)]
+    fits = []
+    for e, seed in enumerate(seeds):
+        member_log = log
+        if log and len(seeds) > 1:
+            member_log = lambda msg, e=e: log(f"member {e + 1}/{len(seeds)} (seed {seeds[e]}): {msg}")  # noqa: E731
+        fits.append(_fit(parts, cfg, member_log, base, seed=seed))
+    record = {"members": len(seeds), "seeds": seeds, "epochs": [f[2] for f in fits]}
+    if len(fits) == 1:
+        return (*fits[0], record)
+    model = EnsembleScorer([f[0] for f in fits])
+    model.eval()
+    return model, fits[0][1], record["epochs"], [f[3] for f in fits], record
+
+
 def _fit(
-    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any, base: BaseSelector | None = None
+    parts: Mapping[str, list[StateExample]],
+    cfg: TrainConfig,
+    log: Any,
+    base: BaseSelector | None = None,
+    *,
+    seed: int | None = None,
 ) -> tuple[SetScorerModel, float, int, list]:
     """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``.
 
     From a ``base``: its weights and target scale, and "epoch 0" (the base unchanged) is the first
-    candidate, so a later epoch is kept only when it is better on dev.
+    candidate, so a later epoch is kept only when it is better on dev. ``seed`` (default ``cfg.seed``)
+    seeds the initialisation, the shuffling and the mask draws.
     """
-    torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
+    seed = cfg.seed if seed is None else seed
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
     train = parts["train"]
     all_y = np.concatenate([ex.y for ex in train])
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
@@ -315,7 +368,7 @@ def _fit(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
-    masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
+    masker = MaskDropout(cfg.mask_dropout, seed) if cfg.mask_dropout else None
     for epoch in range(first, cfg.epochs + 1):
         running = _epoch(model, opt, train, rng, scale, cfg, masker) if epoch > 0 else [float("nan")]
         model.eval()
@@ -357,7 +410,7 @@ def _epoch(
     return running
 
 
-def _state_diffs(model: SetScorerModel, examples: Sequence[StateExample]) -> list[np.ndarray]:
+def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.ndarray]:
     """Predicted ``d`` of every label entry, one array per state (for calibration)."""
     out = []
     with torch.no_grad():
@@ -366,9 +419,7 @@ def _state_diffs(model: SetScorerModel, examples: Sequence[StateExample]) -> lis
     return out
 
 
-def _calibrate(
-    model: SetScorerModel, parts: Mapping[str, list[StateExample]], cfg: TrainConfig
-) -> dict[str, Any]:
+def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig) -> dict[str, Any]:
     """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
     dev = parts["dev"]
     calibration = calibrate_threshold(_state_diffs(model, dev), dev)
