@@ -313,7 +313,14 @@ def _base(cfg: TrainConfig) -> BaseSelector | None:
     """The base of ``cfg.init_from`` (refused when its schema or architecture differs), or None."""
     if cfg.init_from is None:
         return None
-    return load_base(cfg.init_from, _scorer_config(cfg))
+    base = load_base(cfg.init_from, _scorer_config(cfg))
+    if base.members > 1 and cfg.ensemble != base.members:
+        raise ConfigError(
+            f"train.init_from={cfg.init_from!r} is an ensemble of {base.members} scorers but "
+            f"train.ensemble={cfg.ensemble}; set train.ensemble: {base.members} to fine-tune each member "
+            "from its own, or fine-tune from a single scorer, or train from scratch (train.init_from: null)"
+        )
+    return base
 
 
 def _fit_ensemble(
@@ -330,7 +337,7 @@ def _fit_ensemble(
         member_log = log
         if log and len(seeds) > 1:
             member_log = lambda msg, e=e: log(f"member {e + 1}/{len(seeds)} (seed {seeds[e]}): {msg}")  # noqa: E731
-        fits.append(_fit(parts, cfg, member_log, base, seed=seed))
+        fits.append(_fit(parts, cfg, member_log, base, seed=seed, member=e))
     record = {"members": len(seeds), "seeds": seeds, "epochs": [f[2] for f in fits]}
     if len(fits) == 1:
         return (*fits[0], record)
@@ -346,12 +353,13 @@ def _fit(
     base: BaseSelector | None = None,
     *,
     seed: int | None = None,
+    member: int = 0,
 ) -> tuple[SetScorerModel, float, int, list]:
     """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``.
 
     From a ``base``: its weights and target scale, and "epoch 0" (the base unchanged) is the first
     candidate, so a later epoch is kept only when it is better on dev. ``seed`` (default ``cfg.seed``)
-    seeds the initialisation, the shuffling and the mask draws.
+    seeds the initialisation, the shuffling and the mask draws; ``member`` picks an ensemble base's member.
     """
     seed = cfg.seed if seed is None else seed
     torch.manual_seed(seed)
@@ -363,7 +371,7 @@ def _fit(
     model = SetScorerModel(_scorer_config(cfg))
     first = 1
     if base is not None:
-        model.load_state_dict(base.state_dict)
+        model.load_state_dict(base.member_state(member))
         scale, first = base.target_scale, 0
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
