@@ -13,8 +13,9 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 
 from causalcache_memory.lab.selector.base_model import load_base  # noqa: E402
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer  # noqa: E402
 from causalcache_memory.lab.selector.export import export_onnx  # noqa: E402
-from causalcache_memory.lab.selector.model import EnsembleScorer, SetScorerModel, pack_sets  # noqa: E402
+from causalcache_memory.lab.selector.model import SetScorerModel, pack_sets  # noqa: E402
 from causalcache_memory.lab.selector.train import TrainConfig, build_examples, load_model, train_selector  # noqa: E402
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES  # noqa: E402
 from causalcache_memory.selector.onnx_scorer import OnnxScorer  # noqa: E402

@@ -13,7 +13,7 @@ buffer ``(F,)``); :func:`load_base` copies them into a fresh module and refuses,
 * a Gemm that does not read its weight as ``(out, in)`` (``transB = 1``, as ``torch.onnx`` writes it);
 * any difference between the loaded module's scores and onnxruntime's on random inputs (``atol 1e-4``).
 
-A base that is an ensemble (``train.ensemble: E``, :class:`~causalcache_memory.lab.selector.model.EnsembleScorer`:
+A base that is an ensemble (``train.ensemble: E``, :class:`~causalcache_memory.lab.selector.ensemble.EnsembleScorer`:
 initializers ``members.<e>.<parameter>``) loads as one: the same checks apply to its members, the parity
 check to their mean, and :meth:`BaseSelector.member_state` gives member ``e``'s weights, so an ensemble of
 ``E`` fine-tunes member by member (training refuses another ``train.ensemble`` than the base's ``E``).
@@ -36,9 +36,8 @@ import numpy as np
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError, SchemaMismatchError
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
 from causalcache_memory.lab.selector.model import (
-    EnsembleScorer,
-    Scorer,
     ScorerConfig,
     SetScorerModel,
     pack_sets,

@@ -17,9 +17,8 @@ import numpy as np
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
 from causalcache_memory.lab.selector.model import (
-    EnsembleScorer,
-    Scorer,
     ScorerConfig,
     SetScorerModel,
     pack_sets,

@@ -14,10 +14,6 @@ absolute level is free.
 
 Inputs (all float32 but ``sets``): ``events (N, F)``, ``sets (K, M)`` int64 event rows (0-based, padding
 any valid row), ``set_mask (K, M)`` 1 for members, ``context (1, C)``. Output ``scores (K, N)``.
-
-:class:`EnsembleScorer` averages ``E`` such scorers trained with different seeds (``train.ensemble``):
-``Δ̂(j | S) = (1/E) Σ_e Δ̂_e(j | S)``, with the same inputs and output, so it exports to one ONNX graph
-that the run time reads like a single scorer.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feat
 torch = require("torch", purpose="training the learned selector")
 nn = torch.nn
 
-__all__ = ["EnsembleScorer", "Scorer", "ScorerConfig", "SetScorerModel"]
+__all__ = ["ScorerConfig", "SetScorerModel"]
 
 
 @dataclass(frozen=True)
@@ -81,34 +77,6 @@ class SetScorerModel(nn.Module):
         q = torch.relu(self.ctx_mean(mean) + self.ctx_max(mx) + self.ctx_state(context))  # (K, H)
         q = self.ctx_out(q)  # (K, D)
         return q @ emb.transpose(0, 1) + bias.transpose(0, 1)  # (K, N)
-
-
-class EnsembleScorer(nn.Module):
-    """The mean of ``E >= 2`` member scorers of one architecture: ``(K, N) = (1/E) Σ_e member_e(...)``.
-
-    Parameters are named ``members.<e>.<parameter>``; ``config`` is the members' shared architecture.
-    """
-
-    def __init__(self, members: Sequence[SetScorerModel]) -> None:
-        super().__init__()
-        configs = {m.config for m in members}
-        if len(members) < 2 or len(configs) != 1:
-            raise ValueError(
-                f"an ensemble needs >= 2 members of one architecture, got {sorted(map(str, configs))}"
-            )
-        self.config = members[0].config
-        self.members = nn.ModuleList(members)
-
-    def forward(self, events, sets, set_mask, context):  # type: ignore[no-untyped-def]
-        """Same shapes as :meth:`SetScorerModel.forward`; the members' scores averaged."""
-        total = self.members[0](events, sets, set_mask, context)
-        for member in self.members[1:]:
-            total = total + member(events, sets, set_mask, context)
-        return total / len(self.members)
-
-
-#: a trained scorer: one model or the mean of several (the same forward)
-Scorer = SetScorerModel | EnsembleScorer
 
 
 def pack_sets(

@@ -21,7 +21,7 @@ base's sha256 and the epochs fine-tuned (0: the base was kept).
 
 ``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed, seed + 1, ..., seed + E - 1`` (each its own
 initialisation, shuffling and mask draws, each choosing its own epoch on dev as above) and keeps their mean
-(:class:`~causalcache_memory.lab.selector.model.EnsembleScorer`), one model with the inputs and output of
+(:class:`~causalcache_memory.lab.selector.ensemble.EnsembleScorer`), one model with the inputs and output of
 one scorer: the threshold and the guard are calibrated on it, and it exports to one ONNX graph. The members
 share the target scale (the training set's, or the base's). ``metadata["ensemble"]`` records
 ``{members, seeds, epochs}``; with ``E > 1`` ``best_epoch`` is the list of the members' epochs and
@@ -50,12 +50,11 @@ from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
 from causalcache_memory.lab.selector.model import (
-    EnsembleScorer,
-    Scorer,
     ScorerConfig,
     SetScorerModel,
     pack_sets,
