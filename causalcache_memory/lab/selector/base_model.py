@@ -37,11 +37,7 @@ import numpy as np
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError, SchemaMismatchError
 from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
-from causalcache_memory.lab.selector.model import (
-    ScorerConfig,
-    SetScorerModel,
-    pack_sets,
-)
+from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import schema_hash
 from causalcache_memory.selector.onnx_scorer import model_file
 

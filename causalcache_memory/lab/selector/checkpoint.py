@@ -18,11 +18,7 @@ import numpy as np
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError
 from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
-from causalcache_memory.lab.selector.model import (
-    ScorerConfig,
-    SetScorerModel,
-    pack_sets,
-)
+from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import schema_hash
 
 torch = require("torch", purpose="training the learned selector")

@@ -19,13 +19,9 @@ weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
 
-``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed, seed + 1, ..., seed + E - 1`` (each its own
-initialisation, shuffling and mask draws, each choosing its own epoch on dev as above) and keeps their mean
-(:class:`~causalcache_memory.lab.selector.ensemble.EnsembleScorer`), one model with the inputs and output of
-one scorer: the threshold and the guard are calibrated on it, and it exports to one ONNX graph. The members
-share the target scale (the training set's, or the base's). ``metadata["ensemble"]`` records
-``{members, seeds, epochs}``; with ``E > 1`` ``best_epoch`` is the list of the members' epochs and
-``history`` the list of their histories. ``E = 1`` (the default) is the single scorer, unchanged.
+``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
+and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
+and exported as one scorer). ``E = 1`` (the default) is the single scorer, unchanged.
 
 ``mask_dropout`` masks feature groups of training states at random, as a missing source does
 (:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
@@ -48,17 +44,14 @@ from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
+from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
-from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
+from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
-from causalcache_memory.lab.selector.model import (
-    ScorerConfig,
-    SetScorerModel,
-    pack_sets,
-)
+from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
@@ -155,39 +148,6 @@ class TrainConfig(BaseModel):
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
 
 
-def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
-    """Collate states into one block: events stacked, indices offset, one context row per set."""
-    events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
-    n_off = k_off = l_off = 0
-    width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
-    for ex in examples:
-        r, m = pack_sets(ex.conds, width)
-        events.append(ex.events)
-        rows.append(np.asarray(r, dtype=np.int64) + n_off)
-        masks.append(np.asarray(m, dtype=np.float32))
-        ctx.append(np.repeat(ex.context, len(ex.conds), axis=0))
-        group.append(ex.group + k_off)
-        cand.append(ex.cand + n_off)
-        out.append(ex.out + n_off)
-        ys.append(ex.y)
-        pairs.append(ex.pairs + l_off)
-        n_off += len(ex.events)
-        k_off += len(ex.conds)
-        l_off += len(ex.y)
-    cat = np.concatenate
-    return {
-        "events": torch.from_numpy(cat(events).astype(np.float32)),
-        "sets": torch.from_numpy(cat(rows)),
-        "mask": torch.from_numpy(cat(masks)),
-        "context": torch.from_numpy(cat(ctx).astype(np.float32)),
-        "group": torch.from_numpy(cat(group)),
-        "cand": torch.from_numpy(cat(cand)),
-        "out": torch.from_numpy(cat(out)),
-        "y": torch.from_numpy(cat(ys)),
-        "pairs": torch.from_numpy(cat(pairs).reshape(-1, 2)),
-    }
-
-
 def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
     scores = model(tx["events"], tx["sets"], tx["mask"], tx["context"])
     return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
@@ -261,8 +221,9 @@ def train_selector(
         start = time.perf_counter()
         parts = _split(examples, cfg)
         base = _base(cfg)
-        model, scale, best_epoch, history, ensemble = _fit_ensemble(parts, cfg, log, base)
-        tensors = {k: _batches(v, cfg.batch_states) for k, v in parts.items()}
+        fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
+        model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
+        tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
@@ -300,10 +261,6 @@ def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list
     return parts
 
 
-def _batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]]:
-    return [_tensors(examples[i : i + size]) for i in range(0, len(examples), size)]
-
-
 def _scorer_config(cfg: TrainConfig) -> ScorerConfig:
     return ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features)
 
@@ -313,36 +270,8 @@ def _base(cfg: TrainConfig) -> BaseSelector | None:
     if cfg.init_from is None:
         return None
     base = load_base(cfg.init_from, _scorer_config(cfg))
-    if base.members > 1 and cfg.ensemble != base.members:
-        raise ConfigError(
-            f"train.init_from={cfg.init_from!r} is an ensemble of {base.members} scorers but "
-            f"train.ensemble={cfg.ensemble}; set train.ensemble: {base.members} to fine-tune each member "
-            "from its own, or fine-tune from a single scorer, or train from scratch (train.init_from: null)"
-        )
+    check_base_members(base.members, cfg.ensemble, cfg.init_from)
     return base
-
-
-def _fit_ensemble(
-    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any, base: BaseSelector | None
-) -> tuple[Scorer, float, int | list[int], list, dict[str, Any]]:
-    """``cfg.ensemble`` fits (seeds ``cfg.seed + e``) -> ``(model, scale, epoch(s), history(ies), record)``.
-
-    One member: that scorer, its epoch and history as they are. Several: their mean
-    (:class:`EnsembleScorer`) and the lists of the members' epochs and histories.
-    """
-    seeds = [cfg.seed + e for e in range(cfg.ensemble)]
-    fits = []
-    for e, seed in enumerate(seeds):
-        member_log = log
-        if log and len(seeds) > 1:
-            member_log = lambda msg, e=e: log(f"member {e + 1}/{len(seeds)} (seed {seeds[e]}): {msg}")  # noqa: E731
-        fits.append(_fit(parts, cfg, member_log, base, seed=seed, member=e))
-    record = {"members": len(seeds), "seeds": seeds, "epochs": [f[2] for f in fits]}
-    if len(fits) == 1:
-        return (*fits[0], record)
-    model = EnsembleScorer([f[0] for f in fits])
-    model.eval()
-    return model, fits[0][1], record["epochs"], [f[3] for f in fits], record
 
 
 def _fit(
@@ -366,7 +295,7 @@ def _fit(
     train = parts["train"]
     all_y = np.concatenate([ex.y for ex in train])
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
-    select = _batches(parts["dev"], cfg.batch_states) or _batches(train, cfg.batch_states)
+    select = batches(parts["dev"], cfg.batch_states) or batches(train, cfg.batch_states)
     model = SetScorerModel(_scorer_config(cfg))
     first = 1
     if base is not None:
@@ -410,7 +339,7 @@ def _epoch(
         opt.zero_grad()
         batch = [train[j] for j in order[i : i + cfg.batch_states]]
         batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
-        loss = _loss(model, _tensors(batch), scale, cfg)
+        loss = _loss(model, collate(batch), scale, cfg)
         loss.backward()
         opt.step()
         running.append(loss.item())
@@ -422,7 +351,7 @@ def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.nda
     out = []
     with torch.no_grad():
         for ex in examples:
-            out.append(_diffs(model, _tensors([ex])).numpy())
+            out.append(_diffs(model, collate([ex])).numpy())
     return out
 
 
