@@ -13,6 +13,12 @@ buffer ``(F,)``); :func:`load_base` copies them into a fresh module and refuses,
 * a Gemm that does not read its weight as ``(out, in)`` (``transB = 1``, as ``torch.onnx`` writes it);
 * any difference between the loaded module's scores and onnxruntime's on random inputs (``atol 1e-4``).
 
+A base that is an ensemble (``train.ensemble: E``, :class:`~causalcache_memory.lab.selector.ensemble.EnsembleScorer`:
+initializers ``members.<e>.<parameter>``) loads as one: the same checks apply to its members, the parity
+check to their mean, and :meth:`BaseSelector.member_state` gives member ``e``'s weights, so an ensemble of
+``E`` fine-tunes member by member (training refuses another ``train.ensemble`` than the base's ``E``).
+A single base fine-tunes every member of any ensemble.
+
 The base's ``target_scale`` (the training-set mean ``|y|`` its outputs are in units of) is kept, so the
 fine-tuning loss and the "epoch 0" candidate read the outputs in the same units. The features need no
 statistics: the scorer reads them raw; the OOD guard and the swap threshold are refitted on the new data.
@@ -21,6 +27,7 @@ statistics: the scorer reads them raw; the OOD guard and the swap threshold are 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,7 @@ import numpy as np
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError, SchemaMismatchError
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import schema_hash
 from causalcache_memory.selector.onnx_scorer import model_file
@@ -53,8 +61,17 @@ class BaseSelector:
     state_dict: dict[str, Any]
     #: the base's ``causalcache.target_scale``
     target_scale: float
-    #: the base's architecture (widths read from its initializers)
+    #: the base's architecture (widths read from its initializers; of each member for an ensemble)
     scorer: ScorerConfig
+    #: number of scorers the base averages (1: a single scorer)
+    members: int = 1
+
+    def member_state(self, member: int) -> dict[str, Any]:
+        """The state dict of member ``member`` (0-based) of an ensemble base; a single base's for any."""
+        if self.members == 1:
+            return self.state_dict
+        prefix = f"members.{member}."
+        return {n[len(prefix) :]: v for n, v in self.state_dict.items() if n.startswith(prefix)}
 
     def provenance(self, spec: str) -> dict[str, Any]:
         """What the fine-tuned model's metadata records about its base."""
@@ -64,6 +81,7 @@ class BaseSelector:
             "sha256": self.sha256,
             "target_scale": self.target_scale,
             "scorer": self.scorer.to_dict(),
+            "members": self.members,
         }
 
 
@@ -98,7 +116,8 @@ def load_base(spec: str, scorer: ScorerConfig) -> BaseSelector:
             "train.init_from: null"
         )
     weights = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
-    base_cfg = _base_config(weights, props, path)
+    members = _member_count(weights)
+    base_cfg = _base_config(weights, props, path, "members.0." if members > 1 else "")
     if (base_cfg.hidden, base_cfg.embed, base_cfg.drop_features) != (
         scorer.hidden,
         scorer.embed,
@@ -111,9 +130,13 @@ def load_base(spec: str, scorer: ScorerConfig) -> BaseSelector:
             "set train.hidden/embed/drop_features to the base's or train from scratch (train.init_from: null)"
         )
     _check_gemms(proto, path)
-    model = SetScorerModel(base_cfg)
+    model: Scorer = SetScorerModel(base_cfg)
+    if members > 1:
+        model = EnsembleScorer([SetScorerModel(base_cfg) for _ in range(members)])
     state = model.state_dict()
-    missing = sorted(set(state) - set(weights))
+    for e in range(1, members):  # the exporter keeps one copy of the members' equal feature_keep buffers
+        weights.setdefault(f"members.{e}.feature_keep", weights.get("members.0.feature_keep"))
+    missing = sorted(n for n in state if weights.get(n) is None)
     extra = sorted(n for n in weights if "." in n and n not in state)  # named like a module parameter
     if missing or extra:
         raise SchemaMismatchError(
@@ -125,16 +148,24 @@ def load_base(spec: str, scorer: ScorerConfig) -> BaseSelector:
     _check_parity(model, path, spec)
     scale = float(props.get("causalcache.target_scale", "1.0"))
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return BaseSelector(path, sha, loaded, scale, base_cfg)
+    return BaseSelector(path, sha, loaded, scale, base_cfg, members)
 
 
-def _base_config(weights: dict[str, np.ndarray], props: dict[str, str], path: Path) -> ScorerConfig:
+def _member_count(weights: dict[str, np.ndarray]) -> int:
+    """``E`` of an ensemble's initializers ``members.<e>.<parameter>``; 1 for a single scorer's."""
+    found = [re.match(r"members\.(\d+)\.", name) for name in weights]
+    return max((int(m.group(1)) + 1 for m in found if m), default=1)
+
+
+def _base_config(
+    weights: dict[str, np.ndarray], props: dict[str, str], path: Path, prefix: str = ""
+) -> ScorerConfig:
     import json
 
     try:
-        hidden, features = weights["event1.weight"].shape
-        embed = weights["event2.weight"].shape[0]
-        context = weights["ctx_state.weight"].shape[1]
+        hidden, features = weights[prefix + "event1.weight"].shape
+        embed = weights[prefix + "event2.weight"].shape[0]
+        context = weights[prefix + "ctx_state.weight"].shape[1]
     except KeyError as exc:
         raise SchemaMismatchError(
             f"base selector {path} has no initializer {exc.args[0]!r}; it was not exported from SetScorerModel"
@@ -163,7 +194,7 @@ def _check_gemms(proto: Any, path: Path) -> None:
             )
 
 
-def _check_parity(model: SetScorerModel, path: Path, spec: str, seed: int = 0) -> None:
+def _check_parity(model: Scorer, path: Path, spec: str, seed: int = 0) -> None:
     """The loaded module scores 9 random events under 4 random sets as onnxruntime does."""
     from causalcache_memory.selector.onnx_scorer import OnnxScorer
 

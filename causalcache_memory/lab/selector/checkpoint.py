@@ -17,6 +17,7 @@ import numpy as np
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError
+from causalcache_memory.lab.selector.ensemble import EnsembleScorer, Scorer
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
 from causalcache_memory.selector.features import schema_hash
 
@@ -26,7 +27,7 @@ __all__ = ["TorchSetScorer", "load_model", "save_model"]
 
 
 def save_model(
-    model: SetScorerModel, metadata: Mapping[str, Any], output_dir: Path, *, export_onnx: bool = True
+    model: Scorer, metadata: Mapping[str, Any], output_dir: Path, *, export_onnx: bool = True
 ) -> None:
     """Write ``model.pt`` (state dict), ``metadata.json`` and (optionally) ``selector.onnx``."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -38,8 +39,11 @@ def save_model(
         _export(model, output_dir / "selector.onnx", metadata=metadata)
 
 
-def load_model(model_dir: str | Path) -> tuple[SetScorerModel, dict[str, Any]]:
-    """Load ``model.pt`` + ``metadata.json`` written by :func:`save_model` (weights only, no pickle)."""
+def load_model(model_dir: str | Path) -> tuple[Scorer, dict[str, Any]]:
+    """Load ``model.pt`` + ``metadata.json`` written by :func:`save_model` (weights only, no pickle).
+
+    An ensemble (``metadata["ensemble"]["members"] > 1``) loads as the :class:`EnsembleScorer` it was.
+    """
     path = Path(model_dir)
     metadata = json.loads((path / "metadata.json").read_text())
     if metadata.get("schema_hash") != schema_hash():
@@ -49,7 +53,11 @@ def load_model(model_dir: str | Path) -> tuple[SetScorerModel, dict[str, Any]]:
         )
     scorer = dict(metadata["scorer"])
     scorer["drop_features"] = tuple(scorer.get("drop_features", ()))
-    model = SetScorerModel(ScorerConfig(**scorer))
+    members = int(metadata.get("ensemble", {}).get("members", 1))
+    config = ScorerConfig(**scorer)
+    model: Scorer = SetScorerModel(config)
+    if members > 1:
+        model = EnsembleScorer([SetScorerModel(config) for _ in range(members)])
     model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
     model.eval()
     return model, metadata
@@ -58,9 +66,7 @@ def load_model(model_dir: str | Path) -> tuple[SetScorerModel, dict[str, Any]]:
 class TorchSetScorer:
     """Beam scorer over a torch model: ``(conds) -> (K, N)`` numpy (for evaluation without ONNX)."""
 
-    def __init__(
-        self, model: SetScorerModel, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0
-    ) -> None:
+    def __init__(self, model: Scorer, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0) -> None:
         self.model, self.sign = model, sign
         self.events = torch.from_numpy(np.ascontiguousarray(events, dtype=np.float32))
         self.context = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))

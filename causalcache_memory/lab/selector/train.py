@@ -19,6 +19,10 @@ weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s
 threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
 base's sha256 and the epochs fine-tuned (0: the base was kept).
 
+``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
+and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
+and exported as one scorer). ``E = 1`` (the default) is the single scorer, unchanged.
+
 ``mask_dropout`` masks feature groups of training states at random, as a missing source does
 (:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
 """
@@ -40,12 +44,14 @@ from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
+from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
-from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets
+from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
 
@@ -107,6 +113,9 @@ class TrainConfig(BaseModel):
     #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
     #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
     mask_dropout: dict[str, float] = Field(default_factory=dict)
+    #: number of scorers trained with seeds ``seed, seed + 1, ...`` and averaged into one exported graph
+    #: (module doc); 1: a single scorer
+    ensemble: int = 1
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -130,49 +139,21 @@ class TrainConfig(BaseModel):
             except KeyError as exc:
                 errors.append(f"train.drop_features: {exc.args[0]}")
         errors.extend(check_mask_dropout(self.mask_dropout))
+        if self.ensemble < 1:
+            errors.append(
+                f"train.ensemble={self.ensemble} must be at least 1 (1: a single scorer; E > 1: E scorers "
+                "trained with seeds seed..seed+E-1 and averaged); set train.ensemble: 1 to train one"
+            )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
 
 
-def _tensors(examples: Sequence[StateExample]) -> dict[str, Any]:
-    """Collate states into one block: events stacked, indices offset, one context row per set."""
-    events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
-    n_off = k_off = l_off = 0
-    width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
-    for ex in examples:
-        r, m = pack_sets(ex.conds, width)
-        events.append(ex.events)
-        rows.append(np.asarray(r, dtype=np.int64) + n_off)
-        masks.append(np.asarray(m, dtype=np.float32))
-        ctx.append(np.repeat(ex.context, len(ex.conds), axis=0))
-        group.append(ex.group + k_off)
-        cand.append(ex.cand + n_off)
-        out.append(ex.out + n_off)
-        ys.append(ex.y)
-        pairs.append(ex.pairs + l_off)
-        n_off += len(ex.events)
-        k_off += len(ex.conds)
-        l_off += len(ex.y)
-    cat = np.concatenate
-    return {
-        "events": torch.from_numpy(cat(events).astype(np.float32)),
-        "sets": torch.from_numpy(cat(rows)),
-        "mask": torch.from_numpy(cat(masks)),
-        "context": torch.from_numpy(cat(ctx).astype(np.float32)),
-        "group": torch.from_numpy(cat(group)),
-        "cand": torch.from_numpy(cat(cand)),
-        "out": torch.from_numpy(cat(out)),
-        "y": torch.from_numpy(cat(ys)),
-        "pairs": torch.from_numpy(cat(pairs).reshape(-1, 2)),
-    }
-
-
-def _diffs(model: SetScorerModel, tx: Mapping[str, Any]) -> Any:
+def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
     scores = model(tx["events"], tx["sets"], tx["mask"], tx["context"])
     return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
 
 
-def _loss(model: SetScorerModel, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
+def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
     d = _diffs(model, tx)
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):
@@ -185,7 +166,7 @@ def _loss(model: SetScorerModel, tx: Mapping[str, Any], scale: float, cfg: Train
 
 
 def _evaluate(
-    model: SetScorerModel, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
+    model: Scorer, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
 ) -> dict[str, float]:
     """Mean loss, and mean realized / oracle utility of each group's argmax (keeping ``r`` = 0)."""
     if not data:
@@ -210,7 +191,7 @@ def _evaluate(
 class TrainResult:
     """What :func:`train_selector` produced."""
 
-    model: SetScorerModel
+    model: Scorer
     metadata: dict[str, Any]
     output_dir: Path | None
 
@@ -240,13 +221,15 @@ def train_selector(
         start = time.perf_counter()
         parts = _split(examples, cfg)
         base = _base(cfg)
-        model, scale, best_epoch, history = _fit(parts, cfg, log, base)
-        tensors = {k: _batches(v, cfg.batch_states) for k, v in parts.items()}
+        fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
+        model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
+        tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
         )
         metadata["image_features"] = bool(image_features)
+        metadata["ensemble"] = ensemble
         if base is not None:
             metadata["init_from"] = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch}
         metadata.update(_calibrate(model, parts, cfg))
@@ -278,10 +261,6 @@ def _split(examples: Sequence[StateExample], cfg: TrainConfig) -> dict[str, list
     return parts
 
 
-def _batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]]:
-    return [_tensors(examples[i : i + size]) for i in range(0, len(examples), size)]
-
-
 def _scorer_config(cfg: TrainConfig) -> ScorerConfig:
     return ScorerConfig(hidden=cfg.hidden, embed=cfg.embed, drop_features=cfg.drop_features)
 
@@ -290,32 +269,42 @@ def _base(cfg: TrainConfig) -> BaseSelector | None:
     """The base of ``cfg.init_from`` (refused when its schema or architecture differs), or None."""
     if cfg.init_from is None:
         return None
-    return load_base(cfg.init_from, _scorer_config(cfg))
+    base = load_base(cfg.init_from, _scorer_config(cfg))
+    check_base_members(base.members, cfg.ensemble, cfg.init_from)
+    return base
 
 
 def _fit(
-    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, log: Any, base: BaseSelector | None = None
+    parts: Mapping[str, list[StateExample]],
+    cfg: TrainConfig,
+    log: Any,
+    base: BaseSelector | None = None,
+    *,
+    seed: int | None = None,
+    member: int = 0,
 ) -> tuple[SetScorerModel, float, int, list]:
     """Train with early stopping on the dev value; returns ``(best model, target scale, epoch, history)``.
 
     From a ``base``: its weights and target scale, and "epoch 0" (the base unchanged) is the first
-    candidate, so a later epoch is kept only when it is better on dev.
+    candidate, so a later epoch is kept only when it is better on dev. ``seed`` (default ``cfg.seed``)
+    seeds the initialisation, the shuffling and the mask draws; ``member`` picks an ensemble base's member.
     """
-    torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
+    seed = cfg.seed if seed is None else seed
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
     train = parts["train"]
     all_y = np.concatenate([ex.y for ex in train])
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
-    select = _batches(parts["dev"], cfg.batch_states) or _batches(train, cfg.batch_states)
+    select = batches(parts["dev"], cfg.batch_states) or batches(train, cfg.batch_states)
     model = SetScorerModel(_scorer_config(cfg))
     first = 1
     if base is not None:
-        model.load_state_dict(base.state_dict)
+        model.load_state_dict(base.member_state(member))
         scale, first = base.target_scale, 0
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
-    masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
+    masker = MaskDropout(cfg.mask_dropout, seed) if cfg.mask_dropout else None
     for epoch in range(first, cfg.epochs + 1):
         running = _epoch(model, opt, train, rng, scale, cfg, masker) if epoch > 0 else [float("nan")]
         model.eval()
@@ -350,25 +339,23 @@ def _epoch(
         opt.zero_grad()
         batch = [train[j] for j in order[i : i + cfg.batch_states]]
         batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
-        loss = _loss(model, _tensors(batch), scale, cfg)
+        loss = _loss(model, collate(batch), scale, cfg)
         loss.backward()
         opt.step()
         running.append(loss.item())
     return running
 
 
-def _state_diffs(model: SetScorerModel, examples: Sequence[StateExample]) -> list[np.ndarray]:
+def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.ndarray]:
     """Predicted ``d`` of every label entry, one array per state (for calibration)."""
     out = []
     with torch.no_grad():
         for ex in examples:
-            out.append(_diffs(model, _tensors([ex])).numpy())
+            out.append(_diffs(model, collate([ex])).numpy())
     return out
 
 
-def _calibrate(
-    model: SetScorerModel, parts: Mapping[str, list[StateExample]], cfg: TrainConfig
-) -> dict[str, Any]:
+def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig) -> dict[str, Any]:
     """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
     dev = parts["dev"]
     calibration = calibrate_threshold(_state_diffs(model, dev), dev)

@@ -1,0 +1,61 @@
+"""Training states collated into tensor blocks for the set scorer (PyTorch; imported only on use).
+
+:func:`collate` stacks the events of several :class:`~causalcache_memory.lab.selector.examples.StateExample`
+into one ``events (N, F)`` block and offsets every index into it: ``sets (K, M)`` / ``mask (K, M)``
+(:func:`~causalcache_memory.lab.selector.model.pack_sets`, one row per conditioning set), ``context
+(K, C)`` (the state's row repeated per set), ``group`` / ``cand`` / ``out`` (per label entry: its set, its
+candidate and evicted event rows), ``y`` (targets) and ``pairs (L, 2)`` (ranking pairs of entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from causalcache_memory._optional import require
+from causalcache_memory.lab.selector.examples import StateExample
+from causalcache_memory.lab.selector.model import pack_sets
+
+torch = require("torch", purpose="training the learned selector")
+
+__all__ = ["batches", "collate"]
+
+
+def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
+    """Collate states into one block: events stacked, indices offset, one context row per set."""
+    events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
+    n_off = k_off = l_off = 0
+    width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
+    for ex in examples:
+        r, m = pack_sets(ex.conds, width)
+        events.append(ex.events)
+        rows.append(np.asarray(r, dtype=np.int64) + n_off)
+        masks.append(np.asarray(m, dtype=np.float32))
+        ctx.append(np.repeat(ex.context, len(ex.conds), axis=0))
+        group.append(ex.group + k_off)
+        cand.append(ex.cand + n_off)
+        out.append(ex.out + n_off)
+        ys.append(ex.y)
+        pairs.append(ex.pairs + l_off)
+        n_off += len(ex.events)
+        k_off += len(ex.conds)
+        l_off += len(ex.y)
+    cat = np.concatenate
+    return {
+        "events": torch.from_numpy(cat(events).astype(np.float32)),
+        "sets": torch.from_numpy(cat(rows)),
+        "mask": torch.from_numpy(cat(masks)),
+        "context": torch.from_numpy(cat(ctx).astype(np.float32)),
+        "group": torch.from_numpy(cat(group)),
+        "cand": torch.from_numpy(cat(cand)),
+        "out": torch.from_numpy(cat(out)),
+        "y": torch.from_numpy(cat(ys)),
+        "pairs": torch.from_numpy(cat(pairs).reshape(-1, 2)),
+    }
+
+
+def batches(examples: Sequence[StateExample], size: int) -> list[dict[str, Any]]:
+    """Consecutive blocks of ``size`` states, each :func:`collate`-d."""
+    return [collate(examples[i : i + size]) for i in range(0, len(examples), size)]
