@@ -10,6 +10,10 @@ ends there, so a response that should have stopped earlier or later is penalised
 as the assistant continuation right after the generation prompt ``<|im_start|>assistant\\n``.
 Prompts are right-padded, so a prompt's score does not depend on its batch.
 
+Vision-encoder outputs are reused across calls (:mod:`~.vision_cache`): each distinct image of a batch is
+encoded once and kept in a bounded LRU (``vision_cache_mb``, default 512; 0 = off). ``grad=True`` forwards
+bypass it, as do models without transformers 5.24's ``mm_encoder_outputs`` (logged once).
+
 Adapters (the HGKV gate) plug in through :class:`ForwardAdapter`: every forward pass of ``generate`` and
 ``score`` runs inside ``adapter.forward_context(model, batch)``, which receives the
 :class:`~.qwen_encoding.EncodedBatch` (with ``history_mask()``) and installs/removes its token gate.
@@ -18,8 +22,10 @@ Adapters (the HGKV gate) plug in through :class:`ForwardAdapter`: every forward 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -34,6 +40,7 @@ from causalcache_memory.runtime.qwen_encoding import (
     encode_prompt,
     image_only_processor_class,
 )
+from causalcache_memory.runtime.vision_cache import VisionCache, check_vision_cache_mb, unsupported_reason
 
 if TYPE_CHECKING:
     import torch
@@ -45,6 +52,9 @@ __all__ = ["SUPPORTED_FAMILIES", "ForwardAdapter", "TransformersPolicy"]
 
 #: ``config.model_type`` values this runtime loads
 SUPPORTED_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+
+log = logging.getLogger("causalcache_memory.runtime.transformers_policy")
+_LOGGED: set[str] = set()  # reasons already logged (once per process)
 
 
 @runtime_checkable
@@ -110,6 +120,7 @@ class TransformersPolicy:
         platform: str = "auto",
         screen_size: tuple[int, int] | None = None,
         adapter: ForwardAdapter | None = None,
+        vision_cache_mb: int = 512,
     ) -> None:
         self.model = model
         self.processor = processor
@@ -130,6 +141,13 @@ class TransformersPolicy:
         self.im_end_id = int(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else self.im_end_id)
+        self.vision_cache: VisionCache | None = VisionCache.from_mb(check_vision_cache_mb(vision_cache_mb))
+        reason = unsupported_reason(model) if self.vision_cache is not None else None
+        if reason is not None:
+            if reason not in _LOGGED:
+                _LOGGED.add(reason)
+                log.warning("vision-encoder cache off: %s; every image is encoded in every forward", reason)
+            self.vision_cache = None
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -143,14 +161,17 @@ class TransformersPolicy:
         platform: str = "auto",
         screen_size: tuple[int, int] | None = None,
         adapter: ForwardAdapter | str | Path | None = None,
+        vision_cache_mb: int = 512,
     ) -> TransformersPolicy:
         """Load a model directory (local only: nothing is downloaded).
 
         ``dtype`` defaults to float32 on CPU and bfloat16 elsewhere. ``adapter`` is an adapter object or the
         directory of a saved HGKV / ungated adapter (``causalcache train hgkv`` output); a directory is read,
         checked against the loaded model (layer count, model type, shapes, finite weights) and attached here.
-        Use ``policy.adapter.disable_adapter()`` for the frozen arm.
+        Use ``policy.adapter.disable_adapter()`` for the frozen arm. ``vision_cache_mb`` bounds the
+        vision-encoder output cache (MiB; 0 = off; see :mod:`~.vision_cache`).
         """
+        check_vision_cache_mb(vision_cache_mb)
         root = Path(path)
         if not (root / "config.json").is_file():
             raise ConfigError(
@@ -190,6 +211,7 @@ class TransformersPolicy:
             platform=platform,
             screen_size=screen_size,
             adapter=adapter,
+            vision_cache_mb=vision_cache_mb,
         )
 
     @property
@@ -210,6 +232,19 @@ class TransformersPolicy:
         with self.adapter.forward_context(self.model, batch):
             yield
 
+    def model_inputs(self, batch: EncodedBatch, *, grad: bool = False) -> dict[str, Any]:
+        """Keyword arguments of ``forward``/``generate`` for ``batch`` on the model's device.
+
+        With the vision cache on (and ``grad`` off) the images arrive as ``mm_encoder_outputs`` (each
+        distinct image encoded once, see :mod:`~.vision_cache`) instead of ``pixel_values``.
+        """
+        if self.vision_cache is None or grad or batch.pixel_values is None or batch.image_grid_thw is None:
+            return batch.model_inputs(self.device)
+        features = self.vision_cache.image_features(self.model, batch.pixel_values, batch.image_grid_thw)
+        inputs = replace(batch, pixel_values=None).model_inputs(self.device)
+        inputs["mm_encoder_outputs"] = {"image": features}
+        return inputs
+
     def target_ids(self, target: str) -> list[int]:
         """Token ids scored for ``target``: its text tokens then ``<|im_end|>``."""
         ids = self.tokenizer(target, add_special_tokens=False)["input_ids"]
@@ -229,7 +264,7 @@ class TransformersPolicy:
         )
         start = time.perf_counter()
         with torch.inference_mode(), self.forward_context(batch):
-            out = self.model.generate(**batch.model_inputs(self.device), generation_config=config)
+            out = self.model.generate(**self.model_inputs(batch), generation_config=config)
         latency = time.perf_counter() - start
         new = out[0, batch.input_ids.shape[1] :]
         response = self.tokenizer.decode(new, skip_special_tokens=True)
@@ -275,7 +310,7 @@ class TransformersPolicy:
 
         Token at position ``p`` is predicted by the logits at ``p - 1``. Only logits from the earliest
         target position on are computed (``logits_to_keep``). With ``grad=True`` gradients flow (adapter
-        training).
+        training) and the vision cache is bypassed.
         """
         torch = require("torch", purpose="TransformersPolicy.score")
         width = int(batch.input_ids.shape[1])
@@ -283,7 +318,7 @@ class TransformersPolicy:
         keep = width - (first - 1)
         grad_ctx = contextlib.nullcontext() if grad else torch.inference_mode()
         with grad_ctx, self.forward_context(batch):
-            out = self.model(**batch.model_inputs(self.device), use_cache=False, logits_to_keep=keep)
+            out = self.model(**self.model_inputs(batch, grad=grad), use_cache=False, logits_to_keep=keep)
         logp = torch.log_softmax(
             out.logits.float(), dim=-1
         )  # (batch, keep, vocab); column c is position width-keep+c
@@ -308,4 +343,5 @@ def policy_from_config(config: PolicyConfig) -> TransformersPolicy:
         max_new_tokens=cfg.max_new_tokens,
         platform=config.platform,
         adapter=cfg.adapter_path,
+        vision_cache_mb=cfg.vision_cache_mb,
     )

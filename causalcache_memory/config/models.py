@@ -127,6 +127,12 @@ class TransformersPolicyConfig(_Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     adapter_path: str | None = Field(None, description="HGKV / ungated adapter directory (optional).")
     max_new_tokens: int = Field(256, ge=1, le=8192)
+    vision_cache_mb: int = Field(
+        512,
+        ge=0,
+        description="MiB of vision-encoder outputs reused across forwards (each distinct image encoded "
+        "once); 0 turns the cache off.",
+    )
 
 
 class SGLangPolicyConfig(_Strict):
