@@ -21,6 +21,11 @@ keeps what was measured::
 
     python tests/gpu/bench_label_throughput.py --out label_throughput.json     # CUDA, bf16
     python tests/gpu/bench_label_throughput.py --tiny                          # CPU smoke test
+
+``--vision-cache-mb`` sets the policy's vision-encoder output cache (default 512 MiB, as the runtime;
+0 = off, every image of every prompt encoded): run the bench once with each to compare. The cache is
+emptied before every part, and each part reports its counters (``vision_cache``: hits, misses, images
+encoded, evictions).
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ WORDS = (
 ).split()
 
 
-def build_policy(work: Path, tiny: bool, max_new_tokens: int):
+def build_policy(work: Path, tiny: bool, max_new_tokens: int, vision_cache_mb: int = 512):
     """The policy under test: the tiny offline model (``tiny``) or a 7B-shaped random one on CUDA."""
     import transformers
 
@@ -73,7 +78,7 @@ def build_policy(work: Path, tiny: bool, max_new_tokens: int):
     from causalcache_memory.runtime.transformers_policy import TransformersPolicy
 
     base = TransformersPolicy.from_pretrained(
-        build_tiny_qwen_vl(work / "tiny"), max_new_tokens=max_new_tokens
+        build_tiny_qwen_vl(work / "tiny"), max_new_tokens=max_new_tokens, vision_cache_mb=vision_cache_mb
     )
     if tiny:
         return base
@@ -97,6 +102,7 @@ def build_policy(work: Path, tiny: bool, max_new_tokens: int):
         family="qwen2_5_vl",
         name="random-qwen2.5-vl-7b-shaped",
         max_new_tokens=max_new_tokens,
+        vision_cache_mb=vision_cache_mb,
     )
 
 
@@ -157,17 +163,20 @@ class PromptMeter:
         self.policy, self.image_token_id = policy, image_token_id
         self.widths: list[int] = []
         self.image_tokens: list[int] = []
+        self.images: list[int] = []  # images per forward row (prompt)
         scored, generate = policy.target_logprobs, policy.generate
 
         def target_logprobs(batch, **kw):
-            for row in batch.input_ids:
+            for row, prompt in zip(batch.input_ids, batch.prompts, strict=True):
                 self.widths.append(int(row.shape[0]))
                 self.image_tokens.append(int((row == self.image_token_id).sum()))
+                self.images.append(len(prompt.image_spans))
             return scored(batch, **kw)
 
         def generate_(prompt):
             generation = generate(prompt)
             self.widths.append(int(generation.meta.get("prompt_tokens", 0)))
+            self.images.append(len(prompt.images))
             return generation
 
         policy.target_logprobs, policy.generate = target_logprobs, generate_
@@ -188,6 +197,7 @@ class PromptMeter:
     def reset(self) -> None:
         self.widths.clear()
         self.image_tokens.clear()
+        self.images.clear()
         self.vision_seconds = 0.0
 
 
@@ -200,6 +210,9 @@ def run_part(name, scorer, archive, trajectory, config, work: Path, meter: Promp
     from causalcache_memory.lab.selector.labels import run_labelling
 
     meter.reset()
+    cache = meter.policy.vision_cache
+    if cache is not None:
+        cache.clear()  # every part starts cold, as a fresh labelling run would
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     sync()
@@ -222,7 +235,18 @@ def run_part(name, scorer, archive, trajectory, config, work: Path, meter: Promp
         ),
         "batch_size": config.batch_size,
         "vision_tower_share": round(meter.vision_seconds / seconds, 3),
+        "images_per_prompt": (round(sum(meter.images) / len(meter.images), 2) if meter.images else None),
     }
+    if cache is not None:
+        stats = cache.stats()
+        part["vision_cache"] = {
+            "hits": stats.hits,
+            "misses": stats.misses,
+            "images_encoded": stats.images_encoded,
+            "evictions": stats.evictions,
+            "entries": stats.entries,
+            "mib": round(stats.bytes / 2**20, 1),
+        }
     if torch.cuda.is_available():
         part["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
     return part
@@ -238,6 +262,12 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=2, help="agreement generations per prompt")
     parser.add_argument("--batch-size", type=int, default=4, help="prompts per forward (1 on OOM)")
     parser.add_argument("--out", default=None, help="JSON file written after every part")
+    parser.add_argument(
+        "--vision-cache-mb",
+        type=int,
+        default=512,
+        help="vision-encoder output cache of the policy in MiB (0: off, every image re-encoded)",
+    )
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         parser.error("no CUDA device: run with --tiny for the CPU smoke test")
@@ -257,6 +287,7 @@ def main() -> int:
         "model": "tiny offline Qwen2.5-VL (CPU)" if args.tiny else "Qwen2.5-VL-7B-shaped, random, bf16",
         "B": 4,
         "steps": args.steps,
+        "vision_cache_mb": args.vision_cache_mb,
         "errors": {},
     }
 
@@ -266,7 +297,7 @@ def main() -> int:
             Path(args.out).write_text(text)
 
     start = time.perf_counter()
-    policy = build_policy(work, args.tiny, max_new_tokens=32)
+    policy = build_policy(work, args.tiny, max_new_tokens=32, vision_cache_mb=args.vision_cache_mb)
     sync()
     result["build_s"] = round(time.perf_counter() - start, 1)
     result["parameters_b"] = round(sum(p.numel() for p in policy.model.parameters()) / 1e9, 2)

@@ -23,7 +23,7 @@ BENCH_RC=$?
 echo "[run_learn_checks] pytest -m gpu (timeout 150 s)" >&2
 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" -W default -m gpu \
     --rootdir "$ROOT" "$ROOT/tests/gpu" "$ROOT/tests/hgkv/test_kernel.py" "$ROOT/tests/hgkv/test_train.py" \
-    "$ROOT/tests/runtime/test_transformers_policy.py" --junitxml="$OUT/pytest_gpu.xml" > "$OUT/pytest_gpu.log" 2>&1
+    "$ROOT/tests/runtime/test_transformers_policy.py" "$ROOT/tests/runtime/test_vision_cache.py" --junitxml="$OUT/pytest_gpu.xml" > "$OUT/pytest_gpu.log" 2>&1
 PYTEST_RC=$?
 
 echo "bench_rc=$BENCH_RC pytest_rc=$PYTEST_RC"

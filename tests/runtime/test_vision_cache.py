@@ -192,3 +192,20 @@ def test_a_model_without_the_hook_runs_uncached_and_logs_once(
         assert first.score([make_prompt((1,))], TARGETS[:1]) == expected
     finally:
         model.__class__ = OldForward.__mro__[1]
+
+
+# ---------------------------------------------------------------------- CUDA
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_scores_with_the_cache_equal_scores_without(tiny_dirs, make_prompt, family, dtype) -> None:
+    on = TransformersPolicy.from_pretrained(tiny_dirs[family], device="cuda", dtype=dtype, max_new_tokens=8)
+    off = sibling(on, 0)
+    prompts = [make_prompt((5, 6)), make_prompt((1, 5, 6)), make_prompt(())]
+    expected = off.score(prompts, TARGETS)
+    first, again = on.score(prompts, TARGETS), on.score(prompts, TARGETS)
+    assert again == first  # hits give the stored features back unchanged
+    assert first == pytest.approx(expected, abs=1e-4 if dtype == "float32" else 2e-2)
+    assert on.vision_cache.stats().images_encoded == 3 and on.vision_cache.stats().hits == 13
+    assert on.generate(prompts[0]).response == off.generate(prompts[0]).response
