@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from causalcache_memory.config.models import TransformersPolicyConfig
+from causalcache_memory.config.models import PolicyConfig, TransformersPolicyConfig
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.runtime import transformers_policy
 from causalcache_memory.runtime.qwen_encoding import collate
-from causalcache_memory.runtime.transformers_policy import TransformersPolicy
+from causalcache_memory.runtime.transformers_policy import TransformersPolicy, policy_from_config
 from causalcache_memory.runtime.vision_cache import VisionCache, unsupported_reason
 
 torch = pytest.importorskip("torch")
@@ -163,11 +163,14 @@ def test_bad_vision_cache_mb_is_refused(policy, tiny_dir, bad) -> None:
         TransformersPolicy.from_pretrained(tiny_dir, vision_cache_mb=bad)
 
 
-def test_config_section_carries_the_knob() -> None:
+def test_config_section_carries_the_knob_to_the_policy(tiny_dir) -> None:
     assert TransformersPolicyConfig(model_path="m").vision_cache_mb == 512
-    assert TransformersPolicyConfig(model_path="m", vision_cache_mb=0).vision_cache_mb == 0
     with pytest.raises(ValueError, match="vision_cache_mb"):
         TransformersPolicyConfig(model_path="m", vision_cache_mb=-1)
+    for mb, capacity in ((0, None), (3, 3 * 2**20)):
+        section = TransformersPolicyConfig(model_path=str(tiny_dir), vision_cache_mb=mb)
+        policy = policy_from_config(PolicyConfig(kind="transformers", transformers=section))
+        assert (policy.vision_cache and policy.vision_cache.capacity_bytes) == capacity
 
 
 def test_a_model_without_the_hook_runs_uncached_and_logs_once(
