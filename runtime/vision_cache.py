@@ -156,16 +156,18 @@ class VisionCache:
             )
         keys = [image_key(pixel_values[bounds[i] : bounds[i + 1]], g) for i, g in enumerate(grids)]
         found: dict[bytes, _Entry] = {}
-        new: list[int] = []  # first occurrence of each key not stored
+        new: list[int] = []  # first occurrence of each image not stored
+        pending: set[bytes] = set()
         for i, key in enumerate(keys):
-            if key in found or key in self._entries:
-                found.setdefault(key, self._entries.get(key))  # type: ignore[arg-type]
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                self._counts["hits"] += 1
-            else:
-                found[key] = None  # type: ignore[assignment]  # filled below
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                found[key] = entry
+            elif key not in pending:
+                pending.add(key)
                 new.append(i)
+                continue
+            self._counts["hits"] += 1  # stored, or a repeat of an image encoded in this call
         if new:
             found.update(self._encode(model, pixel_values, image_grid_thw, bounds, keys, new))
         if self._output_type is None:  # pragma: no cover - a hit needs an earlier miss
