@@ -73,6 +73,12 @@ class BaseSelector:
         prefix = f"members.{member}."
         return {n[len(prefix) :]: v for n, v in self.state_dict.items() if n.startswith(prefix)}
 
+    def member_module(self, config: ScorerConfig, member: int = 0) -> SetScorerModel:
+        """Member ``member`` as a scorer module, unchanged (what fine-tuning starts from), in eval mode."""
+        model = SetScorerModel(config)
+        model.load_state_dict(self.member_state(member))
+        return model.eval()
+
     def provenance(self, spec: str) -> dict[str, Any]:
         """What the fine-tuned model's metadata records about its base."""
         return {

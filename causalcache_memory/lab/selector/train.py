@@ -50,6 +50,7 @@ from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_mode
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
+from causalcache_memory.lab.selector.fine_tune_gate import gate_fine_tune
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
@@ -116,6 +117,9 @@ class TrainConfig(BaseModel):
     #: number of scorers trained with seeds ``seed, seed + 1, ...`` and averaged into one exported graph
     #: (module doc); 1: a single scorer
     ensemble: int = 1
+    #: fine-tuning: keep the fine-tuned epoch only when its dev gain over the base is shown at this
+    #: confidence, else ship the base (module ``fine_tune_gate``); ``None``: keep the best dev epoch
+    fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -166,12 +170,13 @@ def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) 
 
 
 def _evaluate(
-    model: Scorer, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig
-) -> dict[str, float]:
-    """Mean loss, and mean realized / oracle utility of each group's argmax (keeping ``r`` = 0)."""
+    model: Scorer, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig, *, per_group: bool = False
+) -> dict[str, Any]:
+    """Mean loss, mean realized / oracle utility of each group's argmax (``r`` = 0); ``per_group``: ``values``."""
     if not data:
-        return {"loss": float("nan"), "value": float("nan"), "oracle": float("nan"), "top1": float("nan")}
-    losses, value, oracle, top1, n = [], 0.0, 0.0, 0.0, 0
+        empty = {"loss": float("nan"), "value": float("nan"), "oracle": float("nan"), "top1": float("nan")}
+        return {**empty, "values": np.zeros(0)} if per_group else empty
+    losses, value, oracle, top1, n, values = [], 0.0, 0.0, 0.0, 0, []
     with torch.no_grad():
         for tx in data:
             losses.append(_loss(model, tx, scale, cfg).item())
@@ -181,10 +186,12 @@ def _evaluate(
                 sel = g == k
                 pick = int(np.argmax(d[sel]))
                 value += float(y[sel][pick])
+                values.append(float(y[sel][pick]))
                 oracle += float(y[sel].max())
                 top1 += float(y[sel][pick] >= y[sel].max() - 1e-9)
                 n += 1
-    return {"loss": float(np.mean(losses)), "value": value / n, "oracle": oracle / n, "top1": top1 / n}
+    out = {"loss": float(np.mean(losses)), "value": value / n, "oracle": oracle / n, "top1": top1 / n}
+    return {**out, "values": np.asarray(values)} if per_group else out
 
 
 @dataclass
@@ -223,6 +230,12 @@ def train_selector(
         base = _base(cfg)
         fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
         model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
+        gate = None
+        if base is not None and best_epoch and cfg.fine_tune_gate is not None and cfg.ensemble == 1:
+            dev = batches(parts["dev"], cfg.batch_states)
+            values = lambda m: _evaluate(m, dev, scale, cfg, per_group=True)["values"]  # noqa: E731
+            model, gate = gate_fine_tune(model, base.member_module(_scorer_config(cfg)), values, cfg, log)
+            best_epoch = best_epoch if gate["keep"] else 0
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
@@ -232,6 +245,7 @@ def train_selector(
         metadata["ensemble"] = ensemble
         if base is not None:
             metadata["init_from"] = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch}
+            metadata["init_from"]["gate"] = gate
         metadata.update(_calibrate(model, parts, cfg))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:

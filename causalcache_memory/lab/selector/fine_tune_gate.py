@@ -1,0 +1,74 @@
+"""Keep a fine-tuned selector only when the dev states show it beats its base (``train.fine_tune_gate``).
+
+Fine-tuning (``train.init_from``) chooses the epoch with the best dev value, and "epoch 0" (the base
+unchanged) is one of the candidates. On a small dev split that choice is noisy: the best of 40 epochs
+beats the base by chance. The gate asks for evidence. With ``v_g`` the realized utility of the argmax
+candidate of dev group ``g`` (one recent slot of one state, as in the dev value), for the fine-tuned
+model ``v'_g`` and for the base ``v_g``, the paired differences ``d_g = v'_g - v_g`` are resampled with
+replacement (``resamples`` draws, seeded); the fine-tuned model is kept only when the lower end of the
+two-sided ``confidence`` interval of ``mean(d)`` is above 0. Otherwise training ships the base unchanged
+(``epochs_fine_tuned: 0``), with the threshold and the OOD guard still fitted on the team's data.
+
+Groups of one state are resampled independently (an approximation: they share the state's context).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["fine_tune_evidence", "gate_fine_tune"]
+
+
+def fine_tune_evidence(
+    tuned: np.ndarray, base: np.ndarray, *, confidence: float, seed: int, resamples: int = 2000
+) -> dict[str, Any]:
+    """Paired bootstrap of ``mean(tuned - base)`` over dev groups (module doc); ``keep`` = lower end > 0.
+
+    ``tuned`` and ``base`` are ``(groups,)`` realized utilities, in the same order. Returns ``{"groups",
+    "delta", "ci", "confidence", "keep"}``; no groups gives ``keep: False`` (nothing shows a gain).
+    """
+    tuned, base = np.asarray(tuned, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if tuned.shape != base.shape:
+        raise ValueError(f"tuned {tuned.shape} and base {base.shape} must hold the same dev groups")
+    n = int(tuned.shape[0])
+    if n == 0:
+        return {
+            "groups": 0,
+            "delta": float("nan"),
+            "ci": [float("nan"), float("nan")],
+            "confidence": confidence,
+            "keep": False,
+        }
+    diff = tuned - base
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = (float(x) for x in np.quantile(means, [tail, 1.0 - tail]))
+    return {
+        "groups": n,
+        "delta": float(diff.mean()),
+        "ci": [lo, hi],
+        "confidence": confidence,
+        "keep": lo > 0.0,
+    }
+
+
+def gate_fine_tune(
+    tuned: Any, base: Any, values: Any, cfg: Any, log: Any = None
+) -> tuple[Any, dict[str, Any]]:
+    """``(model to ship, evidence)``: ``tuned`` when :func:`fine_tune_evidence` keeps it, else ``base``.
+
+    ``values(model)`` gives a model's ``(groups,)`` dev utilities (the dev value's per-group terms);
+    ``cfg`` is the TrainConfig (``fine_tune_gate`` = the confidence, ``seed`` seeds the resampling)."""
+    confidence = float(cfg.fine_tune_gate)
+    evidence = fine_tune_evidence(values(tuned), values(base), confidence=confidence, seed=cfg.seed)
+    if log:
+        lo, hi = evidence["ci"]
+        verdict = "kept" if evidence["keep"] else "not shown: the base is kept (epochs_fine_tuned 0)"
+        log(
+            f"fine-tune gate: dev gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
+            f"({confidence:.0%}, {evidence['groups']} dev groups): fine-tuning {verdict}"
+        )
+    return (tuned if evidence["keep"] else base), evidence

@@ -1,0 +1,107 @@
+"""The fine-tune gate (``train.fine_tune_gate``): a fine-tuned selector ships only when dev shows its gain."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
+
+SMOKE = {"min_train_states": 2, "min_dev_states": 1}
+
+
+def test_a_clear_gain_is_kept_and_noise_is_not() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.0, 0.1, 200)
+    clear = fine_tune_evidence(base + 0.05, base, confidence=0.95, seed=0)
+    assert clear["keep"] and clear["delta"] == pytest.approx(0.05) and clear["ci"][0] > 0
+    noise = fine_tune_evidence(base + rng.normal(0.0, 0.1, 200), base, confidence=0.95, seed=0)
+    assert not noise["keep"] and noise["ci"][0] <= 0 <= noise["ci"][1]
+    # a gain on a handful of groups out of many is not shown
+    few = base.copy()
+    few[:2] += 0.3
+    assert not fine_tune_evidence(few, base, confidence=0.95, seed=0)["keep"]
+
+
+def test_evidence_is_reproducible_and_refuses_mismatched_groups() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=50), rng.normal(size=50)
+    assert fine_tune_evidence(a, b, confidence=0.9, seed=3) == fine_tune_evidence(
+        a, b, confidence=0.9, seed=3
+    )
+    with pytest.raises(ValueError, match="same dev groups"):
+        fine_tune_evidence(a, b[:-1], confidence=0.9, seed=0)
+    assert fine_tune_evidence(np.zeros(0), np.zeros(0), confidence=0.9, seed=0)["keep"] is False
+
+
+torch = pytest.importorskip("torch")
+from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
+
+
+def _dev_by_trajectory(examples):  # type: ignore[no-untyped-def]
+    return [
+        dataclasses.replace(ex, data_split="train" if sum(map(ord, ex.trajectory_id)) % 2 else "dev")
+        for ex in examples
+    ]
+
+
+def _flipped(examples):  # type: ignore[no-untyped-def]
+    return [dataclasses.replace(ex, y=-ex.y, pairs=ex.pairs[:, ::-1].copy()) for ex in examples]
+
+
+@pytest.fixture
+def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
+    """``(dev-split examples, a base trained on negated targets, its directory)``: fine-tuning beats it."""
+    _, _, examples = trained
+    data = _dev_by_trajectory(examples)
+    cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
+    bad = train_selector(_flipped(data), cfg, output_dir=tmp_path / "bad")
+    return data, bad, tmp_path / "bad"
+
+
+def test_a_fine_tune_that_beats_a_bad_base_is_kept(bad_base, tmp_path) -> None:
+    data, bad, bad_dir = bad_base
+    cfg = TrainConfig(init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", **SMOKE)
+    tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
+    gate = tuned.metadata["init_from"]["gate"]
+    assert bad.metadata["metrics"]["dev"]["value"] < tuned.metadata["metrics"]["dev"]["value"]
+    assert gate["keep"] and gate["delta"] > 0 and gate["ci"][0] > 0 and gate["confidence"] == 0.95
+    assert tuned.metadata["init_from"]["epochs_fine_tuned"] == tuned.metadata["best_epoch"] > 0
+
+
+def test_without_evidence_the_base_ships_unchanged(bad_base, tmp_path, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.fine_tune_gate as gate_module
+
+    data, bad, bad_dir = bad_base
+    cfg = TrainConfig(init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", **SMOKE)
+    ungated = train_selector(data, cfg.model_copy(update={"fine_tune_gate": None}), export_onnx=False)
+    assert ungated.metadata["best_epoch"] > 0 and ungated.metadata["init_from"]["gate"] is None
+    seen = []
+
+    def no_evidence(tuned, base, **kw):  # type: ignore[no-untyped-def]
+        seen.append(len(tuned))
+        return {
+            "groups": len(tuned),
+            "delta": 0.0,
+            "ci": [-1.0, 1.0],
+            "confidence": kw["confidence"],
+            "keep": False,
+        }
+
+    monkeypatch.setattr(gate_module, "fine_tune_evidence", no_evidence)
+    gated = train_selector(data, cfg, output_dir=tmp_path / "gated")
+    meta = gated.metadata
+    assert seen and meta["best_epoch"] == 0 and meta["init_from"]["epochs_fine_tuned"] == 0
+    assert meta["init_from"]["gate"]["keep"] is False
+    for name, value in bad.model.state_dict().items():
+        torch.testing.assert_close(gated.model.state_dict()[name], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 1.5])
+def test_a_confidence_outside_0_1_is_refused(value) -> None:
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.fine_tune_gate"):
+        TrainConfig(fine_tune_gate=value)
