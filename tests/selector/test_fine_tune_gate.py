@@ -99,6 +99,34 @@ def test_without_evidence_the_base_ships_unchanged(bad_base, tmp_path, monkeypat
         torch.testing.assert_close(gated.model.state_dict()[name], value, rtol=0, atol=0)
 
 
+def test_a_base_kept_on_screens_its_guard_rejects_is_recalibrated_on_the_data(
+    bad_base, tmp_path, monkeypatch
+) -> None:
+    import causalcache_memory.lab.selector.fine_tune_gate as gate_module
+    import causalcache_memory.lab.selector.keep_base as keep_base
+
+    data, bad, bad_dir = bad_base
+    monkeypatch.setattr(
+        gate_module,
+        "fine_tune_evidence",
+        lambda t, b, **kw: {"keep": False, "ci": [0, 0], "delta": 0, "groups": len(t)},
+    )
+    cfg = TrainConfig(init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", **SMOKE)
+    fits = train_selector(data, cfg, export_onnx=False).metadata
+    assert (
+        fits["init_from"]["base_calibration"]["kept"] and fits["calibration"] == bad.metadata["calibration"]
+    )
+    monkeypatch.setattr(
+        keep_base, "BASE_GUARD_MAX_FLAGGED", -1.0
+    )  # no share of flagged states is small enough
+    meta = train_selector(data, cfg, export_onnx=False).metadata
+    report = meta["init_from"]["base_calibration"]
+    assert report["kept"] is False and "refitted" in report["reason"]
+    dev_states = len([e for e in data if e.data_split == "dev"])
+    assert meta["calibration"]["split"] == "dev" and meta["calibration"]["dev_states"] == dev_states
+    assert meta["ood"]["train_states"] == len(data) - dev_states
+
+
 @pytest.mark.parametrize("value", [0.0, 1.0, 1.5])
 def test_a_confidence_outside_0_1_is_refused(value) -> None:
     from causalcache_memory.errors import ConfigError

@@ -56,14 +56,21 @@ def fine_tune_evidence(
 
 
 def gate_fine_tune(
-    tuned: Any, base: Any, values: Any, cfg: Any, log: Any = None
-) -> tuple[Any, dict[str, Any]]:
-    """``(model to ship, evidence)``: ``tuned`` when :func:`fine_tune_evidence` keeps it, else ``base``.
+    tuned: Any, best_epoch: Any, base: Any, values: Any, cfg: Any, log: Any = None
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """``(model to ship, its epoch, evidence or None)`` after fine-tuning from ``base`` (a BaseSelector).
 
-    ``values(model)`` gives a model's ``(groups,)`` dev utilities (the dev value's per-group terms);
-    ``cfg`` is the TrainConfig (``fine_tune_gate`` = the confidence, ``seed`` seeds the resampling)."""
+    The gate runs when a later epoch than 0 won on dev, ``cfg.fine_tune_gate`` is set and the model is a
+    single scorer; it keeps ``tuned`` when :func:`fine_tune_evidence` does, else ships the base's scorer
+    unchanged (epoch 0). ``values(model)`` gives a model's ``(groups,)`` dev utilities (the dev value's
+    per-group terms); ``cfg`` is the TrainConfig (``fine_tune_gate`` = the confidence, ``seed`` seeds the
+    resampling). No base, epoch 0 or an ensemble: ``(tuned, best_epoch, None)``."""
+    if base is None or not best_epoch or cfg.fine_tune_gate is None or cfg.ensemble != 1:
+        return tuned, best_epoch, None
     confidence = float(cfg.fine_tune_gate)
-    evidence = fine_tune_evidence(values(tuned), values(base), confidence=confidence, seed=cfg.seed)
+    evidence = fine_tune_evidence(
+        values(tuned), values(base.member_module(base.scorer)), confidence=confidence, seed=cfg.seed
+    )
     if log:
         lo, hi = evidence["ci"]
         verdict = "kept" if evidence["keep"] else "not shown: the base is kept (epochs_fine_tuned 0)"
@@ -71,4 +78,6 @@ def gate_fine_tune(
             f"fine-tune gate: dev gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
             f"({confidence:.0%}, {evidence['groups']} dev groups): fine-tuning {verdict}"
         )
-    return (tuned if evidence["keep"] else base), evidence
+    if evidence["keep"]:
+        return tuned, best_epoch, evidence
+    return base.member_module(base.scorer), 0, evidence

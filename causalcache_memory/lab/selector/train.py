@@ -14,15 +14,14 @@ also calibrates the swap threshold and the training split fits the out-of-distri
 (:mod:`~causalcache_memory.lab.selector.calibrate`); both are stored in the model's metadata.
 
 ``init_from`` fine-tunes a base scorer (the bundled one, or any exported model of the same schema and
-architecture; :mod:`~causalcache_memory.lab.selector.base_model`) instead of starting from random
-weights: the base unchanged is the dev candidate "epoch 0", its target scale ``s`` is kept, and the
-threshold and the guard are recalibrated on the new data as above; ``metadata["init_from"]`` records the
-base's sha256 and the epochs fine-tuned (0: the base was kept).
+architecture; :mod:`.base_model`): the base unchanged is the dev candidate "epoch 0" and its target scale
+``s`` is kept; a later epoch ships only when :mod:`.fine_tune_gate` shows its gain, and a base shipped
+unchanged keeps its own threshold and guard when they fit the data (:mod:`.keep_base`), else both are
+recalibrated as above; ``metadata["init_from"]`` records the base, the epochs fine-tuned and the evidence.
 
 ``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
 and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
 and exported as one scorer). ``E = 1`` (the default) is the single scorer, unchanged.
-
 ``mask_dropout`` masks feature groups of training states at random, as a missing source does
 (:mod:`~causalcache_memory.lab.selector.mask_dropout`; default off).
 """
@@ -51,6 +50,7 @@ from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members,
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.fine_tune_gate import gate_fine_tune
+from causalcache_memory.lab.selector.keep_base import base_calibration
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
@@ -230,12 +230,9 @@ def train_selector(
         base = _base(cfg)
         fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
         model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
-        gate = None
-        if base is not None and best_epoch and cfg.fine_tune_gate is not None and cfg.ensemble == 1:
-            dev = batches(parts["dev"], cfg.batch_states)
-            values = lambda m: _evaluate(m, dev, scale, cfg, per_group=True)["values"]  # noqa: E731
-            model, gate = gate_fine_tune(model, base.member_module(_scorer_config(cfg)), values, cfg, log)
-            best_epoch = best_epoch if gate["keep"] else 0
+        dev = batches(parts["dev"], cfg.batch_states)
+        values = lambda m: _evaluate(m, dev, scale, cfg, per_group=True)["values"]  # noqa: E731
+        model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
@@ -243,10 +240,13 @@ def train_selector(
         )
         metadata["image_features"] = bool(image_features)
         metadata["ensemble"] = ensemble
+        kept = None
         if base is not None:
-            metadata["init_from"] = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch}
-            metadata["init_from"]["gate"] = gate
-        metadata.update(_calibrate(model, parts, cfg))
+            init = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch, "gate": gate}
+            if best_epoch == 0 and cfg.ensemble == 1:  # the base unchanged: its own calibration if it fits
+                kept, init["base_calibration"] = base_calibration(base.path, parts)
+            metadata["init_from"] = init
+        metadata.update(kept or _calibrate(model, parts, cfg))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
         torch.set_num_threads(threads)

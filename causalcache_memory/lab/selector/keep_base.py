@@ -1,0 +1,57 @@
+"""When training ships its base unchanged, it ships the base's calibration and OOD guard too, if they fit.
+
+Fine-tuning (``train.init_from``) can end with the base itself: "epoch 0" won on dev, or the fine-tune
+gate (:mod:`.fine_tune_gate`) found no shown gain. Refitting the swap threshold on a small dev split and
+the guard on a few hundred training states then only adds noise to a model that did not change: on
+heldout-02 (RESULTS.md 9e) the base kept with a guard refitted on 231 states declined 4.5% of decisions
+where the bundled guard declined 0.6%, and lost 0.06 against the bundled selector as shipped. So when
+the base's own guard (``metadata.json`` beside its ONNX file) flags at most
+:data:`BASE_GUARD_MAX_FLAGGED` of the team's states (training and dev), its ``calibration`` and ``ood``
+ship unchanged; otherwise (the team's screens are out of the base's distribution, or the base has no
+metadata) both are refitted on the team's data as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalcache_memory.lab.selector.examples import StateExample
+from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
+from causalcache_memory.selector.ood import load_guard, state_summary
+
+__all__ = ["BASE_GUARD_MAX_FLAGGED", "base_calibration"]
+
+#: the base's guard must accept at least 90% of the team's states (issue 24/25's OOD budget: 10%)
+BASE_GUARD_MAX_FLAGGED = 0.10
+
+
+def base_calibration(
+    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """``({"calibration", "ood"} of the base or None, report)`` for a model that is its base unchanged;
+    ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
+    states = [*parts.get("train", ()), *parts.get("dev", ())]
+    meta_path = Path(onnx_path).parent / "metadata.json"
+    if not meta_path.is_file():
+        return None, {"kept": False, "reason": f"no metadata.json beside {onnx_path}"}
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    calibration, ood = meta.get("calibration"), meta.get("ood") or {}
+    if not calibration or "guard" not in ood:
+        return None, {"kept": False, "reason": f"{meta_path} has no calibration or no OOD guard"}
+    guard = load_guard(ood["guard"], [n for n, _ in FEATURE_SCHEMA], source=str(meta_path))
+    drop = [feature_index(n) for n in (meta.get("train") or {}).get("drop_features", ())]
+    flagged = (
+        float(np.mean([guard.is_ood(state_summary(ex.events, drop))[0] for ex in states])) if states else 1.0
+    )
+    report = {"base_flagged": flagged, "limit": BASE_GUARD_MAX_FLAGGED, "states": len(states)}
+    if flagged > BASE_GUARD_MAX_FLAGGED:
+        why = (
+            f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
+        )
+        return None, {**report, "kept": False, "reason": why + ": threshold and guard refitted"}
+    return {"calibration": calibration, "ood": ood}, {**report, "kept": True}
