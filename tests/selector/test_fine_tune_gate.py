@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -37,27 +35,18 @@ def test_evidence_is_reproducible_and_refuses_mismatched_groups() -> None:
 
 
 torch = pytest.importorskip("torch")
+from example_splits import by_trajectory, negated  # noqa: E402
+
 from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
-
-
-def _dev_by_trajectory(examples):  # type: ignore[no-untyped-def]
-    return [
-        dataclasses.replace(ex, data_split="train" if sum(map(ord, ex.trajectory_id)) % 2 else "dev")
-        for ex in examples
-    ]
-
-
-def _flipped(examples):  # type: ignore[no-untyped-def]
-    return [dataclasses.replace(ex, y=-ex.y, pairs=ex.pairs[:, ::-1].copy()) for ex in examples]
 
 
 @pytest.fixture
 def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
     """``(dev-split examples, a base trained on negated targets, its directory)``: fine-tuning beats it."""
     _, _, examples = trained
-    data = _dev_by_trajectory(examples)
+    data = by_trajectory(examples)
     cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
-    bad = train_selector(_flipped(data), cfg, output_dir=tmp_path / "bad")
+    bad = train_selector(negated(data), cfg, output_dir=tmp_path / "bad")
     return data, bad, tmp_path / "bad"
 
 

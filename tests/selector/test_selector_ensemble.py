@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -11,6 +9,8 @@ from causalcache_memory.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
+
+from example_splits import flipped_on_train  # noqa: E402
 
 from causalcache_memory.lab.selector.base_model import load_base  # noqa: E402
 from causalcache_memory.lab.selector.ensemble import EnsembleScorer  # noqa: E402
@@ -159,12 +159,7 @@ def test_fine_tuning_an_ensemble_base_needs_its_member_count(examples, ensemble,
     ):
         train_selector(examples, TrainConfig(init_from=str(out), **SMOKE), export_onnx=False)
     # train states' targets flipped: fine-tuning hurts dev, so every member keeps its own base member (epoch 0)
-    data = []
-    for ex in examples:
-        split = "train" if sum(map(ord, ex.trajectory_id)) % 2 else "dev"
-        if split == "train":
-            ex = dataclasses.replace(ex, y=-ex.y, pairs=ex.pairs[:, ::-1].copy())
-        data.append(dataclasses.replace(ex, data_split=split))
+    data = flipped_on_train(examples)
     cfg = TrainConfig(init_from=str(out), ensemble=3, lr=0.03, split_by="metadata", **SMOKE)
     tuned = train_selector(data, cfg, export_onnx=False)
     assert tuned.metadata["ensemble"]["epochs"] == [0, 0, 0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import shutil
 
@@ -13,6 +12,8 @@ from causalcache_memory.errors import ConfigError, SchemaMismatchError
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
+
+from example_splits import flipped_on_train  # noqa: E402
 
 from causalcache_memory.lab.selector.base_model import load_base, resolve_base  # noqa: E402
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel, pack_sets  # noqa: E402
@@ -95,20 +96,9 @@ def test_a_graph_that_is_not_the_scorer_is_refused(tmp_path) -> None:
         load_base("nowhere", ScorerConfig())
 
 
-def _flipped_on_train(examples):  # type: ignore[no-untyped-def]
-    """Train states' targets negated (fine-tuning learns the wrong order), dev states' kept."""
-    out = []
-    for ex in examples:
-        split = "train" if sum(map(ord, ex.trajectory_id)) % 2 else "dev"
-        if split == "train":
-            ex = dataclasses.replace(ex, y=-ex.y, pairs=ex.pairs[:, ::-1].copy())
-        out.append(dataclasses.replace(ex, data_split=split))
-    return out
-
-
 def test_epoch_0_keeps_the_base_when_fine_tuning_hurts_dev(trained, tmp_path) -> None:
     result, base_dir, examples = trained
-    data = _flipped_on_train(examples)
+    data = flipped_on_train(examples)
     cfg = TrainConfig(init_from=str(base_dir), epochs=4, lr=0.03, patience=4, split_by="metadata", **SMOKE)
     tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
     meta = tuned.metadata
