@@ -50,10 +50,12 @@ def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
     return data, bad, tmp_path / "bad"
 
 
-def test_a_fine_tune_that_beats_a_bad_base_is_kept(bad_base, tmp_path) -> None:
+def test_a_fine_tune_that_beats_a_bad_base_is_kept(bad_base, tmp_path, caplog) -> None:
     data, bad, bad_dir = bad_base
     cfg = TrainConfig(init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", **SMOKE)
-    tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.fine_tune_gate"):
+        tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
+    assert "fine-tune gate: dev gain over the base" in caplog.text and "fine-tuning kept" in caplog.text
     gate = tuned.metadata["init_from"]["gate"]
     assert bad.metadata["metrics"]["dev"]["value"] < tuned.metadata["metrics"]["dev"]["value"]
     assert gate["keep"] and gate["delta"] > 0 and gate["ci"][0] > 0 and gate["confidence"] == 0.95
@@ -89,7 +91,7 @@ def test_without_evidence_the_base_ships_unchanged(bad_base, tmp_path, monkeypat
 
 
 def test_a_base_kept_on_screens_its_guard_rejects_is_recalibrated_on_the_data(
-    bad_base, tmp_path, monkeypatch
+    bad_base, tmp_path, monkeypatch, caplog
 ) -> None:
     import causalcache_memory.lab.selector.fine_tune_gate as gate_module
     import causalcache_memory.lab.selector.keep_base as keep_base

@@ -14,11 +14,14 @@ Groups of one state are resampled independently (an approximation: they share th
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
 __all__ = ["fine_tune_evidence", "gate_fine_tune"]
+
+logger = logging.getLogger("causalcache_memory.lab.selector.fine_tune_gate")
 
 
 def fine_tune_evidence(
@@ -71,13 +74,15 @@ def gate_fine_tune(
     evidence = fine_tune_evidence(
         values(tuned), values(base.member_module(base.scorer)), confidence=confidence, seed=cfg.seed
     )
+    lo, hi = evidence["ci"]
+    verdict = "kept" if evidence["keep"] else "not shown: the base is kept (epochs_fine_tuned 0)"
+    message = (
+        f"fine-tune gate: dev gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
+        f"({confidence:.0%}, {evidence['groups']} dev groups): fine-tuning {verdict}"
+    )
+    logger.info("%s", message)
     if log:
-        lo, hi = evidence["ci"]
-        verdict = "kept" if evidence["keep"] else "not shown: the base is kept (epochs_fine_tuned 0)"
-        log(
-            f"fine-tune gate: dev gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
-            f"({confidence:.0%}, {evidence['groups']} dev groups): fine-tuning {verdict}"
-        )
+        log(message)
     if evidence["keep"]:
         return tuned, best_epoch, evidence
     return base.member_module(base.scorer), 0, evidence

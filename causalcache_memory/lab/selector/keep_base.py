@@ -14,6 +14,7 @@ metadata) both are refitted on the team's data as before.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import load_guard, state_summary
 
 __all__ = ["BASE_GUARD_MAX_FLAGGED", "base_calibration"]
+
+logger = logging.getLogger("causalcache_memory.lab.selector.keep_base")
 
 #: the base's guard must accept at least 90% of the team's states (issue 24/25's OOD budget: 10%)
 BASE_GUARD_MAX_FLAGGED = 0.10
@@ -49,9 +52,9 @@ def base_calibration(
         float(np.mean([guard.is_ood(state_summary(ex.events, drop))[0] for ex in states])) if states else 1.0
     )
     report = {"base_flagged": flagged, "limit": BASE_GUARD_MAX_FLAGGED, "states": len(states)}
+    why = f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
     if flagged > BASE_GUARD_MAX_FLAGGED:
-        why = (
-            f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
-        )
+        logger.info("base shipped unchanged; %s: threshold and guard refitted on the team's data", why)
         return None, {**report, "kept": False, "reason": why + ": threshold and guard refitted"}
+    logger.info("base shipped unchanged with its own threshold and guard: %s", why)
     return {"calibration": calibration, "ood": ood}, {**report, "kept": True}

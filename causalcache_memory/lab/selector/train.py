@@ -230,10 +230,9 @@ def train_selector(
         base = _base(cfg)
         fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
         model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
-        dev = batches(parts["dev"], cfg.batch_states)
-        values = lambda m: _evaluate(m, dev, scale, cfg, per_group=True)["values"]  # noqa: E731
-        model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
+        values = lambda m: _evaluate(m, tensors["dev"], scale, cfg, per_group=True)["values"]  # noqa: E731
+        model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
