@@ -16,6 +16,11 @@ call and not stored.
 The vision tower sees each image separately (per-image attention windows and ``cu_seqlens``), so an
 image's features do not depend on the other images of the call; on CPU float32 the tiny test models give
 bit-identical scores with and without the cache (tests/runtime/test_vision_cache.py).
+
+Thread safety: the LRU, its byte count and the counters change only under one lock, so a policy shared by
+threads keeps the cache consistent. The tower runs outside the lock: two threads that miss the same new
+image at once both encode it (the second store replaces the first, with equal features), and neither
+waits on the other's forward.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -120,6 +126,7 @@ class VisionCache:
         self._bytes = 0
         self._output_type: type | None = None
         self._counts = {"hits": 0, "misses": 0, "images_encoded": 0, "evictions": 0}
+        self._lock = threading.Lock()  # guards _entries, _bytes, _counts and _output_type (module doc)
 
     @classmethod
     def from_mb(cls, megabytes: int) -> VisionCache | None:
@@ -128,15 +135,20 @@ class VisionCache:
         return cls(megabytes * _MB) if megabytes else None
 
     def stats(self) -> VisionCacheStats:
-        return VisionCacheStats(
-            **self._counts, entries=len(self._entries), bytes=self._bytes, capacity_bytes=self.capacity_bytes
-        )
+        with self._lock:
+            return VisionCacheStats(
+                **self._counts,
+                entries=len(self._entries),
+                bytes=self._bytes,
+                capacity_bytes=self.capacity_bytes,
+            )
 
     def clear(self) -> None:
         """Drop every entry and reset the counters."""
-        self._entries.clear()
-        self._bytes = 0
-        self._counts = dict.fromkeys(self._counts, 0)
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+            self._counts = dict.fromkeys(self._counts, 0)
 
     def image_features(self, model: Any, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor) -> Any:
         """The ``mm_encoder_outputs["image"]`` of ``model`` for these images, encoding only new ones.
@@ -158,26 +170,28 @@ class VisionCache:
         found: dict[bytes, _Entry] = {}
         new: list[int] = []  # first occurrence of each image not stored
         pending: set[bytes] = set()
-        for i, key in enumerate(keys):
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                found[key] = entry
-            elif key not in pending:
-                pending.add(key)
-                new.append(i)
-                continue
-            self._counts["hits"] += 1  # stored, or a repeat of an image encoded in this call
+        with self._lock:
+            for i, key in enumerate(keys):
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    found[key] = entry
+                elif key not in pending:
+                    pending.add(key)
+                    new.append(i)
+                    continue
+                self._counts["hits"] += 1  # stored, or a repeat of an image encoded in this call
         if new:
             found.update(self._encode(model, pixel_values, image_grid_thw, bounds, keys, new))
-        if self._output_type is None:  # pragma: no cover - a hit needs an earlier miss
+        output_type = self._output_type
+        if output_type is None:  # pragma: no cover - a hit needs an earlier miss
             raise RuntimeError("VisionCache served hits before encoding any image")
         entries = [found[k] for k in keys]
         fields: dict[str, Any] = {"pooler_output": tuple(e.pooler for e in entries)}
         layers = len(entries[0].deepstack) if entries else 0
         if layers:
             fields["deepstack_features"] = [tuple(e.deepstack[j] for e in entries) for j in range(layers)]
-        return self._output_type(**fields)
+        return output_type(**fields)
 
     def _encode(
         self,
@@ -194,23 +208,30 @@ class VisionCache:
         device = next(model.parameters()).device
         rows = torch.cat([pixel_values[bounds[i] : bounds[i + 1]] for i in new]).to(device)
         grid = image_grid_thw[new].to(device)
-        out = model.model.get_image_features(rows, grid, return_dict=True)
-        self._output_type = type(out)
+        out = model.model.get_image_features(rows, grid, return_dict=True)  # outside the lock
         deepstack = getattr(out, "deepstack_features", None) or []
         encoded: dict[bytes, _Entry] = {}
         for n, i in enumerate(new):
             # clone: a split is a view that would keep the whole call's output alive
-            entry = _Entry(out.pooler_output[n].clone(), tuple(layer[n].clone() for layer in deepstack))
-            encoded[keys[i]] = entry
-            self._store(keys[i], entry)
-        self._counts["misses"] += len(new)
-        self._counts["images_encoded"] += len(new)
+            encoded[keys[i]] = _Entry(
+                out.pooler_output[n].clone(), tuple(layer[n].clone() for layer in deepstack)
+            )
+        with self._lock:
+            self._output_type = type(out)
+            for key, entry in encoded.items():
+                self._store(key, entry)
+            self._counts["misses"] += len(new)
+            self._counts["images_encoded"] += len(new)
         return encoded
 
     def _store(self, key: bytes, entry: _Entry) -> None:
+        """Insert under ``self._lock``; a key stored meanwhile by another thread is replaced, not counted twice."""
         size = entry.nbytes
         if size > self.capacity_bytes:
             return
+        previous = self._entries.pop(key, None)
+        if previous is not None:
+            self._bytes -= previous.nbytes
         self._entries[key] = entry
         self._bytes += size
         while self._bytes > self.capacity_bytes:

@@ -212,3 +212,70 @@ def test_cuda_scores_with_the_cache_equal_scores_without(tiny_dirs, make_prompt,
     assert first == pytest.approx(expected, abs=1e-4 if dtype == "float32" else 2e-2)
     assert on.vision_cache.stats().images_encoded == 3 and on.vision_cache.stats().hits == 13
     assert on.generate(prompts[0]).response == off.generate(prompts[0]).response
+
+
+class _FakeTowerOutput:
+    def __init__(self, pooler_output):  # type: ignore[no-untyped-def]
+        self.pooler_output = pooler_output
+
+
+class _FakeTowerModel:
+    """A stand-in for a Qwen-VL model's ``get_image_features``: image features = its rows' column sums."""
+
+    def __init__(self) -> None:
+        self._param = torch.zeros(1)
+        self.model = self
+        self.calls = 0
+
+    def parameters(self):  # type: ignore[no-untyped-def]
+        yield self._param
+
+    def get_image_features(self, rows, grid, return_dict=True):  # type: ignore[no-untyped-def]
+        import time
+
+        self.calls += 1
+        time.sleep(0.001)  # let other threads run while this one is "on the tower"
+        out, start = [], 0
+        for t, h, w in grid.tolist():
+            n = t * h * w
+            out.append(rows[start : start + n].sum(dim=0, keepdim=True).repeat(2, 1))
+            start += n
+        return _FakeTowerOutput(tuple(out))
+
+
+def test_threads_sharing_one_cache_keep_it_consistent() -> None:
+    import threading
+
+    images = [torch.full((4, 3), float(i)) for i in range(12)]  # 12 distinct images of 4 rows each
+    entry_bytes = 2 * 3 * 4  # (2, 3) float32 features per image
+    cache = VisionCache(capacity_bytes=5 * entry_bytes)  # holds 5 of the 12: evictions under contention
+    model = _FakeTowerModel()
+    errors: list[BaseException] = []
+    lookups = 0
+    count = threading.Lock()
+
+    def work(seed: int) -> None:
+        nonlocal lookups
+        rng = torch.Generator().manual_seed(seed)
+        try:
+            for _ in range(60):
+                pick = torch.randint(0, len(images), (3,), generator=rng).tolist()
+                rows = torch.cat([images[i] for i in pick])
+                out = cache.image_features(model, rows, torch.tensor([[1, 2, 2]] * len(pick)))
+                for i, feats in zip(pick, out.pooler_output, strict=True):
+                    torch.testing.assert_close(feats, images[i].sum(dim=0, keepdim=True).repeat(2, 1))
+                with count:
+                    lookups += len(pick)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    stats = cache.stats()
+    assert stats.hits + stats.misses == lookups == 8 * 60 * 3
+    assert stats.bytes == stats.entries * entry_bytes <= cache.capacity_bytes
+    assert stats.images_encoded == stats.misses and stats.evictions > 0

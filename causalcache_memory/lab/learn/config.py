@@ -153,8 +153,8 @@ class LearnConfig(_Strict):
         return out
 
     def train_config(self) -> Any:
-        """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` (imports torch)."""
-        from causalcache_memory.lab.selector.train import TrainConfig
+        """The :class:`~causalcache_memory.lab.selector.train_config.TrainConfig`."""
+        from causalcache_memory.lab.selector.train_config import TrainConfig
 
         return TrainConfig(**self.train_settings())
 

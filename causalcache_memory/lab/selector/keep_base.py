@@ -34,10 +34,11 @@ BASE_GUARD_MAX_FLAGGED = 0.10
 
 
 def base_calibration(
-    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]]
+    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]], *, unchanged: bool = True
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """``({"calibration", "ood"} of the base or None, report)`` for a model that is its base unchanged;
-    ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
+    """``(what ships of the base's calibration, or None; report)``: ``{"calibration", "ood"}`` for a model
+    that is its base ``unchanged``, ``{"ood"}`` (the guard alone) for a changed one; ``parts`` are the
+    team's split states (its ``train`` and ``dev`` ones are judged)."""
     states = [*parts.get("train", ()), *parts.get("dev", ())]
     meta_path = Path(onnx_path).parent / "metadata.json"
     if not meta_path.is_file():
@@ -53,8 +54,13 @@ def base_calibration(
     )
     report = {"base_flagged": flagged, "limit": BASE_GUARD_MAX_FLAGGED, "states": len(states)}
     why = f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
+    what = "base shipped unchanged" if unchanged else "fine-tuned scorer"
+    refit = "threshold and guard" if unchanged else "guard"
     if flagged > BASE_GUARD_MAX_FLAGGED:
-        logger.info("base shipped unchanged; %s: threshold and guard refitted on the team's data", why)
-        return None, {**report, "kept": False, "reason": why + ": threshold and guard refitted"}
+        logger.info("%s; %s: %s refitted on the team's data", what, why, refit)
+        return None, {**report, "kept": False, "reason": f"{why}: {refit} refitted"}
+    if not unchanged:
+        logger.info("fine-tuned scorer ships the base's guard (threshold refitted on dev): %s", why)
+        return {"ood": ood}, {**report, "kept": "guard"}
     logger.info("base shipped unchanged with its own threshold and guard: %s", why)
     return {"calibration": calibration, "ood": ood}, {**report, "kept": True}

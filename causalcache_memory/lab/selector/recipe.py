@@ -93,8 +93,8 @@ class Recipe(BaseModel):
     ladder: LadderSection = LadderSection()
 
     def train_config(self, **overrides: Any):  # type: ignore[no-untyped-def]
-        """The :class:`~causalcache_memory.lab.selector.train.TrainConfig` of this recipe (imports torch)."""
-        from causalcache_memory.lab.selector.train import TrainConfig
+        """The :class:`~causalcache_memory.lab.selector.train_config.TrainConfig` of this recipe."""
+        from causalcache_memory.lab.selector.train_config import TrainConfig
 
         extra = {k: v for k, v in (self.train.model_extra or {}).items()}
         return TrainConfig(**{**extra, **overrides})

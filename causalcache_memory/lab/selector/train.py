@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
@@ -50,11 +49,13 @@ from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members,
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.fine_tune_gate import gate_fine_tune
+from causalcache_memory.lab.selector.fine_tune_mix import mix_with_base
 from causalcache_memory.lab.selector.keep_base import base_calibration
-from causalcache_memory.lab.selector.mask_dropout import MaskDropout, check_mask_dropout
+from causalcache_memory.lab.selector.mask_dropout import MaskDropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
-from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, feature_index, schema_hash
+from causalcache_memory.lab.selector.train_config import TrainConfig
+from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, schema_hash
 
 torch = require("torch", purpose="training the learned selector")
 
@@ -72,84 +73,6 @@ __all__ = [
     "save_model",
     "train_selector",
 ]
-
-
-class TrainConfig(BaseModel):
-    """Training recipe (see module doc for the loss)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    hidden: int = Field(64, ge=1)
-    embed: int = Field(32, ge=1)
-    epochs: int = Field(40, ge=1)
-    lr: float = Field(3e-3, gt=0)
-    weight_decay: float = Field(1e-4, ge=0)
-    batch_states: int = Field(16, ge=1)
-    huber_delta: float = Field(1.0, gt=0)
-    rank_weight: float = Field(1.0, ge=0)
-    rank_temperature: float = Field(0.25, gt=0)
-    rank_epsilon: float = Field(1e-3, ge=0)
-    max_pairs_per_group: int = Field(256, ge=1)
-    seed: int = 0
-    splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
-    #: ``hash``: trajectory-disjoint splits by ``splits`` fractions with the one trajectory split
-    #: (:func:`~causalcache_memory.lab.data.split.trajectory_split`, as ``data mine --dev --test
-    #: --salt``); ``metadata``: the data's own ``metadata["data_split"]`` (e.g. template-disjoint
-    #: train/dev from the world recipe)
-    split_by: str = "hash"
-    #: the salt of the hash split (``data mine --salt``); the defaults match ``data mine``'s
-    split_salt: str = ""
-    #: fewest training / dev states :func:`train_selector` accepts (:func:`check_split_sizes`); lower
-    #: them only for smoke runs: the guard and the threshold fitted on less are not usable
-    min_train_states: int = Field(MIN_TRAIN_STATES, ge=2)
-    min_dev_states: int = Field(MIN_DEV_STATES, ge=1)
-    witness: str = "gold"
-    drop_features: tuple[str, ...] = ()
-    patience: int = Field(10, ge=1)
-    threads: int = Field(1, ge=1)
-    #: fine-tune from a base scorer instead of a random start: ``bundled``, a model directory or an
-    #: ``.onnx`` file (:mod:`~causalcache_memory.lab.selector.base_model`); ``None``: from scratch. The
-    #: base unchanged is the dev-selection candidate "epoch 0", and its target scale is kept
-    init_from: str | None = None
-    #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
-    #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
-    mask_dropout: dict[str, float] = Field(default_factory=dict)
-    #: number of scorers trained with seeds ``seed, seed + 1, ...`` and averaged into one exported graph
-    #: (module doc); 1: a single scorer
-    ensemble: int = 1
-    #: fine-tuning: keep the fine-tuned epoch only when its dev gain over the base is shown at this
-    #: confidence, else ship the base (module ``fine_tune_gate``); ``None``: keep the best dev epoch
-    fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            errors = [f"train.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors) from exc
-        self._check()
-
-    def _check(self) -> None:
-        errors = []
-        if abs(sum(self.splits) - 1.0) > 1e-6 or min(self.splits) < 0:
-            errors.append(f"train.splits={self.splits} must be three non-negative fractions summing to 1")
-        if self.split_by not in ("hash", "metadata"):
-            errors.append(f"train.split_by={self.split_by!r} must be 'hash' or 'metadata'")
-        if self.witness not in ("gold", "none"):
-            errors.append(f"train.witness={self.witness!r} must be 'gold' or 'none'")
-        for name in self.drop_features:
-            try:
-                feature_index(name)
-            except KeyError as exc:
-                errors.append(f"train.drop_features: {exc.args[0]}")
-        errors.extend(check_mask_dropout(self.mask_dropout))
-        if self.ensemble < 1:
-            errors.append(
-                f"train.ensemble={self.ensemble} must be at least 1 (1: a single scorer; E > 1: E scorers "
-                "trained with seeds seed..seed+E-1 and averaged); set train.ensemble: 1 to train one"
-            )
-        if errors:
-            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
 
 
 def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
@@ -230,6 +153,7 @@ def train_selector(
         base = _base(cfg)
         fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
         model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
+        model = mix_with_base(model, base, cfg.fine_tune_mix, best_epoch, log)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         values = lambda m: _evaluate(m, tensors["dev"], scale, cfg, per_group=True)["values"]  # noqa: E731
         model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
@@ -242,10 +166,14 @@ def train_selector(
         kept = None
         if base is not None:
             init = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch, "gate": gate}
-            if best_epoch == 0 and cfg.ensemble == 1:  # the base unchanged: its own calibration if it fits
-                kept, init["base_calibration"] = base_calibration(base.path, parts)
+            init["mix"] = cfg.fine_tune_mix if best_epoch and cfg.ensemble == 1 else None
+            unchanged = (
+                best_epoch == 0 and cfg.ensemble == 1
+            )  # the base itself: its own calibration if it fits
+            if unchanged or (cfg.base_guard and cfg.ensemble == 1):
+                kept, init["base_calibration"] = base_calibration(base.path, parts, unchanged=unchanged)
             metadata["init_from"] = init
-        metadata.update(kept or _calibrate(model, parts, cfg))
+        metadata.update(_calibrate(model, parts, cfg, kept or {}))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
         torch.set_num_threads(threads)
@@ -368,12 +296,16 @@ def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.nda
     return out
 
 
-def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig) -> dict[str, Any]:
-    """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
+def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig, kept: dict) -> dict:
+    """``{"calibration", "ood"}``: threshold on dev (never on train), OOD guard; what ``kept`` holds is the base's."""
+    if "calibration" in kept:
+        return kept
     dev = parts["dev"]
-    calibration = calibrate_threshold(_state_diffs(model, dev), dev)
-    calibration["split"] = "dev"
-    return {"calibration": calibration, "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features)}
+    calibration = {**calibrate_threshold(_state_diffs(model, dev), dev), "split": "dev"}
+    return {
+        "calibration": calibration,
+        "ood": kept.get("ood") or calibrate_ood(parts["train"], dev, cfg.drop_features),
+    }
 
 
 def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:  # type: ignore[no-untyped-def]

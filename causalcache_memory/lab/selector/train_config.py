@@ -1,0 +1,101 @@
+"""The selector training recipe, ``train:`` in YAML (validated; every field documented where it is declared).
+
+:class:`TrainConfig` is read by :func:`~causalcache_memory.lab.selector.train.train_selector` (the loss,
+the splits, fine-tuning from a base and what it keeps of it) and by ``causalcache learn``; kept apart
+from the training loop so that reading a recipe needs neither torch nor the loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.mask_dropout import check_mask_dropout
+from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
+from causalcache_memory.selector.features import feature_index
+
+__all__ = ["TrainConfig"]
+
+
+class TrainConfig(BaseModel):
+    """Training recipe (see module doc for the loss)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hidden: int = Field(64, ge=1)
+    embed: int = Field(32, ge=1)
+    epochs: int = Field(40, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    weight_decay: float = Field(1e-4, ge=0)
+    batch_states: int = Field(16, ge=1)
+    huber_delta: float = Field(1.0, gt=0)
+    rank_weight: float = Field(1.0, ge=0)
+    rank_temperature: float = Field(0.25, gt=0)
+    rank_epsilon: float = Field(1e-3, ge=0)
+    max_pairs_per_group: int = Field(256, ge=1)
+    seed: int = 0
+    splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    #: ``hash``: trajectory-disjoint splits by ``splits`` fractions with the one trajectory split
+    #: (:func:`~causalcache_memory.lab.data.split.trajectory_split`, as ``data mine --dev --test
+    #: --salt``); ``metadata``: the data's own ``metadata["data_split"]`` (e.g. template-disjoint
+    #: train/dev from the world recipe)
+    split_by: str = "hash"
+    #: the salt of the hash split (``data mine --salt``); the defaults match ``data mine``'s
+    split_salt: str = ""
+    #: fewest training / dev states :func:`train_selector` accepts (:func:`check_split_sizes`); lower
+    #: them only for smoke runs: the guard and the threshold fitted on less are not usable
+    min_train_states: int = Field(MIN_TRAIN_STATES, ge=2)
+    min_dev_states: int = Field(MIN_DEV_STATES, ge=1)
+    witness: str = "gold"
+    drop_features: tuple[str, ...] = ()
+    patience: int = Field(10, ge=1)
+    threads: int = Field(1, ge=1)
+    #: fine-tune from a base scorer instead of a random start: ``bundled``, a model directory or an
+    #: ``.onnx`` file (:mod:`~causalcache_memory.lab.selector.base_model`); ``None``: from scratch. The
+    #: base unchanged is the dev-selection candidate "epoch 0", and its target scale is kept
+    init_from: str | None = None
+    #: per feature group (``app``, ``text``, ``image``), the probability that a training state is seen
+    #: with that group masked in an epoch (as when its source is missing); empty: never (module doc)
+    mask_dropout: dict[str, float] = Field(default_factory=dict)
+    #: number of scorers trained with seeds ``seed, seed + 1, ...`` and averaged into one exported graph
+    #: (module doc); 1: a single scorer
+    ensemble: int = 1
+    #: fine-tuning: keep the fine-tuned epoch only when its dev gain over the base is shown at this
+    #: confidence, else ship the base (module ``fine_tune_gate``); ``None``: keep the best dev epoch
+    fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
+    #: fine-tuning: ship ``base + α (tuned - base)`` in weight space (module ``fine_tune_mix``); ``None``: tuned
+    fine_tune_mix: float | None = Field(None, gt=0, le=1)
+    #: fine-tuning: a changed scorer keeps the base's OOD guard when it fits the team's states (``keep_base``)
+    base_guard: bool = False
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            errors = [f"train.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors) from exc
+        self._check()
+
+    def _check(self) -> None:
+        errors = []
+        if abs(sum(self.splits) - 1.0) > 1e-6 or min(self.splits) < 0:
+            errors.append(f"train.splits={self.splits} must be three non-negative fractions summing to 1")
+        if self.split_by not in ("hash", "metadata"):
+            errors.append(f"train.split_by={self.split_by!r} must be 'hash' or 'metadata'")
+        if self.witness not in ("gold", "none"):
+            errors.append(f"train.witness={self.witness!r} must be 'gold' or 'none'")
+        for name in self.drop_features:
+            try:
+                feature_index(name)
+            except KeyError as exc:
+                errors.append(f"train.drop_features: {exc.args[0]}")
+        errors.extend(check_mask_dropout(self.mask_dropout))
+        if self.ensemble < 1:
+            errors.append(
+                f"train.ensemble={self.ensemble} must be at least 1 (1: a single scorer; E > 1: E scorers "
+                "trained with seeds seed..seed+E-1 and averaged); set train.ensemble: 1 to train one"
+            )
+        if errors:
+            raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
