@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from causalcache_memory.errors import ConfigError as ConfigErrorType
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 
 SMOKE = {"min_train_states": 2, "min_dev_states": 1}
@@ -167,7 +168,9 @@ def test_fine_tune_mix_is_validated_and_is_a_no_op_when_the_base_won(bad_base, m
     assert mix_with_base(sentinel, object(), 0.5, [2, 3]) is sentinel  # ensembles are not mixed
 
 
-def test_base_guard_keeps_the_bases_guard_for_a_changed_scorer_when_it_fits(bad_base, monkeypatch) -> None:
+def test_base_calibration_guard_keeps_the_bases_guard_for_a_changed_scorer_when_it_fits(
+    bad_base, monkeypatch
+) -> None:
     import causalcache_memory.lab.selector.keep_base as keep_base
 
     data, _bad, bad_dir = bad_base
@@ -181,13 +184,34 @@ def test_base_guard_keeps_the_bases_guard_for_a_changed_scorer_when_it_fits(bad_
     stored["ood"]["marker"] = "the base's"
     meta_path.write_text(json.dumps(stored))
     own = train_selector(data, cfg, export_onnx=False).metadata
-    meta = train_selector(data, cfg.model_copy(update={"base_guard": True}), export_onnx=False).metadata
+    meta = train_selector(
+        data, cfg.model_copy(update={"base_calibration": "guard"}), export_onnx=False
+    ).metadata
     assert meta["best_epoch"] > 0 and meta["init_from"]["base_calibration"]["kept"] == "guard"
     assert meta["ood"] == stored["ood"] and "marker" not in own["ood"]
     # the threshold is the changed scorer's own, fitted on the team's dev states
     assert meta["calibration"] == own["calibration"] and meta["calibration"]["split"] == "dev"
     monkeypatch.setattr(keep_base, "BASE_GUARD_MAX_FLAGGED", -1.0)
-    refit = train_selector(data, cfg.model_copy(update={"base_guard": True}), export_onnx=False).metadata
+    refit = train_selector(
+        data, cfg.model_copy(update={"base_calibration": "guard"}), export_onnx=False
+    ).metadata
     report = refit["init_from"]["base_calibration"]
     assert report["kept"] is False and report["reason"].endswith(": guard refitted")
     assert refit["ood"] == own["ood"] and "marker" not in refit["ood"]
+
+
+def test_base_calibration_all_ships_the_bases_threshold_with_a_changed_scorer(bad_base) -> None:
+    data, _bad, bad_dir = bad_base
+    cfg = TrainConfig(
+        init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", fine_tune_gate=None, **SMOKE
+    )
+    own = train_selector(data, cfg, export_onnx=False).metadata
+    meta = train_selector(
+        data, cfg.model_copy(update={"base_calibration": "all"}), export_onnx=False
+    ).metadata
+    stored = json.loads((bad_dir / "metadata.json").read_text())
+    assert meta["best_epoch"] > 0 and meta["init_from"]["base_calibration"]["kept"] is True
+    assert meta["calibration"] == stored["calibration"] and meta["ood"] == stored["ood"]
+    assert own["calibration"] != stored["calibration"]  # refitted on dev without the option
+    with pytest.raises(ConfigErrorType, match="base_calibration"):
+        TrainConfig(base_calibration="threshold")

@@ -43,6 +43,27 @@ def test_heldout_worlds_have_knob_values_no_training_or_dev_world_has():
         assert set(KNOB_VALUES[knob]["heldout"]).isdisjoint(KNOB_VALUES[knob]["train"])
 
 
+def test_devage_worlds_are_dev_worlds_with_the_heldout_evidence_ages():
+    dev = [world_spec(w) for w in WORLD_SPLITS["dev"]]
+    aged = [world_spec(w) for w in WORLD_SPLITS["devage"]]
+    held = [world_spec(w) for w in WORLD_SPLITS["heldout"]]
+    assert {s.split for s in aged} == {"devage"}
+    assert {s.after_read for s in aged} <= set(KNOB_VALUES["after_read"]["heldout"])
+    assert min(s.after_read[1] for s in aged) > max(s.after_read[1] for s in dev)
+    # the held-out vocabulary and layout stay unseen by every split but the held-out one
+    assert {s.vocab for s in aged} <= {s.vocab for s in dev} and {s.vocab for s in aged}.isdisjoint(
+        {s.vocab for s in held}
+    )
+    assert {s.layout for s in aged}.isdisjoint({s.layout for s in held})
+    for knob, values in KNOB_VALUES.items():
+        assert values["devage"] == values["heldout" if knob == "after_read" else "dev"]
+    # not held out: a harness may calibrate on them, and the "dev" split name does not include them
+    require_not_heldout(resolve_worlds("devage"), "calibrate")
+    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devage"])
+    tasks = generate_world_tasks(6, 0, worlds="devage-01", purpose="calibrate")
+    assert {world_of(t) for t in tasks} == {"devage-01"}
+
+
 @pytest.mark.parametrize("purpose", ["train", "calibrate"])
 def test_the_harness_refuses_to_train_or_calibrate_on_heldout_worlds(purpose):
     with pytest.raises(ConfigError, match="held-out"):

@@ -167,11 +167,10 @@ def train_selector(
         if base is not None:
             init = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch, "gate": gate}
             init["mix"] = cfg.fine_tune_mix if best_epoch and cfg.ensemble == 1 else None
-            unchanged = (
-                best_epoch == 0 and cfg.ensemble == 1
-            )  # the base itself: its own calibration if it fits
-            if unchanged or (cfg.base_guard and cfg.ensemble == 1):
-                kept, init["base_calibration"] = base_calibration(base.path, parts, unchanged=unchanged)
+            unchanged = best_epoch == 0 and cfg.ensemble == 1  # the base itself: its calibration if it fits
+            if unchanged or (cfg.base_calibration != "unchanged" and cfg.ensemble == 1):
+                keep = "all" if unchanged else cfg.base_calibration
+                kept, init["base_calibration"] = base_calibration(base.path, parts, keep=keep)
             metadata["init_from"] = init
         metadata.update(_calibrate(model, parts, cfg, kept or {}))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)

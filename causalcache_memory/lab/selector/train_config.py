@@ -7,7 +7,7 @@ from the training loop so that reading a recipe needs neither torch nor the loop
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,8 +67,10 @@ class TrainConfig(BaseModel):
     fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
     #: fine-tuning: ship ``base + α (tuned - base)`` in weight space (module ``fine_tune_mix``); ``None``: tuned
     fine_tune_mix: float | None = Field(None, gt=0, le=1)
-    #: fine-tuning: a changed scorer keeps the base's OOD guard when it fits the team's states (``keep_base``)
-    base_guard: bool = False
+    #: fine-tuning: what of the base's calibration ships when it fits the team's states (module ``keep_base``):
+    #: ``unchanged`` its threshold and guard only with its weights unchanged; ``guard`` also the guard of a
+    #: changed scorer; ``all`` also the threshold and guard of a changed scorer
+    base_calibration: Literal["unchanged", "guard", "all"] = "unchanged"
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -98,12 +98,24 @@ KNOB_VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 
 
+#: ``devage``: development worlds for adaptation methods (``causalcache learn``, RESULTS.md 9f), drawn from the
+#: development values except the evidence age, drawn from the held-out ages. The bundled selector's
+#: development worlds (``dev``) have its training worlds' ages and the bundled selector is near the
+#: evidence oracle on them, so a method meant to adapt it to a team's world has nothing to gain there;
+#: ``devage`` gives such a method room without touching held-out worlds, whose vocabulary and layout stay
+#: unseen. Never used to train or choose anything of the bundled selector.
+KNOB_VALUES = {
+    knob: {**values, "devage": values["heldout" if knob == "after_read" else "dev"]}
+    for knob, values in KNOB_VALUES.items()
+}
+
+
 def world_spec(world_id: str) -> WorldSpec:
     """The knobs of world ``world_id`` (``v2``, or ``<split>-<NN>`` of :mod:`.splits`), deterministic."""
     if world_id == "v2":
         return V2
     split, _, number = world_id.rpartition("-")
-    if split not in ("train", "dev", "heldout") or not number.isdigit():
+    if split not in ("train", "dev", "devage", "heldout") or not number.isdigit():
         raise ConfigError(
             f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|heldout>-<NN>', e.g. 'heldout-03'"
         )

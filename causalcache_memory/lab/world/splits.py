@@ -26,13 +26,15 @@ WORLD_SPLITS: dict[str, tuple[str, ...]] = {
     "train": tuple(f"train-{i:02d}" for i in range(12)),
     "dev": tuple(f"dev-{i:02d}" for i in range(4)),
     "heldout": tuple(f"heldout-{i:02d}" for i in range(4)),
+    #: development worlds with the held-out evidence ages, for adaptation methods only (family.py)
+    "devage": tuple(f"devage-{i:02d}" for i in range(3)),
 }
 #: what a harness does with worlds; only ``evaluate`` may touch held-out worlds
 PURPOSES = ("train", "calibrate", "evaluate")
 
 
 def worlds_in(which: str) -> tuple[str, ...]:
-    """World ids of split ``which`` (``train``, ``dev`` or ``heldout``)."""
+    """World ids of split ``which`` (``train``, ``dev``, ``devage`` or ``heldout``)."""
     try:
         return WORLD_SPLITS[which]
     except KeyError:
@@ -40,7 +42,7 @@ def worlds_in(which: str) -> tuple[str, ...]:
 
 
 def world_split(world_id: str) -> str:
-    """``train``, ``dev``, ``heldout`` or ``v2`` for ``world_id``."""
+    """``train``, ``dev``, ``devage``, ``heldout`` or ``v2`` for ``world_id``."""
     return world_spec(world_id).split
 
 
