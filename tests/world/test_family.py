@@ -64,6 +64,12 @@ def test_devage_worlds_are_dev_worlds_with_the_heldout_evidence_ages():
     assert {world_of(t) for t in tasks} == {"devage-01"}
 
 
+def test_every_world_split_has_a_place_in_the_per_split_summary():
+    from causalcache_memory.lab.eval.worlds import WORLD_SPLIT_ORDER
+
+    assert set(WORLD_SPLIT_ORDER) == {*WORLD_SPLITS, "v2"}
+
+
 @pytest.mark.parametrize("purpose", ["train", "calibrate"])
 def test_the_harness_refuses_to_train_or_calibrate_on_heldout_worlds(purpose):
     with pytest.raises(ConfigError, match="held-out"):
