@@ -36,23 +36,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _record(out: Path, world: str, tasks: int, explore: dict | None, seed: int = 7001) -> tuple[Path, float]:
-    """Record ``tasks`` episodes (task seed ``seed``, 7001 by default; policy seed 0) with Recent-4, or with Recent-4 and
-    ``allocation.explore`` (config only, as a user would); writes ``success.json`` and ``explored.json``."""
+def _record(
+    out: Path, world: str, tasks: int, explore: dict | None, seed: int = 7001, allocator: str = "recent"
+) -> tuple[Path, float]:
+    """Record ``tasks`` episodes (task seed ``seed``, 7001 by default; policy seed 0) with ``allocator``
+    (Recent-4 by default; ``selector``: the bundled selector deployed), with ``allocation.explore`` when
+    given (config only, as a user would); writes ``success.json`` and ``explored.json``."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from causalcache_memory.allocation.registry import build_allocator
     from causalcache_memory.archive.local import LocalArchive
     from causalcache_memory.config import parse_config
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
     from causalcache_memory.lab.eval.world_agent import build_world_agent, run_world_episode
+    from causalcache_memory.lab.selector.world_text import WorldScreenText
     from causalcache_memory.lab.world.family import policy_for_world
     from causalcache_memory.lab.world.family_tasks import generate_world_tasks
 
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    allocation: dict = {"allocator": "recent"}
+    allocation: dict = {"allocator": allocator}
     if explore:
         allocation["explore"] = explore
     config = parse_config({"budget": 4, "allocation": allocation, "policy": {"kind": "simulated"}})
@@ -62,7 +67,11 @@ def _record(out: Path, world: str, tasks: int, explore: dict | None, seed: int =
     success: dict[str, bool] = {}
     explored: dict[str, str] = {}
     try:
-        memory = CausalCacheMemory(config=config, policy=policy, archive=archive)
+        allocator = build_allocator(config.allocation)
+        for part in (allocator, getattr(allocator, "base", None)):  # the selector reads the screens' text
+            if hasattr(part, "use_screen_text"):
+                part.use_screen_text(WorldScreenText(archive))
+        memory = CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocator)
         graph = build_world_agent(memory, SqliteSaver(conn))
         for task in generate_world_tasks(tasks, seed, worlds=world, purpose="evaluate"):
             thread = f"recent-b4-s0-{task.task_id}"
@@ -94,6 +103,9 @@ def _learn(out: Path, record: Path, world: str, source: str, k: int, train: dict
             }
         },
         "labels": {"budgets": [4]},
+        # the screens' text as the deployed selector reads it (the world's exact OCR over the archive): a
+        # team's memory stores it with the screenshots or OCRs them; learn read none before RESULTS.md 9f
+        "screen_text": {"factory": "causalcache_memory.lab.selector.world_text:world_screen_text"},
         "sources": {source: 1.0},
         "deploy": {"budget": 4},
     }
@@ -172,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--explore-allocator", default="random")
     p.add_argument(
+        "--record-allocator",
+        default="recent",
+        help="allocator the recorded episodes run (recent: Recent-4; selector: the bundled selector deployed)",
+    )
+    p.add_argument(
         "--skip-bundled", action="store_true", help="evaluate Recent-4 only, not the bundled selector"
     )
     p.add_argument(
@@ -198,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     rec = Path(args.record_dir) if args.record_dir else out / "record"
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
-        _, secs = _record(rec, args.world, args.record, explore, args.record_seed)
-        (rec / "record.json").write_text(json.dumps({"seconds": round(secs, 1), "explore": explore}))
+        _, secs = _record(rec, args.world, args.record, explore, args.record_seed, args.record_allocator)
+        meta = {"seconds": round(secs, 1), "explore": explore, "allocator": args.record_allocator}
+        (rec / "record.json").write_text(json.dumps(meta))
     if (rec / "record.json").exists():
         report["record"] = json.loads((rec / "record.json").read_text())
     success = json.loads((rec / "success.json").read_text())

@@ -35,7 +35,7 @@ from causalcache_memory.selector.features import FeatureExtractor, context_featu
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_masks import state_pattern
-from causalcache_memory.selector.screen_text import ScreenTextSource
+from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
     DEFAULT_BUDGET_WINDOW,
     DEFAULT_SECOND_PASS_BUDGET,
@@ -161,7 +161,7 @@ class SelectorAllocator:
         """The feature extractor bound to ``archive``: its thumbnails when the model uses images, its
         ``get_text`` when no ``screen_text`` source was given."""
         images = archive is not None and self.model.image_features and hasattr(archive, "open_image")
-        text = self.screen_text is None and callable(getattr(archive, "get_text", None))
+        text = self.screen_text is None and archive_screen_text(archive) is not None
         if not images and not text:
             return self._plain  # nothing to read from this archive
         old = None

@@ -27,7 +27,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,6 +41,7 @@ __all__ = [
     "BlobText",
     "ScreenTextCache",
     "ScreenTextSource",
+    "archive_screen_text",
     "encode_text",
     "goal_names",
     "label_at",
@@ -67,6 +68,12 @@ class ScreenTextSource(Protocol):
     """Anything with ``get_text(sha256) -> str | None`` (lines joined by ``"\\n"``; None = unknown)."""
 
     def get_text(self, sha256: str) -> str | None: ...
+
+
+def archive_screen_text(archive: Any) -> ScreenTextSource | None:
+    """The archive itself when it can answer ``get_text`` (its stored screen text), else None: the one
+    default text source of the deployed memory, ``train selector --recipe`` and ``causalcache learn``."""
+    return archive if callable(getattr(archive, "get_text", None)) else None
 
 
 def _bucket(item: str, buckets: int = TEXT_BUCKETS) -> int:

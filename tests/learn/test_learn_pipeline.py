@@ -162,7 +162,9 @@ def test_default_splits_give_a_short_dev_split_the_test_split_instead_of_refusin
     assert "the test split" in caplog.text and "goes to dev" in caplog.text
     assert (Path(summary["model"]) / "selector.onnx").is_file()
     assert main(["learn", "--config", str(cfg), "--no-progress"]) == 0  # up to date; the summary says it
-    assert "splits [0.7, 0.15, 0.15] -> [0.7, 0.3, 0.0]: the test split went to dev" in capsys.readouterr().out
+    assert (
+        "splits [0.7, 0.15, 0.15] -> [0.7, 0.3, 0.0]: the test split went to dev" in capsys.readouterr().out
+    )
     meta = json.loads((Path(summary["model"]) / "metadata.json").read_text())
     assert meta["train"]["splits"] == [0.7, 0.3, 0.0] and meta["splits"]["test"] == []  # training used them
 
@@ -294,3 +296,54 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
     cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
     assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "lr": 3e-4}
+
+
+def _training_examples(summary: dict) -> Path:  # type: ignore[type-arg]
+    return Path(summary["model"]) / "metadata.json"
+
+
+def test_learn_reads_screen_text_like_the_deployed_memory_and_warns_without_it(
+    recorded, tmp_path, small_needs, caplog
+) -> None:
+    """The states are featurized with the screen text the deployed selector reads; before the fix learn
+    read none, so every text_* feature of the team's states was masked (RESULTS.md 9f)."""
+    import logging
+
+    # these recordings store no screen text in the archive: learn says so, with the fix
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    with caplog.at_level(logging.WARNING, logger="causalcache_memory.lab.learn"):
+        summary = run_learn(load_learn_config(_config(bare, recorded)), progress=False)
+    model = summary["stages"]["model"]
+    assert model["text_coverage"] == 0.0
+    assert any("screen text is known for 0% of the training states" in w for w in model["warnings"])
+    assert "screen text is known for 0%" in caplog.text and "screen_text" in caplog.text
+    bare_ood = json.loads(_training_examples(summary).read_text())["ood"]
+    assert "text_available" not in bare_ood["columns"]  # text never varied: the guard cannot watch it
+
+    # with a source (the world's exact OCR over the archive, called with archive=...), the states carry
+    # text; changing the source retrains the model stage and reuses the labels
+    spec = {"factory": "causalcache_memory.lab.selector.world_text:world_screen_text"}
+    summary = run_learn(load_learn_config(_config(bare, recorded, screen_text=spec)), progress=False)
+    model = summary["stages"]["model"]
+    assert model["text_coverage"] > 0.5 and not any("screen text" in w for w in model["warnings"])
+    assert summary["stages"]["labels-teacher_forced"]["up_to_date"] and not model["up_to_date"]
+    ood = json.loads(_training_examples(summary).read_text())["ood"]
+    assert any(c.startswith("text_") for c in ood["columns"])
+
+
+def test_learn_defaults_to_the_archives_own_screen_text(recorded, tmp_path, monkeypatch) -> None:
+    from causalcache_memory.lab.learn.screen_text import learn_screen_text
+    from causalcache_memory.lab.selector.recipe import ComponentSpec
+
+    class TextArchive:
+        def get_text(self, sha256: str) -> str | None:
+            return "Inbox"
+
+    archive = TextArchive()
+    assert learn_screen_text(None, archive) is archive  # what the deployed memory reads
+    assert learn_screen_text(None, object()) is None
+    built = learn_screen_text(
+        ComponentSpec(factory="causalcache_memory.lab.selector.world_text:world_screen_text"), archive
+    )
+    assert type(built).__name__ == "WorldScreenText" and built.archive is archive

@@ -9,6 +9,8 @@
       dataset: runs/agentnet                # a `causalcache data import` folder
       successful_only: true
     labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
+    screen_text: {factory: "pkg.module:ocr", kwargs: {}}    # called with archive=...; default: the
+                                            # archive's own get_text (lab/learn/screen_text.py)
     labels: {budgets: [4], path_length: 3, ...}             # LabelConfig (lab/selector/labels.py)
     sources: {teacher_forced: 1.0}          # label sources to produce and their training weights
     agreement: {k: 4, temperature: 0.7}     # source 'agreement' (black-box sampling)
@@ -104,6 +106,9 @@ class LearnConfig(_Strict):
     output: str = "runs/learn"
     data: DataSection
     labeller: ComponentSpec | None = None
+    #: the text source of the team's states' ``text_*`` features (lab/learn/screen_text.py); None: the
+    #: archive's own ``get_text`` (what the deployed memory reads)
+    screen_text: ComponentSpec | None = None
     labels: LabelConfig = LabelConfig()
     sources: dict[str, float] = {"teacher_forced": 1.0}
     agreement: AgreementSection = AgreementSection()

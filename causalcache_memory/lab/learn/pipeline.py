@@ -28,6 +28,7 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.plan import LabelPlan, check_plan, fold_test_into_dev, plan_labels
+from causalcache_memory.lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
 from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 
@@ -170,11 +171,13 @@ def _model_stage(
         {name: stage.path / "labels.jsonl" for name, stage in labels.items()}, config.sources
     )
     cfg = config.train_config()
-    extractor = FeatureExtractor()
+    text = learn_screen_text(config.screen_text, archive)
+    thumbs = None
     if config.image_features and hasattr(archive, "open_image"):
         from causalcache_memory.archive.thumbs import ThumbnailCache
 
-        extractor = FeatureExtractor(ThumbnailCache(archive, size=32))
+        thumbs = ThumbnailCache(archive, size=32)
+    extractor = FeatureExtractor(thumbs, screen_text=text)
     examples = build_examples(
         records,
         {t.trajectory_id: t for t in trajectories},
@@ -191,8 +194,11 @@ def _model_stage(
         image_features=extractor.thumbnails is not None,
     )
     meta = result.metadata
+    coverage = text_coverage(examples)
+    text_warning = coverage_warning(coverage, source=text)
     return {
-        "warnings": _idle_warnings(meta),
+        "warnings": _idle_warnings(meta) + ([text_warning] if text_warning else []),
+        "text_coverage": round(coverage, 4),
         "states": meta["states"],
         "best_epoch": meta["best_epoch"],
         "dev": meta["metrics"].get("dev"),
@@ -324,6 +330,7 @@ def run_learn(
         "train": config.train_settings(),
         "base": _base_digest(config),
         "image_features": config.image_features,
+        "screen_text": config.screen_text.model_dump() if config.screen_text else "archive",
     }
     model = stages.run(
         "model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector.labels import LabelConfig
+from causalcache_memory.selector.screen_text import archive_screen_text
 
 __all__ = ["ComponentSpec", "Recipe", "Resolved", "load_recipe", "resolve"]
 
@@ -186,8 +187,8 @@ def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
     if errors:
         raise ConfigError("selector recipe is incomplete: " + "; ".join(errors), errors)
     screen_text = _get(base, "screen_text")
-    if screen_text is None and callable(getattr(archive, "get_text", None)):
-        screen_text = archive
+    if screen_text is None:
+        screen_text = archive_screen_text(archive)
     return Resolved(list(trajectories), archive, policy, screen_text)
 
 
