@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from causalcache_memory.errors import ConfigError as ConfigErrorType
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 
 SMOKE = {"min_train_states": 2, "min_dev_states": 1}
@@ -127,91 +124,3 @@ def test_a_confidence_outside_0_1_is_refused(value) -> None:
 
     with pytest.raises(ConfigError, match=r"train\.fine_tune_gate"):
         TrainConfig(fine_tune_gate=value)
-
-
-def test_fine_tune_mix_ships_the_point_between_base_and_tuned_in_weight_space(
-    bad_base, tmp_path, caplog
-) -> None:
-    data, bad, bad_dir = bad_base
-    cfg = TrainConfig(
-        init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", fine_tune_gate=None, **SMOKE
-    )
-    tuned = train_selector(data, cfg, export_onnx=False)
-    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.fine_tune_mix"):
-        mixed = train_selector(data, cfg.model_copy(update={"fine_tune_mix": 0.25}), export_onnx=False)
-    assert "fine-tune mix: shipping base + 0.25 x (epoch" in caplog.text
-    assert mixed.metadata["best_epoch"] == tuned.metadata["best_epoch"] > 0
-    assert mixed.metadata["init_from"]["mix"] == 0.25 and tuned.metadata["init_from"]["mix"] is None
-    base_state, tuned_state = bad.model.state_dict(), tuned.model.state_dict()
-    moved = 0
-    for name, value in mixed.model.state_dict().items():
-        if torch.is_floating_point(value):
-            expect = base_state[name] + 0.25 * (tuned_state[name] - base_state[name])
-            torch.testing.assert_close(value, expect)
-            moved += int(not torch.equal(tuned_state[name], base_state[name]))
-    assert moved > 0  # the fine-tune changed weights, so the mix is neither end
-    # the mixed model is what is calibrated and measured: its dev metrics are its own
-    assert mixed.metadata["metrics"]["dev"] != tuned.metadata["metrics"]["dev"]
-
-
-def test_fine_tune_mix_is_validated_and_is_a_no_op_when_the_base_won(bad_base, monkeypatch) -> None:
-    from causalcache_memory.errors import ConfigError
-    from causalcache_memory.lab.selector.fine_tune_mix import mix_with_base
-
-    for bad_alpha in (0.0, 1.5, -0.1):
-        with pytest.raises(ConfigError, match=r"train\.fine_tune_mix"):
-            TrainConfig(fine_tune_mix=bad_alpha)
-    sentinel = object()
-    assert mix_with_base(sentinel, None, 0.5, 3) is sentinel  # from scratch: nothing to mix with
-    assert mix_with_base(sentinel, object(), 0.5, 0) is sentinel  # epoch 0: the base itself ships
-    assert mix_with_base(sentinel, object(), 1.0, 3) is sentinel
-    assert mix_with_base(sentinel, object(), 0.5, [2, 3]) is sentinel  # ensembles are not mixed
-
-
-def test_base_calibration_guard_keeps_the_bases_guard_for_a_changed_scorer_when_it_fits(
-    bad_base, monkeypatch
-) -> None:
-    import causalcache_memory.lab.selector.keep_base as keep_base
-
-    data, _bad, bad_dir = bad_base
-    cfg = TrainConfig(
-        init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", fine_tune_gate=None, **SMOKE
-    )
-    meta_path = (
-        bad_dir / "metadata.json"
-    )  # mark the base's guard to tell it from one refitted on the same states
-    stored = json.loads(meta_path.read_text())
-    stored["ood"]["marker"] = "the base's"
-    meta_path.write_text(json.dumps(stored))
-    own = train_selector(data, cfg, export_onnx=False).metadata
-    meta = train_selector(
-        data, cfg.model_copy(update={"base_calibration": "guard"}), export_onnx=False
-    ).metadata
-    assert meta["best_epoch"] > 0 and meta["init_from"]["base_calibration"]["kept"] == "guard"
-    assert meta["ood"] == stored["ood"] and "marker" not in own["ood"]
-    # the threshold is the changed scorer's own, fitted on the team's dev states
-    assert meta["calibration"] == own["calibration"] and meta["calibration"]["split"] == "dev"
-    monkeypatch.setattr(keep_base, "BASE_GUARD_MAX_FLAGGED", -1.0)
-    refit = train_selector(
-        data, cfg.model_copy(update={"base_calibration": "guard"}), export_onnx=False
-    ).metadata
-    report = refit["init_from"]["base_calibration"]
-    assert report["kept"] is False and report["reason"].endswith(": guard refitted")
-    assert refit["ood"] == own["ood"] and "marker" not in refit["ood"]
-
-
-def test_base_calibration_all_ships_the_bases_threshold_with_a_changed_scorer(bad_base) -> None:
-    data, _bad, bad_dir = bad_base
-    cfg = TrainConfig(
-        init_from=str(bad_dir), epochs=8, lr=0.01, split_by="metadata", fine_tune_gate=None, **SMOKE
-    )
-    own = train_selector(data, cfg, export_onnx=False).metadata
-    meta = train_selector(
-        data, cfg.model_copy(update={"base_calibration": "all"}), export_onnx=False
-    ).metadata
-    stored = json.loads((bad_dir / "metadata.json").read_text())
-    assert meta["best_epoch"] > 0 and meta["init_from"]["base_calibration"]["kept"] is True
-    assert meta["calibration"] == stored["calibration"] and meta["ood"] == stored["ood"]
-    assert own["calibration"] != stored["calibration"]  # refitted on dev without the option
-    with pytest.raises(ConfigErrorType, match="base_calibration"):
-        TrainConfig(base_calibration="threshold")

@@ -9,14 +9,6 @@ the base's own guard (``metadata.json`` beside its ONNX file) flags at most
 :data:`BASE_GUARD_MAX_FLAGGED` of the team's states (training and dev), its ``calibration`` and ``ood``
 ship unchanged; otherwise (the team's screens are out of the base's distribution, or the base has no
 metadata) both are refitted on the team's data as before.
-
-A scorer whose weights *did* change (a fine-tuned epoch, or its mix with the base) can keep part of the
-base's calibration under the same 90% rule (``train.base_calibration``): ``guard`` keeps the guard alone
-(it reads only the features' state summaries, never the weights, so the base's guard, fitted on the
-base's whole training set, judges the team's screens as well for the changed scorer as for the base) and
-refits the threshold on the team's dev states (the predicted gains moved); ``all`` keeps the threshold
-too (fine-tuning keeps the base's target scale, so the gains stay in the base's units, and the base's
-threshold was chosen on far more dev states than a team's recording holds).
 """
 
 from __future__ import annotations
@@ -42,11 +34,10 @@ BASE_GUARD_MAX_FLAGGED = 0.10
 
 
 def base_calibration(
-    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]], *, keep: str = "all"
+    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]]
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """``(what ships of the base's calibration, or None; report)``: ``{"calibration", "ood"}`` for
-    ``keep="all"``, ``{"ood"}`` (the guard alone) for ``keep="guard"``, None when the base's guard does
-    not fit; ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
+    """``({"calibration", "ood"} of the base or None, report)`` for a model that is its base unchanged;
+    ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
     states = [*parts.get("train", ()), *parts.get("dev", ())]
     meta_path = Path(onnx_path).parent / "metadata.json"
     if not meta_path.is_file():
@@ -62,14 +53,8 @@ def base_calibration(
     )
     report = {"base_flagged": flagged, "limit": BASE_GUARD_MAX_FLAGGED, "states": len(states)}
     why = f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
-    if keep not in ("all", "guard"):
-        raise ValueError(f"keep={keep!r} must be 'all' or 'guard'")
-    refit = "threshold and guard" if keep == "all" else "guard"
     if flagged > BASE_GUARD_MAX_FLAGGED:
-        logger.info("%s: %s refitted on the team's data", why, refit)
-        return None, {**report, "kept": False, "reason": f"{why}: {refit} refitted"}
-    if keep == "guard":
-        logger.info("the scorer ships the base's guard (threshold refitted on dev): %s", why)
-        return {"ood": ood}, {**report, "kept": "guard"}
-    logger.info("the scorer ships the base's threshold and guard: %s", why)
+        logger.info("base shipped unchanged; %s: threshold and guard refitted on the team's data", why)
+        return None, {**report, "kept": False, "reason": why + ": threshold and guard refitted"}
+    logger.info("base shipped unchanged with its own threshold and guard: %s", why)
     return {"calibration": calibration, "ood": ood}, {**report, "kept": True}

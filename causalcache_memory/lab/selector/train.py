@@ -49,7 +49,6 @@ from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members,
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.fine_tune_gate import gate_fine_tune
-from causalcache_memory.lab.selector.fine_tune_mix import mix_with_base
 from causalcache_memory.lab.selector.keep_base import base_calibration
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
@@ -153,7 +152,6 @@ def train_selector(
         base = _base(cfg)
         fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
         model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
-        model = mix_with_base(model, base, cfg.fine_tune_mix, best_epoch, log)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         values = lambda m: _evaluate(m, tensors["dev"], scale, cfg, per_group=True)["values"]  # noqa: E731
         model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
@@ -166,13 +164,10 @@ def train_selector(
         kept = None
         if base is not None:
             init = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch, "gate": gate}
-            init["mix"] = cfg.fine_tune_mix if best_epoch and cfg.ensemble == 1 else None
-            unchanged = best_epoch == 0 and cfg.ensemble == 1  # the base itself: its calibration if it fits
-            if unchanged or (cfg.base_calibration != "unchanged" and cfg.ensemble == 1):
-                keep = "all" if unchanged else cfg.base_calibration
-                kept, init["base_calibration"] = base_calibration(base.path, parts, keep=keep)
+            if best_epoch == 0 and cfg.ensemble == 1:  # the base unchanged: its own calibration if it fits
+                kept, init["base_calibration"] = base_calibration(base.path, parts)
             metadata["init_from"] = init
-        metadata.update(_calibrate(model, parts, cfg, kept or {}))
+        metadata.update(kept or _calibrate(model, parts, cfg))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
         torch.set_num_threads(threads)
@@ -295,16 +290,12 @@ def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.nda
     return out
 
 
-def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig, kept: dict) -> dict:
-    """``{"calibration", "ood"}``: threshold on dev (never on train), OOD guard; what ``kept`` holds is the base's."""
-    if "calibration" in kept:
-        return kept
+def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig) -> dict[str, Any]:
+    """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
     dev = parts["dev"]
-    calibration = {**calibrate_threshold(_state_diffs(model, dev), dev), "split": "dev"}
-    return {
-        "calibration": calibration,
-        "ood": kept.get("ood") or calibrate_ood(parts["train"], dev, cfg.drop_features),
-    }
+    calibration = calibrate_threshold(_state_diffs(model, dev), dev)
+    calibration["split"] = "dev"
+    return {"calibration": calibration, "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features)}
 
 
 def _metadata(cfg, model, scale, parts, metrics, best_epoch, history, description, header) -> dict[str, Any]:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ from the training loop so that reading a recipe needs neither torch nor the loop
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,12 +65,6 @@ class TrainConfig(BaseModel):
     #: fine-tuning: keep the fine-tuned epoch only when its dev gain over the base is shown at this
     #: confidence, else ship the base (module ``fine_tune_gate``); ``None``: keep the best dev epoch
     fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
-    #: fine-tuning: ship ``base + α (tuned - base)`` in weight space (module ``fine_tune_mix``); ``None``: tuned
-    fine_tune_mix: float | None = Field(None, gt=0, le=1)
-    #: fine-tuning: what of the base's calibration ships when it fits the team's states (module ``keep_base``):
-    #: ``unchanged`` its threshold and guard only with its weights unchanged; ``guard`` also the guard of a
-    #: changed scorer; ``all`` also the threshold and guard of a changed scorer
-    base_calibration: Literal["unchanged", "guard", "all"] = "unchanged"
 
     def __init__(self, **data: Any) -> None:
         try:
