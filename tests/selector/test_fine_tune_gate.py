@@ -23,6 +23,39 @@ def test_a_clear_gain_is_kept_and_noise_is_not() -> None:
     assert not fine_tune_evidence(few, base, confidence=0.95, seed=0)["keep"]
 
 
+def test_a_negligible_gain_is_not_kept_even_when_it_is_consistent() -> None:
+    """devage-02 (RESULTS.md 9f): per-group gains of ~1e-4, all positive, showed a 'gain' above 0."""
+    rng = np.random.default_rng(2)
+    base = rng.normal(0.0, 0.1, 200)
+    tiny = base + 1e-4
+    shown = fine_tune_evidence(tiny, base, confidence=0.95, seed=0)
+    assert shown["keep"] and shown["ci"][0] > 0  # without a margin it ships
+    margin = fine_tune_evidence(tiny, base, confidence=0.95, seed=0, min_gain=0.05 * 0.0756)
+    assert not margin["keep"] and margin["min_gain"] == pytest.approx(0.00378)
+    assert fine_tune_evidence(base + 0.05, base, confidence=0.95, seed=0, min_gain=0.00378)["keep"]
+
+
+def test_the_gate_margin_is_a_share_of_the_bases_target_scale(caplog) -> None:
+    from types import SimpleNamespace
+
+    from causalcache_memory.lab.selector.fine_tune_gate import MIN_SHOWN_GAIN, gate_fine_tune
+
+    tuned_values, base_values = np.full(50, 0.0102), np.full(50, 0.01)  # +0.0002 on every group
+    base = SimpleNamespace(
+        target_scale=0.08, scorer=None, member_module=lambda scorer: "base-module"
+    )  # fmt: skip
+    values = lambda m: base_values if m == "base-module" else tuned_values  # noqa: E731
+    cfg = SimpleNamespace(fine_tune_gate=0.95, ensemble=1, seed=0)
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.fine_tune_gate"):
+        model, epoch, evidence = gate_fine_tune("tuned", 7, base, values, cfg)
+    assert (model, epoch) == ("base-module", 0) and evidence["min_gain"] == pytest.approx(
+        MIN_SHOWN_GAIN * 0.08
+    )
+    assert "needs the lower end above 0.0040" in caplog.text
+    tuned_values = np.full(50, 0.02)  # +0.01 per group: above the margin
+    assert gate_fine_tune("tuned", 7, base, values, cfg)[:2] == ("tuned", 7)
+
+
 def test_evidence_is_reproducible_and_refuses_mismatched_groups() -> None:
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=50), rng.normal(size=50)
