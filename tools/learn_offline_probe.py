@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
     print(f"states {len(examples)}, with a positive label {positive}")
     for name, extra in PROBES.items():
         start = time.perf_counter()
-        cfg = TrainConfig(**{"init_from": "bundled", "lr": 3e-4, "splits": splits, "fine_tune_gate": None, **extra})
+        cfg = TrainConfig(
+            **{"init_from": "bundled", "lr": 3e-4, "splits": splits, "fine_tune_gate": None, **extra}
+        )
         meta = train_selector(examples, cfg, export_onnx=False).metadata
         history = [(h["epoch"], round(h["dev"]["value"], 3)) for h in meta["history"][:8]]
         dev = meta["metrics"]["dev"]
