@@ -79,11 +79,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"top-1 {dev.get('top1', float('nan')):.3f}; min_gain {model['calibration']['min_gain']:.4f} "
             f"on {model['calibration']['split']}; OOD dev flagged {model['ood'].get('dev_flagged', float('nan')):.3f}"
         )
+        if "text_coverage" in model:
+            print(f"  screen text: known for {model['text_coverage']:.0%} of the training states")
         init = model.get("init_from")
         if init:
+            kept = (init.get("base_calibration") or {}).get("kept")
+            base = "the base with its own threshold and guard" if kept else "the base, recalibrated"
             print(
                 f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…): "
-                f"{init['epochs_fine_tuned']} epochs kept (0: the base, recalibrated)"
+                f"{init['epochs_fine_tuned']} epochs kept (0: {base})"
             )
         else:
             print("  trained from scratch (train.init_from: null)")

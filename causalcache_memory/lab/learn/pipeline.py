@@ -214,7 +214,7 @@ def _init_summary(init: dict[str, Any] | None) -> dict[str, Any] | None:
     """The base a fine-tuned model started from (None: trained from scratch)."""
     if init is None:
         return None
-    return {k: init[k] for k in ("spec", "sha256", "epochs_fine_tuned")}
+    return {k: init.get(k) for k in ("spec", "sha256", "epochs_fine_tuned", "base_calibration")}
 
 
 def _idle_warnings(meta: dict[str, Any]) -> list[str]:
