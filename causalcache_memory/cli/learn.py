@@ -81,6 +81,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
         if "text_coverage" in model:
             print(f"  screen text: known for {model['text_coverage']:.0%} of the training states")
+        if "states_with_gain" in model:
+            total = sum(model["states"].values())
+            print(
+                f"  labels: {model['states_with_gain']} of {total} states have a swap that raises the label"
+            )
         init = model.get("init_from")
         if init:
             kept = (init.get("base_calibration") or {}).get("kept")

@@ -67,6 +67,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         and "fine-tuned from bundled (sha256 " in printed
         and "screen text: known for 0% of the training states" in printed  # these recordings store none
         and "warning: screen text is known for 0%" in printed
+        and " states have a swap that raises the label" in printed
     )
     summary = json.loads((out / "summary.json").read_text())
     labels = summary["stages"]["labels-teacher_forced"]
@@ -349,3 +350,19 @@ def test_learn_defaults_to_the_archives_own_screen_text(recorded, tmp_path, monk
         ComponentSpec(factory="causalcache_memory.lab.selector.world_text:world_screen_text"), archive
     )
     assert type(built).__name__ == "WorldScreenText" and built.archive is archive
+
+
+def test_states_with_gain_counts_states_where_some_swap_raises_the_label(
+    recorded, tmp_path, small_needs
+) -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from causalcache_memory.lab.selector.examples import states_with_gain
+
+    fake = [SimpleNamespace(y=np.array(v)) for v in ([0.0, -0.2], [0.0, 0.3, -1.0], [0.0], [0.01, 0.0])]
+    assert states_with_gain(fake) == 2
+    summary = run_learn(load_learn_config(_config(tmp_path, recorded)), progress=False)
+    model = summary["stages"]["model"]
+    assert 0 <= model["states_with_gain"] <= sum(model["states"].values())

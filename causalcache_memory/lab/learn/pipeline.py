@@ -164,6 +164,7 @@ def _model_stage(
     config: LearnConfig, labels: dict[str, StageResult], trajectories: list, archive: Any, folder: Path
 ) -> dict[str, Any]:
     from causalcache_memory.lab.learn.mix import mix_labels
+    from causalcache_memory.lab.selector.examples import states_with_gain
     from causalcache_memory.lab.selector.train import build_examples, train_selector
     from causalcache_memory.selector.features import FeatureExtractor
 
@@ -200,6 +201,7 @@ def _model_stage(
         "warnings": _idle_warnings(meta) + ([text_warning] if text_warning else []),
         "text_coverage": round(coverage, 4),
         "states": meta["states"],
+        "states_with_gain": states_with_gain(examples),
         "best_epoch": meta["best_epoch"],
         "dev": meta["metrics"].get("dev"),
         "calibration": {k: meta["calibration"][k] for k in ("min_gain", "split", "dev_fire_rate")},

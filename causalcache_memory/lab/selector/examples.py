@@ -19,7 +19,7 @@ from causalcache_memory.allocation.base import recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 
-__all__ = ["StateExample", "build_examples"]
+__all__ = ["StateExample", "build_examples", "states_with_gain"]
 
 
 @dataclass
@@ -121,3 +121,10 @@ def _flatten(groups: Sequence[Mapping[str, Any]], rank_epsilon: float, max_pairs
         np.array(ys, np.float32),
         np.array(pairs, np.int64).reshape(-1, 2),
     )
+
+
+def states_with_gain(examples: Sequence[StateExample]) -> int:
+    """How many states have a labelled swap that raises ``Q`` (some ``y_j > 0``): the states a selector
+    can learn a swap from; the rest only teach it to keep Recent-B (RESULTS.md 9f: 14 of 233 in a
+    200-episode recording, too few to improve the bundled selector)."""
+    return sum(1 for ex in examples if np.any(np.asarray(ex.y) > 0.0))
