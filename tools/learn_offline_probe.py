@@ -2,9 +2,11 @@
 
 Development worlds only (RESULTS.md 9f). Rebuilds the run's training examples with the world's screen text
 (as ``learn`` does since 9f), then fine-tunes the bundled selector under a few TrainConfigs without the
-gate and prints each one's dev value by epoch; epoch 0 is the base.
+gate and prints each one's dev value by epoch; epoch 0 is the base. ``--signal-only`` keeps only the
+training states with a swap that raises the label (dev and test unchanged).
 
     python tools/learn_offline_probe.py runs/s5/t-devage-01-A runs/s5/devage-01/record
+    python tools/learn_offline_probe.py runs/s5/devage-02-sel1200 runs/s5/devage-02-sel1200/record --signal-only
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ PROBES = {
 
 def main(argv: list[str]) -> int:
     from causalcache_memory.archive.local import LocalArchive
+    from causalcache_memory.lab.data.split import trajectory_split
     from causalcache_memory.lab.data.trajectory import load_trajectories
     from causalcache_memory.lab.learn.mix import mix_labels
     from causalcache_memory.lab.selector.train import TrainConfig, build_examples, train_selector
     from causalcache_memory.lab.selector.world_text import WorldScreenText
     from causalcache_memory.selector.features import FeatureExtractor
 
+    signal_only = "--signal-only" in argv
+    argv = [a for a in argv if a != "--signal-only"]
     run, rec = Path(argv[0]), Path(argv[1])
     learn = run / "learn-teacher_forced"
     trajs = list(load_trajectories(learn / "trajectories/trajectories.jsonl"))
@@ -49,11 +54,16 @@ def main(argv: list[str]) -> int:
     splits = json.loads((learn / "model/model/metadata.json").read_text())["train"]["splits"]
     positive = sum(1 for e in examples if np.any(e.y > 1e-6))
     print(f"states {len(examples)}, with a positive label {positive}")
+    if signal_only:  # the hash split of learn's defaults (salt ''): drop training states without a gain
+        split = lambda e: trajectory_split(e.trajectory_id, dev=splits[1], test=splits[2], salt="")  # noqa: E731
+        examples = [e for e in examples if split(e) != "train" or np.any(e.y > 0)]
+        print(f"signal-only: {len(examples)} states kept")
     for name, extra in PROBES.items():
         start = time.perf_counter()
-        cfg = TrainConfig(
-            **{"init_from": "bundled", "lr": 3e-4, "splits": splits, "fine_tune_gate": None, **extra}
-        )
+        base = {"init_from": "bundled", "lr": 3e-4, "splits": splits, "fine_tune_gate": None}
+        if signal_only:  # a probe of the dev value only: the guard's size rule does not apply
+            base["min_train_states"] = 2
+        cfg = TrainConfig(**{**base, **extra})
         meta = train_selector(examples, cfg, export_onnx=False).metadata
         history = [(h["epoch"], round(h["dev"]["value"], 3)) for h in meta["history"][:8]]
         dev = meta["metrics"]["dev"]
