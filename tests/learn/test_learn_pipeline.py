@@ -366,3 +366,21 @@ def test_states_with_gain_counts_states_where_some_swap_raises_the_label(
     summary = run_learn(load_learn_config(_config(tmp_path, recorded)), progress=False)
     model = summary["stages"]["model"]
     assert 0 <= model["states_with_gain"] <= sum(model["states"].values())
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        ("helpers:no_text_source", r"returned object, which has no get_text"),
+        ("helpers:text_source_without_archive", r"cannot be called as factory\(archive=\.\.\., \*\*kwargs\)"),
+    ],
+)
+def test_a_bad_screen_text_source_is_refused_before_any_labelling(
+    recorded, tmp_path, small_needs, factory, match
+) -> None:
+    helpers.CALLS["labeller"] = 0
+    cfg = _config(tmp_path, recorded, screen_text={"factory": factory})
+    with pytest.raises(ConfigError, match=match):
+        run_learn(load_learn_config(cfg), progress=False)
+    assert helpers.CALLS["labeller"] == 0
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(("labels", "model"))]

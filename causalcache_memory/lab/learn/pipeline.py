@@ -161,7 +161,12 @@ def _labels_stage(
 
 # ------------------------------------------------------------------------------------------ stage 4
 def _model_stage(
-    config: LearnConfig, labels: dict[str, StageResult], trajectories: list, archive: Any, folder: Path
+    config: LearnConfig,
+    labels: dict[str, StageResult],
+    trajectories: list,
+    archive: Any,
+    folder: Path,
+    text: Any,
 ) -> dict[str, Any]:
     from causalcache_memory.lab.learn.mix import mix_labels
     from causalcache_memory.lab.selector.examples import states_with_gain
@@ -172,7 +177,6 @@ def _model_stage(
         {name: stage.path / "labels.jsonl" for name, stage in labels.items()}, config.sources
     )
     cfg = config.train_config()
-    text = learn_screen_text(config.screen_text, archive)
     thumbs = None
     if config.image_features and hasattr(archive, "open_image"):
         from causalcache_memory.archive.thumbs import ThumbnailCache
@@ -308,6 +312,7 @@ def run_learn(
 
     config = _plan_or_refuse(config, trajectories, summary)
     archive = open_archive(_archive_url(config))
+    text = learn_screen_text(config.screen_text, archive)  # before labelling: a bad source costs nothing
 
     labels: dict[str, StageResult] = {}
     for i, source in enumerate(config.sources, 2):
@@ -335,7 +340,7 @@ def run_learn(
         "screen_text": config.screen_text.model_dump() if config.screen_text else "archive",
     }
     model = stages.run(
-        "model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f)
+        "model", model_inputs, lambda f: _model_stage(config, labels, trajectories, archive, f, text)
     )
     summary["stages"]["model"] = _stage_summary(model)
     model_dir = model.path / "model"

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.features import feature_index
 from causalcache_memory.selector.screen_text import archive_screen_text
 
@@ -37,12 +38,26 @@ MIN_TEXT_COVERAGE = 0.5
 
 def learn_screen_text(spec: Any, archive: Any) -> Any:
     """The screen-text source for the team's states: ``spec`` (a ComponentSpec or None) built with the
-    archive, else the archive's own ``get_text``, else None (module doc)."""
-    if spec is not None:
-        from causalcache_memory.lab.selector.recipe import _call
+    archive, else the archive's own ``get_text``, else None (module doc). ``learn`` builds it before any
+    labelling, so a factory that cannot be called or returns no ``get_text`` costs nothing: a
+    :class:`~causalcache_memory.errors.ConfigError` names the factory and the fix."""
+    if spec is None:
+        return archive_screen_text(archive)
+    from causalcache_memory.lab.selector.recipe import _call
 
-        return _call(spec.factory, {"archive": archive, **spec.kwargs}, "screen_text")
-    return archive_screen_text(archive)
+    try:
+        source = _call(spec.factory, {"archive": archive, **spec.kwargs}, "screen_text")
+    except TypeError as exc:
+        raise ConfigError(
+            f"screen_text.factory={spec.factory!r} cannot be called as factory(archive=..., **kwargs) with "
+            f"kwargs {sorted(spec.kwargs)}: {exc}; give it an 'archive' keyword argument"
+        ) from exc
+    if not callable(getattr(source, "get_text", None)):
+        raise ConfigError(
+            f"screen_text.factory={spec.factory!r} returned {type(source).__name__}, which has no "
+            "get_text(sha256) -> str | None; return a screen-text source (e.g. an OCR over the archive)"
+        )
+    return source
 
 
 def text_coverage(examples: Sequence[Any]) -> float:
