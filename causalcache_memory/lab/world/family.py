@@ -115,7 +115,7 @@ def world_spec(world_id: str) -> WorldSpec:
     if world_id == "v2":
         return V2
     split, _, number = world_id.rpartition("-")
-    if split not in ("train", "dev", "devage", "heldout") or not number.isdigit():
+    if split not in KNOB_VALUES["vocab"] or not number.isdigit():  # the splits that have knob values
         raise ConfigError(
             f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|heldout>-<NN>', e.g. 'heldout-03'"
         )
