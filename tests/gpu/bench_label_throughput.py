@@ -23,9 +23,11 @@ keeps what was measured::
     python tests/gpu/bench_label_throughput.py --tiny                          # CPU smoke test
 
 ``--vision-cache-mb`` sets the policy's vision-encoder output cache (default 512 MiB, as the runtime;
-0 = off, every image of every prompt encoded): run the bench once with each to compare. The cache is
-emptied before every part, and each part reports its counters (``vision_cache``: hits, misses, images
-encoded, evictions).
+0 = off, every image of every prompt encoded). The cache is emptied before every part, and each part
+reports its counters (``vision_cache``: hits, misses, images encoded, evictions). ``--compare-no-cache``
+runs the budgeted teacher-forced part a second time with the cache off, in the same process on the same
+model (``teacher_forced_budget_no_cache``), and reports how far its labels are from the cached run's
+(``cache_vs_no_cache``: largest score difference, states that pick the same best swap).
 """
 
 from __future__ import annotations
@@ -252,6 +254,37 @@ def run_part(name, scorer, archive, trajectory, config, work: Path, meter: Promp
     return part
 
 
+def _label_scores(path: Path) -> dict[str, tuple[list[float], tuple]]:
+    """Per state key: every score of the record (anchor, group scores, path scores) and its best swap."""
+    out = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") != "state":
+            continue
+        scores, best = [record["anchor"]], (record["anchor"], None)
+        for group in record["groups"]:
+            scores.append(group["q_base"])
+            for cand, q in zip(group["cands"], group["q"], strict=True):
+                scores.append(q)
+                best = max(best, (q, (group["out"], cand)), key=lambda item: item[0])
+        scores += [step["q"] for step in record["path"]]
+        out[record["key"]] = (scores, best[1])
+    return out
+
+
+def compare_labels(cached: Path, uncached: Path) -> dict:
+    """How far the labels of two runs of the same states are apart (vision cache on vs off)."""
+    a, b = _label_scores(cached), _label_scores(uncached)
+    keys = sorted(set(a) & set(b))
+    diffs = [abs(x - y) for k in keys for x, y in zip(a[k][0], b[k][0], strict=False)]
+    return {
+        "states": len(keys),
+        "scores_compared": len(diffs),
+        "max_abs_score_diff": max(diffs) if diffs else None,
+        "same_best_swap": sum(a[k][1] == b[k][1] for k in keys),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="the tiny offline model on CPU (smoke test)")
@@ -267,6 +300,11 @@ def main() -> int:
         type=int,
         default=512,
         help="vision-encoder output cache of the policy in MiB (0: off, every image re-encoded)",
+    )
+    parser.add_argument(
+        "--compare-no-cache",
+        action="store_true",
+        help="rerun the budgeted teacher-forced part with the vision cache off and compare the labels",
     )
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
@@ -333,9 +371,14 @@ def main() -> int:
             ),
         ),
     ]
+    if args.compare_no_cache and policy.vision_cache is not None:
+        parts.insert(3, ("teacher_forced_budget_no_cache", policy, parts[2][2]))
     for name, scorer, config in parts:
         if config.max_states_per_trajectory == 0:
             continue
+        cache = policy.vision_cache
+        if name.endswith("_no_cache"):
+            policy.vision_cache = None
         try:
             try:
                 result[name] = run_part(name, scorer, archive, trajectory, config, work, meter)
@@ -347,6 +390,12 @@ def main() -> int:
                 result[name]["note"] = f"batch {args.batch_size} ran out of memory; batch 1"
         except Exception:  # a failed part is reported, the others still run
             result["errors"][name] = traceback.format_exc(limit=6)
+        finally:
+            policy.vision_cache = cache
+        if name.endswith("_no_cache") and name in result:
+            result["cache_vs_no_cache"] = compare_labels(
+                work / "teacher_forced_budget.jsonl", work / f"{name}.jsonl"
+            )
         dump()
         print(f"[bench_label_throughput] {name}: {result.get(name)}", file=sys.stderr, flush=True)
     print(json.dumps(result, indent=1))
