@@ -89,7 +89,9 @@ def _record(
     return out / "success.json", time.perf_counter() - start
 
 
-def _learn(out: Path, record: Path, world: str, source: str, k: int, train: dict) -> dict:
+def _learn(
+    out: Path, record: Path, world: str, source: str, k: int, train: dict, labels: dict, all_episodes: bool
+) -> dict:
     from causalcache_memory.lab.learn import load_learn_config, run_learn
 
     raw = {
@@ -102,13 +104,15 @@ def _learn(out: Path, record: Path, world: str, source: str, k: int, train: dict
                 "source": "synthetic-world",
             }
         },
-        "labels": {"budgets": [4]},
+        "labels": {"budgets": [4], **labels},
         # the screens' text as the deployed selector reads it (the world's exact OCR over the archive): a
         # team's memory stores it with the screenshots or OCRs them; learn read none before RESULTS.md 9f
         "screen_text": {"factory": "causalcache_memory.lab.selector.world_text:world_screen_text"},
         "sources": {source: 1.0},
         "deploy": {"budget": 4},
     }
+    if all_episodes:  # failed episodes too (with labels.reference: full_history, RESULTS.md 9g)
+        raw["data"]["successful_only"] = False
     if train:  # else learn's defaults (init_from: LEARN_INIT_FROM)
         raw["train"] = train
     if source == "teacher_forced":
@@ -206,12 +210,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-seed", type=int, default=7001, help="task seed of the recorded episodes")
     p.add_argument("--eval-seed", type=int, default=9001, help="task seed of the evaluation tasks")
     p.add_argument("--train", default="{}", help="learn's train section as JSON (e.g. '{\"lr\": 0.001}')")
+    p.add_argument(
+        "--labels",
+        default="{}",
+        help='added to learn\'s labels section, JSON (e.g. \'{"reference": "full_history"}\')',
+    )
+    p.add_argument(
+        "--all-episodes", action="store_true", help="data.successful_only: false (label failed episodes)"
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     train = json.loads(args.train)
     if args.init_from is not None:
         train["init_from"] = None if args.init_from == "null" else args.init_from
-    report: dict = {"world": args.world, "train": train or "learn defaults"}
+    report: dict = {
+        "world": args.world,
+        "train": train or "learn defaults",
+        "labels": json.loads(args.labels) or "learn defaults",
+        "all_episodes": args.all_episodes,
+    }
     rec = Path(args.record_dir) if args.record_dir else out / "record"
     if not (rec / "success.json").exists():
         explore = {"share": args.explore, "allocator": args.explore_allocator} if args.explore else None
@@ -235,7 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             out / "eval-bundled", args.world, args.eval, None, ("causalcache",), args.eval_seed
         )
     for source in sources:
-        summary = _learn(out / f"learn-{source}", rec, args.world, source, args.k, train)
+        summary = _learn(
+            out / f"learn-{source}",
+            rec,
+            args.world,
+            source,
+            args.k,
+            train,
+            json.loads(args.labels),
+            args.all_episodes,
+        )
         report[f"learn-{source}"] = {
             "seconds": summary["seconds"],
             "plan": summary["plan"],

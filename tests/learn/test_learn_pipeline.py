@@ -11,6 +11,7 @@ import pytest
 from causalcache_memory.cli.main import main
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn import InsufficientDataError, load_learn_config, run_learn
+from causalcache_memory.lab.selector.labels import LabelConfig, read_labels
 
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).parent))
@@ -384,3 +385,32 @@ def test_a_bad_screen_text_source_is_refused_before_any_labelling(
         run_learn(load_learn_config(cfg), progress=False)
     assert helpers.CALLS["labeller"] == 0
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(("labels", "model"))]
+
+
+def test_a_full_history_reference_labels_failed_episodes_by_default(recorded, tmp_path, small_needs) -> None:
+    """``labels.reference: full_history`` scores the labeller's own full-history action, so failed episodes
+    are sound data and stay in by default; ``successful_only: true`` still drops them when asked."""
+    (tmp_path / "a").mkdir()
+    success = tmp_path / "success.json"
+    success.write_text(json.dumps(recorded.outcomes))
+    assert not all(recorded.outcomes.values()) and any(recorded.outcomes.values())
+    threads = {"success": str(success)}
+    labels = {"budgets": [2], "path_length": 0, "all_slots": False, "max_states_per_trajectory": 1}
+    full = {**labels, "reference": "full_history", "reference_images": 6}
+    recorded_cfg = load_learn_config(_config(tmp_path / "a", recorded, labels=labels), data={
+        "threads": {"checkpointer": str(recorded.checkpointer), "archive": str(recorded.archive),
+                    "source": "synthetic-world", **threads}})  # fmt: skip
+    full_cfg = recorded_cfg.model_copy(update={"labels": LabelConfig(**full), "output": tmp_path / "b"})
+    assert recorded_cfg.successful_only and not full_cfg.successful_only
+    summary = run_learn(full_cfg, stop_after="labels", progress=False)
+    kept = summary["stages"]["trajectories"]["kept"]
+    assert kept == len(recorded.outcomes)  # the failed episodes too
+    _, records = read_labels(Path(full_cfg.output) / "labels-teacher_forced" / "labels.jsonl")
+    assert records and all(r["reference"]["kind"] == "full_history" for r in records)
+    assert all(r["reference"]["images"] <= 6 for r in records)
+    explicit = full_cfg.model_copy(
+        update={"data": full_cfg.data.model_copy(update={"successful_only": True}), "output": tmp_path / "c"}
+    )
+    assert explicit.successful_only
+    kept = run_learn(explicit, stop_after="trajectories", progress=False)["stages"]["trajectories"]["kept"]
+    assert kept == sum(recorded.outcomes.values())

@@ -7,7 +7,7 @@
       threads: {checkpointer: .causalcache/checkpoints.sqlite, archive: .causalcache/archive,
                 success: success.json}      # or success: all
       dataset: runs/agentnet                # a `causalcache data import` folder
-      successful_only: true
+      successful_only: true                 # default: true, false with labels.reference: full_history
     labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
     screen_text: {factory: "pkg.module:ocr", kwargs: {}}    # called with archive=...; default: the
                                             # archive's own get_text (lab/learn/screen_text.py)
@@ -66,7 +66,9 @@ class ThreadsSpec(_Strict):
 class DataSection(_Strict):
     threads: ThreadsSpec | None = None
     dataset: str | None = None
-    successful_only: bool = True
+    #: keep only the successful episodes; None (default): true when the labels' target is the recorded
+    #: step, false with ``labels.reference: full_history`` (:attr:`LearnConfig.successful_only`)
+    successful_only: bool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
@@ -148,6 +150,16 @@ class LearnConfig(_Strict):
         if "evidence" in self.sources and not (self.evidence.links or self.evidence.groups):
             errors.append("sources.evidence needs evidence.links (AndroTMem-style) or evidence.groups")
         return errors
+
+    @property
+    def successful_only(self) -> bool:
+        """``data.successful_only``, or by default: True when every label scores the recorded step (a failed
+        episode's recorded action is the wrong one, docs/LEARN.md), False with ``labels.reference:
+        full_history``, whose target is the labeller's own full-history action and so is sound in a failed
+        episode too (its memory-critical steps are where Recent-B misses a screen, RESULTS.md 9g)."""
+        if self.data.successful_only is not None:
+            return self.data.successful_only
+        return self.labels.reference == "recorded"
 
     def train_settings(self) -> dict[str, Any]:
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`

@@ -3,7 +3,7 @@
 Stages (each resumable and published atomically, :mod:`.stages`), under ``config.output``:
 
 1. ``trajectories``  threads -> trajectories (:mod:`.threads`) or a dataset folder's trajectories;
-   failed episodes dropped when ``data.successful_only``. No blob is copied.
+   failed episodes dropped when ``config.successful_only``. No blob is copied.
 2. *plan*            states per split; refusal before any labelling when the data cannot calibrate or
                      guard (:mod:`.plan`).
 3. ``labels-<source>`` one labels file per source (``teacher_forced`` | ``agreement`` | ``evidence``),
@@ -48,7 +48,7 @@ def _archive_url(config: LearnConfig) -> str:
 
 # ------------------------------------------------------------------------------------------ stage 1
 def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
-    data = config.data
+    data, only = config.data, config.successful_only
     if data.threads is not None:
         t = data.threads
         from causalcache_memory.lab.learn.threads import thread_states
@@ -58,10 +58,10 @@ def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
             "threads": t.model_dump(),
             "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
             "success_digest": file_digest(t.success) if t.success != "all" else "all",
-            "successful_only": data.successful_only,
+            "successful_only": only,
         }
     src = Path(data.dataset) / "trajectories.jsonl"  # type: ignore[arg-type]
-    return {"dataset": str(data.dataset), "digest": file_digest(src), "successful_only": data.successful_only}
+    return {"dataset": str(data.dataset), "digest": file_digest(src), "successful_only": only}
 
 
 def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
     else:
         trajs = list(load_trajectories(Path(config.data.dataset) / "trajectories.jsonl"))  # type: ignore[arg-type]
     total = len(trajs)
-    if config.data.successful_only:
+    if config.successful_only:
         trajs = [t for t in trajs if t.success]
     save_trajectories(folder / "trajectories.jsonl", trajs)
     by: dict[str, int] = {}

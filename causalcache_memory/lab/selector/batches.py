@@ -26,6 +26,7 @@ __all__ = ["batches", "collate"]
 def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
     """Collate states into one block: events stacked, indices offset, one context row per set."""
     events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
+    state, recent = [], []
     n_off = k_off = l_off = 0
     width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
     for ex in examples:
@@ -39,6 +40,9 @@ def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
         out.append(ex.out + n_off)
         ys.append(ex.y)
         pairs.append(ex.pairs + l_off)
+        state.append(np.full(len(ex.y), len(state), dtype=np.int64))
+        from_recent = ex.from_recent if len(ex.from_recent) else np.zeros(len(ex.conds), bool)
+        recent.append(from_recent[ex.group] & (ex.cand != ex.out))
         n_off += len(ex.events)
         k_off += len(ex.conds)
         l_off += len(ex.y)
@@ -53,6 +57,10 @@ def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
         "out": torch.from_numpy(cat(out)),
         "y": torch.from_numpy(cat(ys)),
         "pairs": torch.from_numpy(cat(pairs).reshape(-1, 2)),
+        # per entry: its state in the block, and whether it is a swap out of Recent-B (decision loss)
+        "state": torch.from_numpy(cat(state) if state else np.zeros(0, np.int64)),
+        "recent": torch.from_numpy(cat(recent).astype(bool) if recent else np.zeros(0, bool)),
+        "states": len(examples),
     }
 
 

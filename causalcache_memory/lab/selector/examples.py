@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.features import FeatureExtractor, context_features
@@ -71,7 +72,7 @@ def build_examples(
                 "which is not in the training data; pass the trajectories that were labelled"
             )
         t, budget = int(rec["t"]), int(rec["budget"])
-        ref = traj.steps[t - 1].action if witness == "gold" else None
+        ref = _witness(rec, traj, t) if witness == "gold" else None
         flat = _flatten(rec["groups"], rank_epsilon, max_pairs_per_group, rng)
         recent = sorted(recent_b(t, budget))
         out.append(
@@ -88,6 +89,15 @@ def build_examples(
             )
         )
     return out
+
+
+def _witness(rec: Mapping[str, Any], traj: Any, t: int) -> Action:
+    """The gold witness of a record: the action its labels score, i.e. the full-history reference
+    action when the record has one (``labels.reference: full_history``), else the recorded step."""
+    reference = rec.get("reference") or {}
+    if "action" in reference:
+        return Action.from_dict(reference["action"])
+    return traj.steps[t - 1].action
 
 
 def _flatten(groups: Sequence[Mapping[str, Any]], rank_epsilon: float, max_pairs: int, rng: random.Random):  # type: ignore[no-untyped-def]

@@ -28,13 +28,14 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector import label_budget as lb
+from causalcache_memory.lab.selector.label_reference import reference_target
 from causalcache_memory.lab.selector.labellers import (
     SYNTHETIC_SOURCES,
     check_labeller,
@@ -83,6 +84,13 @@ class LabelConfig(BaseModel):
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
         prompt_budget: cheaper labels (:mod:`~causalcache_memory.lab.selector.label_budget`; replaces
             ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
+        reference: the action every allocation is scored against. ``recorded`` (default): the recorded
+            step (sensible only for successful episodes). ``full_history``: the labeller's own action
+            when it sees the last ``reference_images`` past steps at full fidelity (one generation per
+            state), so a failed episode labels too: at a step where Recent-B lacks a screen the
+            full-history policy reads, the swap that restores it raises ``Q`` (RESULTS.md 9g).
+        reference_images: past steps shown in the ``full_history`` reference prompt (the most recent
+            ones; bounds its length for a real VLM: ~2.7k tokens per 1080p screenshot for Qwen2.5-VL).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -97,9 +105,15 @@ class LabelConfig(BaseModel):
     batch_size: int = Field(16, ge=1)
     target: str = "response"
     prompt_budget: lb.LabelBudget | None = None
+    reference: Literal["recorded", "full_history"] = "recorded"
+    reference_images: int = Field(16, ge=1)
 
     def config_hash(self) -> str:
-        dump = self.model_dump(exclude={"prompt_budget"} if self.prompt_budget is None else None)  # as before
+        # fields at the defaults they were added with stay out, so older label files still resume
+        exclude = {"prompt_budget"} if self.prompt_budget is None else set()
+        if self.reference == "recorded":
+            exclude |= {"reference", "reference_images"}
+        dump = self.model_dump(exclude=exclude)
         return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -150,15 +164,6 @@ class _SetScorer:
         return [self.cache[k] for k in keys]
 
 
-def _target_text(trajectory: Trajectory, t: int, target: str) -> str:
-    step = trajectory.steps[t - 1]
-    if target == "response":
-        return step.response
-    if target == "action_json":
-        return json.dumps(step.action.to_dict(), sort_keys=True)
-    raise ConfigError(f"labels.target={target!r} is not supported; use 'response' or 'action_json'")
-
-
 def label_state(
     policy: Policy,
     archive: ScreenshotArchive,
@@ -171,9 +176,16 @@ def label_state(
 ) -> dict[str, Any]:
     """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record."""
     trace = trajectory.trace_at(t)
-    score = _SetScorer(
-        policy, archive, trace, budget, _target_text(trajectory, t, config.target), config.batch_size
+    target, reference = reference_target(
+        policy,
+        archive,
+        trajectory,
+        t,
+        reference=config.reference,
+        images=config.reference_images,
+        target=config.target,
     )
+    score = _SetScorer(policy, archive, trace, budget, target, config.batch_size)
     recent = recent_b(t, budget)
     cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
     anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
@@ -188,6 +200,7 @@ def label_state(
         "groups": groups,
         "path": path,
         "prompts_scored": score.prompts_scored,
+        **({"reference": reference} if reference else {}),
         **extra,
     }
 
@@ -319,11 +332,16 @@ def run_labelling(
     """Label every planned ``(state, B)`` into ``output``, skipping those already there.
 
     ``max_states`` stops after that many *new* records (useful for chunked runs). Returns counts
-    ``{"planned", "skipped", "written", "prompts"}``. The simulated policy is refused for data not from
+    ``{"planned", "skipped", "written", "prompts"}`` (and ``reference_generations`` with a full-history reference). The simulated policy is refused for data not from
     the synthetic world unless ``force_labeller`` (:func:`check_labeller`).
     """
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
+    if config.reference == "full_history" and not callable(getattr(policy, "generate", None)):
+        raise ConfigError(
+            f"labels.reference=full_history needs a labeller that can act (a generate method); "
+            f"{getattr(policy, 'name', type(policy).__name__)!r} has none: use reference: recorded"
+        )
     path = Path(output)
     header = {
         "kind": "header",
@@ -350,6 +368,8 @@ def run_labelling(
             fh.flush()
             counts["written"] += 1
             counts["prompts"] += record["prompts_scored"]
+            if "reference" in record:  # one generation per state (config.reference = full_history)
+                counts["reference_generations"] = counts.get("reference_generations", 0) + 1
             bar.update(1)
         os.fsync(fh.fileno())
     finally:

@@ -33,13 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from causalcache_memory.allocation.base import AllocationContext, Allocator, make_allocation, recent_b
 from causalcache_memory.allocation.simple import RandomAllocator
 from causalcache_memory.errors import CausalCacheError
-from causalcache_memory.lab.selector.labels import (
-    LabelConfig,
-    _SetScorer,
-    _target_text,
-    decision_states,
-    policy_of,
-)
+from causalcache_memory.lab.selector.label_reference import target_text
+from causalcache_memory.lab.selector.labels import LabelConfig, _SetScorer, decision_states, policy_of
 from causalcache_memory.render.prompt import render_prompt
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.beam import beam_search
@@ -261,7 +256,7 @@ def _evaluate_state(lad: _Ladder, rules: list[str], traj: Trajectory, t: int, bu
         lad.archive,
         trace,
         budget,
-        _target_text(traj, t, "response"),
+        target_text(traj, t, "response"),
         cfg.batch_size,
     )
     state = _State(traj, t, budget, trace, score)

@@ -45,6 +45,7 @@ from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.decision_loss import decision_loss
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
@@ -81,6 +82,15 @@ def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
 
 def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
     d = _diffs(model, tx)
+    if cfg.loss == "decision":
+        return decision_loss(
+            d,
+            dict(tx),
+            scale,
+            tau=cfg.decision_temperature,
+            min_gain=cfg.decision_min_gain,
+            keep_weight=cfg.decision_keep_weight,
+        )
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):
         a, b = tx["pairs"][:, 0], tx["pairs"][:, 1]

@@ -7,7 +7,7 @@ from the training loop so that reading a recipe needs neither torch nor the loop
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,6 +34,16 @@ class TrainConfig(BaseModel):
     rank_weight: float = Field(1.0, ge=0)
     rank_temperature: float = Field(0.25, gt=0)
     rank_epsilon: float = Field(1e-3, ge=0)
+    #: ``regression``: Huber on ``y / scale`` plus pairwise ranks over every label entry (the paper's
+    #: recipe); ``decision``: a per-state softmax over the deployed choice, the best swap out of
+    #: Recent-B or keep (:mod:`~causalcache_memory.lab.selector.decision_loss`; RESULTS.md 9g)
+    loss: Literal["regression", "decision"] = "regression"
+    #: the decision loss's softmax temperature, in target-scale units of ``d``
+    decision_temperature: float = Field(0.1, gt=0)
+    #: a state teaches its best swap when that swap's label exceeds this many target scales, else "keep"
+    decision_min_gain: float = Field(0.5, ge=0)
+    #: weight of the states that teach "keep" (most of a team's states) against those that teach a swap
+    decision_keep_weight: float = Field(0.2, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)

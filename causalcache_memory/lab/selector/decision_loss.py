@@ -1,0 +1,61 @@
+"""The decision loss: train the selector on the choice it is deployed for, not on every label's value.
+
+The deployed search takes, per state, the best first swap out of Recent-B and fires it when its predicted
+gain ``d`` clears the threshold (:mod:`~causalcache_memory.lab.selector.calibrate`). The regression loss
+(Huber on ``y / scale`` plus pairwise ranks) spends its gradient on every label entry, and most entries of
+a team's data say "keep Recent-B" with labels near zero: on the development worlds it lowers the bundled
+selector's dev value from the first epoch (RESULTS.md 9f). This loss is a per-state softmax over that
+choice. For state ``s`` with swap entries ``i`` out of Recent-B (``d_i`` their predicted gains, in target
+scale units) and a "keep" option of logit 0:
+
+    p_s(i) = exp(d_i / tau) / (1 + Σ_k exp(d_k / tau)),    p_s(keep) = 1 / (1 + Σ_k exp(d_k / tau))
+
+    L = (1 / S) Σ_s w_s · (-log p_s(target_s))
+
+``target_s`` is the entry with the largest label ``y`` when ``max y > min_gain · scale`` (the state shows a
+swap that helps; ``w_s = 1``), else "keep" (``w_s = keep_weight``: those states only teach restraint).
+Entries of teacher-path groups (not out of Recent-B) take no part. Shapes: ``d``, ``y``, ``state``,
+``recent`` are ``(L,)`` over the collated batch (:func:`~causalcache_memory.lab.selector.batches.collate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["decision_loss"]
+
+
+def decision_loss(
+    d: torch.Tensor,
+    tx: dict[str, Any],
+    scale: float,
+    *,
+    tau: float,
+    min_gain: float,
+    keep_weight: float,
+) -> torch.Tensor:
+    """Mean over the batch's states of the weighted choice cross-entropy (module doc)."""
+    state, recent, y = tx["state"], tx["recent"], tx["y"]
+    n = int(tx["states"])
+    if not bool(recent.any()):
+        return d.sum() * 0.0
+    z = torch.where(recent, d / tau, torch.full_like(d, -torch.inf))
+    top = torch.zeros(n, dtype=d.dtype).scatter_reduce(0, state, z, reduce="amax", include_self=True)
+    top = top.detach()  # the keep logit 0 is in ``top`` (include_self), so exp never overflows
+    mass = torch.exp(-top).index_add(0, state, torch.where(recent, torch.exp(z - top[state]), 0.0))
+    lse = top + torch.log(mass)
+    y_recent = torch.where(recent, y, torch.full_like(y, -torch.inf))
+    best = torch.full((n,), -torch.inf, dtype=y.dtype).scatter_reduce(0, state, y_recent, reduce="amax")
+    helps = best > min_gain * scale
+    is_best = recent & (y_recent == best[state]) & helps[state]
+    # one target entry per helped state (the first of tied bests)
+    first = torch.full((n,), len(d), dtype=torch.long).scatter_reduce(
+        0, state, torch.where(is_best, torch.arange(len(d)), len(d)), reduce="amin"
+    )
+    target = torch.where(helps, z[first.clamp(max=len(d) - 1)], torch.zeros(n, dtype=d.dtype))
+    weight = torch.where(helps, 1.0, keep_weight)
+    has_choice = torch.zeros(n, dtype=torch.bool).index_fill(0, state[recent], True)
+    per_state = (lse - target) * weight
+    return per_state[has_choice].sum() / max(n, 1)

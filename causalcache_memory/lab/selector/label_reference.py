@@ -1,0 +1,75 @@
+"""What a labelled state's scores are the likelihood (or agreement) *of*: its reference action.
+
+``labels.reference`` (:class:`~causalcache_memory.lab.selector.labels.LabelConfig`):
+
+* ``recorded`` (default): the recorded step ``r_t`` (``labels.target: response``) or its action as JSON
+  (``action_json``). Sound for successful episodes only: in a failed episode the recorded action at the
+  step that needed an old screen is the wrong guess, which the policy finds most likely when that screen
+  is absent (docs/LEARN.md).
+* ``full_history``: the labeller's own greedy action when it sees the last ``reference_images`` past steps
+  at full fidelity -- one generation per state. Every allocation ``S`` is then scored by how well it
+  reproduces what the policy does with (nearly) everything in view, so a failed episode labels too: where
+  Recent-B lacks a screen the full-history policy reads, restoring it raises ``Q``. On a 200-episode
+  devage recording this gave 110 states with a gain instead of 14 (RESULTS.md 9g). The gold witness of the
+  selector's features is then that action too (:func:`~causalcache_memory.lab.selector.examples.build_examples`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from causalcache_memory.allocation.base import make_allocation
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.render.prompt import render_prompt
+
+if TYPE_CHECKING:
+    from causalcache_memory.archive.base import ScreenshotArchive
+    from causalcache_memory.lab.data.trajectory import Trajectory
+    from causalcache_memory.policy import Policy
+
+__all__ = ["reference_target", "target_text"]
+
+
+def target_text(trajectory: Trajectory, t: int, target: str) -> str:
+    """The recorded step ``t`` as the scored target (``response`` or ``action_json``)."""
+    step = trajectory.steps[t - 1]
+    return _as_target(step.response, step.action, target)
+
+
+def _as_target(response: str, action: Any, target: str) -> str:
+    if target == "response":
+        return response
+    if target == "action_json":
+        return json.dumps(action.to_dict(), sort_keys=True)
+    raise ConfigError(f"labels.target={target!r} is not supported; use 'response' or 'action_json'")
+
+
+def reference_target(
+    policy: Policy,
+    archive: ScreenshotArchive,
+    trajectory: Trajectory,
+    t: int,
+    *,
+    reference: str,
+    images: int,
+    target: str,
+) -> tuple[str, dict[str, Any]]:
+    """``(target text, record entry)`` of state ``t`` (module doc); the entry is empty for ``recorded``.
+
+    ``full_history``: one greedy generation with the last ``min(t - 1, images)`` past steps restored; an
+    unparsable generation falls back to the recorded step (the entry's ``fallback`` says why).
+    """
+    recorded = target_text(trajectory, t, target)
+    if reference == "recorded":
+        return recorded, {}
+    shown = list(range(max(1, t - images), t))
+    allocation = make_allocation(shown, t=t, budget=len(shown), allocator="reference")
+    generation = policy.generate(render_prompt(trajectory.trace_at(t), allocation).bind(archive))
+    entry: dict[str, Any] = {"kind": "full_history", "images": len(shown)}
+    if generation.action is None:
+        entry["fallback"] = f"unparsable reference: {generation.parse_error}"
+        return recorded, entry
+    entry["action"] = generation.action.to_dict()
+    entry["agrees_with_recorded"] = generation.action == trajectory.steps[t - 1].action
+    return _as_target(generation.response, generation.action, target), entry
