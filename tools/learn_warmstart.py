@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SOURCES = ("teacher_forced", "agreement")
-#: fine-tuning learning rates compared on dev-00 beside learn's default (LEARN_FINE_TUNE_LR)
+#: fine-tuning learning rates compared on dev-00 beside learn's default then (3e-4, the regression loss's)
 PROBE_LRS = (0.003, 0.001)
 #: splits of the supplementary run on a recording the default plan refuses (no test split: its states
 #: go to dev, which the threshold needs; what the refusal tells a user to do short of recording more)

@@ -275,7 +275,10 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     assert init["sha256"] == hashlib.sha256(bundled_model_path().read_bytes()).hexdigest()
     meta = json.loads((tmp_path / "out/model/model/metadata.json").read_text())
     assert meta["init_from"]["epochs_fine_tuned"] == meta["best_epoch"] == init["epochs_fine_tuned"]
-    assert meta["train"]["lr"] == LEARN_FINE_TUNE_LR  # fine-tuning's own default learning rate
+    # fine-tuning's own defaults: the decision loss and its learning rate (RESULTS.md 9g)
+    assert (
+        meta["train"]["loss"] == "decision" and meta["train"]["lr"] == LEARN_FINE_TUNE_LR["decision"] == 1e-4
+    )
 
     # from scratch: the model stage is retrained (labels reused) and records no base
     scratch = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, "init_from": None, **SMOKE}
@@ -299,7 +302,19 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     cfg = _config(tmp_path, recorded, train={"init_from": "models/base"})
     assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
     cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
-    assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "lr": 3e-4}
+    assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "loss": "decision", "lr": 1e-4}
+    # the regression loss keeps its own fine-tuning rate; a rate the config gives is used as is
+    cfg = _config(tmp_path, recorded, train={"loss": "regression"})
+    assert load_learn_config(cfg).train_settings() == {
+        "init_from": "bundled",
+        "loss": "regression",
+        "lr": 3e-4,
+    }
+    cfg = _config(tmp_path, recorded, train={"lr": 0.01})
+    assert load_learn_config(cfg).train_settings()["lr"] == 0.01
+    # from scratch, training's own defaults apply (no fine-tuning loss or rate is filled in)
+    cfg = _config(tmp_path, recorded, train={"init_from": None})
+    assert load_learn_config(cfg).train_settings() == {"init_from": None}
 
 
 def _training_examples(summary: dict) -> Path:  # type: ignore[type-arg]

@@ -84,3 +84,10 @@ def test_a_selector_trained_with_the_decision_loss_picks_the_useful_event(world,
     assert dev["value"] > 0.5 * dev["oracle"] > 0
     assert result.metadata["calibration"]["dev_gain"] > 0
     assert np.isfinite(result.metadata["history"][-1]["train_loss"])
+
+
+def test_an_unknown_loss_is_refused_naming_the_field_the_value_and_the_choices():
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.loss='decisions'.*'regression' or 'decision'"):
+        TrainConfig(loss="decisions")

@@ -42,9 +42,14 @@ SOURCES = ("teacher_forced", "agreement", "evidence")
 #: ``train.init_from`` when the learn config does not set it: fine-tune the bundled selector (chosen on
 #: the development world dev-00 against training from scratch, RESULTS.md 9c); ``null`` trains from scratch
 LEARN_INIT_FROM: str | None = "bundled"
-#: ``train.lr`` when fine-tuning and the config does not set it (a tenth of training's 3e-3 from
-#: scratch; chosen on dev-00 among 3e-3, 1e-3 and 3e-4, RESULTS.md 9c)
-LEARN_FINE_TUNE_LR = 3e-4
+#: ``train.loss`` when fine-tuning and the config does not set it: the per-state decision loss with keep
+#: weight 0 (chosen on the devage worlds against the regression loss, then measured once on held-out
+#: worlds: RESULTS.md 9g); ``regression`` is the recipe the bundled selector was trained with
+LEARN_FINE_TUNE_LOSS = "decision"
+#: ``train.lr`` when fine-tuning and the config does not set it: 1e-4 with the decision loss (at 3e-4 its
+#: dev value collapses after an epoch or two, RESULTS.md 9g); 3e-4 with ``loss: regression`` (a tenth of
+#: training's 3e-3 from scratch; chosen on dev-00 among 3e-3, 1e-3 and 3e-4, RESULTS.md 9c)
+LEARN_FINE_TUNE_LR = {"decision": 1e-4, "regression": 3e-4}
 
 
 class _Strict(BaseModel):
@@ -163,10 +168,12 @@ class LearnConfig(_Strict):
 
     def train_settings(self) -> dict[str, Any]:
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
-        and, when fine-tuning, ``lr`` :data:`LEARN_FINE_TUNE_LR`."""
+        and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`).
+        A setting the config gives is used as is."""
         out = {"init_from": LEARN_INIT_FROM, **self.train}
         if out["init_from"] is not None:
-            out.setdefault("lr", LEARN_FINE_TUNE_LR)
+            out.setdefault("loss", LEARN_FINE_TUNE_LOSS)
+            out.setdefault("lr", LEARN_FINE_TUNE_LR.get(out["loss"], LEARN_FINE_TUNE_LR["regression"]))
         return out
 
     def train_config(self) -> Any:

@@ -42,8 +42,10 @@ class TrainConfig(BaseModel):
     decision_temperature: float = Field(0.1, gt=0)
     #: a state teaches its best swap when that swap's label exceeds this many target scales, else "keep"
     decision_min_gain: float = Field(0.5, ge=0)
-    #: weight of the states that teach "keep" (most of a team's states) against those that teach a swap
-    decision_keep_weight: float = Field(0.2, ge=0)
+    #: weight of the states that teach "keep" (most of a team's states) against those that teach a swap;
+    #: 0 (chosen on the devage worlds, RESULTS.md 9g): the deployment's pass-2 budget decides how often
+    #: to fire, and a positive weight pushes predicted gains below its floor of 0 (the selector idles)
+    decision_keep_weight: float = Field(0.0, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
@@ -80,7 +82,10 @@ class TrainConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            errors = [f"train.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+            errors = [
+                f"train.{'.'.join(str(p) for p in e['loc'])}={e.get('input')!r}: {e['msg']}"
+                for e in exc.errors()
+            ]
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors) from exc
         self._check()
 
