@@ -90,8 +90,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if init:
             kept = (init.get("base_calibration") or {}).get("kept")
             base = "the base with its own threshold and guard" if kept else "the base, recalibrated"
+            how = f" with loss {init['loss']} at lr {init['lr']:g}" if init.get("loss") else ""
             print(
-                f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…): "
+                f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…){how}: "
                 f"{init['epochs_fine_tuned']} epochs kept (0: {base})"
             )
         else:

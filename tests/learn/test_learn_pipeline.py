@@ -66,6 +66,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         and "prompts scored" in printed
         and "allocator: selector" in printed
         and "fine-tuned from bundled (sha256 " in printed
+        and "with loss decision at lr 0.0001: " in printed  # learn's fine-tuning defaults, said aloud
         and "screen text: known for 0% of the training states" in printed  # these recordings store none
         and "warning: screen text is known for 0%" in printed
         and " states have a swap that raises the label" in printed

@@ -211,23 +211,23 @@ def _model_stage(
         "calibration": {k: meta["calibration"][k] for k in ("min_gain", "split", "dev_fire_rate")},
         "ood": {k: v for k, v in meta["ood"].items() if k != "guard"},
         "sources": header["config"]["sources"],
-        "init_from": _init_summary(meta.get("init_from")),
+        "init_from": _init_summary(meta),
         "train_seconds": meta["train_seconds"],
     }
 
 
-def _init_summary(init: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The base a fine-tuned model started from (None: trained from scratch)."""
-    if init is None:
+def _init_summary(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The base a fine-tuned model started from and the loss and rate it was fine-tuned with (None: scratch)."""
+    if (init := meta.get("init_from")) is None:
         return None
-    return {k: init.get(k) for k in ("spec", "sha256", "epochs_fine_tuned", "base_calibration")}
+    train = {k: meta["train"].get(k) for k in ("loss", "lr")}
+    return {**{k: init.get(k) for k in ("spec", "sha256", "epochs_fine_tuned", "base_calibration")}, **train}
 
 
 def _idle_warnings(meta: dict[str, Any]) -> list[str]:
     """Say so when the trained selector will (almost) never swap: the labels or the threshold say no."""
-    out = []
-    dev = meta["metrics"].get("dev") or {}
-    oracle = dev.get("oracle", float("nan"))
+    out: list[str] = []
+    oracle = (meta["metrics"].get("dev") or {}).get("oracle", float("nan"))
     if not oracle > 0:  # NaN (no dev states) included
         out.append(
             f"the labels show no swap that helps on dev (dev oracle gain {oracle:.4g}): the selector will "
