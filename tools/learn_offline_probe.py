@@ -5,8 +5,14 @@ Development worlds only (RESULTS.md 9f). Rebuilds the run's training examples wi
 gate and prints each one's dev value by epoch; epoch 0 is the base. ``--signal-only`` keeps only the
 training states with a swap that raises the label (dev and test unchanged).
 
+``--ship JSON`` instead asks what ``learn`` would ship (RESULTS.md 9g): for each ``{name: train settings}``
+it fine-tunes with learn's fine-tuning defaults (loss and rate, ``lab/learn/config.py``) updated by those
+settings, the fine-tune gate on, and prints the chosen epoch, the gate's verdict and interval, and the dev
+value by epoch (epoch 0 = the bundle; "the bundle" = learn would hand it back).
+
     python tools/learn_offline_probe.py runs/s5/t-devage-01-A runs/s5/devage-01/record
     python tools/learn_offline_probe.py runs/s5/devage-02-sel1200 runs/s5/devage-02-sel1200/record --signal-only
+    python tools/learn_offline_probe.py RUN RUN/record --ship '{"default": {}, "k0.05": {"decision_keep_weight": 0.05}}'
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ def main(argv: list[str]) -> int:
 
     signal_only = "--signal-only" in argv
     argv = [a for a in argv if a != "--signal-only"]
+    ship = None
+    if "--ship" in argv:
+        at = argv.index("--ship")
+        ship, argv = json.loads(argv[at + 1]), argv[:at] + argv[at + 2 :]
     run, rec = Path(argv[0]), Path(argv[1])
     learn = run / "learn-teacher_forced"
     trajs = list(load_trajectories(learn / "trajectories/trajectories.jsonl"))
@@ -58,6 +68,8 @@ def main(argv: list[str]) -> int:
         split = lambda e: trajectory_split(e.trajectory_id, dev=splits[1], test=splits[2], salt="")  # noqa: E731
         examples = [e for e in examples if split(e) != "train" or np.any(e.y > 0)]
         print(f"signal-only: {len(examples)} states kept")
+    if ship is not None:
+        return _ship(examples, splits, ship)
     for name, extra in PROBES.items():
         start = time.perf_counter()
         base = {"init_from": "bundled", "lr": 3e-4, "splits": splits, "fine_tune_gate": None}
@@ -71,6 +83,25 @@ def main(argv: list[str]) -> int:
             f"{name}: best epoch {meta['best_epoch']}, dev value {dev['value']:.3f} (oracle {dev['oracle']:.3f}); "
             f"by epoch {history} ({time.perf_counter() - start:.1f} s)"
         )
+    return 0
+
+
+def _ship(examples: list, splits: list, configs: dict) -> int:
+    """What learn would ship under each ``{name: train settings}`` (module doc)."""
+    from causalcache_memory.lab.learn.config import LEARN_FINE_TUNE_LOSS, LEARN_FINE_TUNE_LR
+    from causalcache_memory.lab.selector.train import TrainConfig, train_selector
+
+    for name, extra in configs.items():
+        start = time.perf_counter()
+        settings = {"init_from": "bundled", "splits": splits, "loss": LEARN_FINE_TUNE_LOSS, **extra}
+        settings.setdefault("lr", LEARN_FINE_TUNE_LR[settings["loss"]])
+        meta = train_selector(examples, TrainConfig(**settings), export_onnx=False).metadata
+        gate = (meta.get("init_from") or {}).get("gate") or {}
+        verdict = "the bundle" if meta["best_epoch"] == 0 else f"epoch {meta['best_epoch']}"
+        ci = [round(c, 3) for c in gate.get("ci", [])]
+        history = [round(h["dev"]["value"], 3) for h in meta["history"][:10]]
+        print(f"{name}: ships {verdict}; gate interval {ci or '-'}; dev value by epoch {history} "
+              f"({time.perf_counter() - start:.1f} s)")  # fmt: skip
     return 0
 
 
