@@ -63,10 +63,13 @@ def test_full_history_labels_score_the_generated_action_and_record_it(trajs, tmp
     assert any(max(q - g["q_base"] for g in r["groups"] for q in g["q"]) > 0.5 for r in records)
 
 
-def test_an_unparsable_reference_falls_back_to_the_recorded_step(trajs, tmp_path):
+def test_an_unparsable_reference_falls_back_to_the_recorded_step(trajs, tmp_path, caplog):
     policy = HindsightPolicy({}, parse=False)
     cfg = LabelConfig(budgets=(2,), reference="full_history")
-    run_labelling(policy, DictArchive(), trajs[:1], tmp_path / "l.jsonl", cfg, progress=False)
+    with caplog.at_level("WARNING", logger="causalcache_memory.lab.selector.labels"):
+        counts = run_labelling(policy, DictArchive(), trajs[:1], tmp_path / "l.jsonl", cfg, progress=False)
+    assert counts["reference_fallbacks"] == counts["reference_generations"] == counts["written"] > 0
+    assert f"unparsable on {counts['written']} of {counts['written']} states" in caplog.text
     _, records = read_labels(tmp_path / "l.jsonl")
     assert all(r["reference"]["fallback"].startswith("unparsable reference") for r in records)
     assert policy.targets == {trajs[0].steps[r["t"] - 1].response for r in records}

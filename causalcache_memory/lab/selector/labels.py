@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -66,6 +67,9 @@ __all__ = [
 
 LABELS_FORMAT = "causalcache-selector-labels"
 LABELS_VERSION = 1
+
+
+logger = logging.getLogger("causalcache_memory.lab.selector.labels")
 
 
 class LabelConfig(BaseModel):
@@ -332,8 +336,10 @@ def run_labelling(
     """Label every planned ``(state, B)`` into ``output``, skipping those already there.
 
     ``max_states`` stops after that many *new* records (useful for chunked runs). Returns counts
-    ``{"planned", "skipped", "written", "prompts"}`` (and ``reference_generations`` with a full-history reference). The simulated policy is refused for data not from
-    the synthetic world unless ``force_labeller`` (:func:`check_labeller`).
+    ``{"planned", "skipped", "written", "prompts"}`` (with a full-history reference also
+    ``reference_generations`` and ``reference_fallbacks``: unparsable references, logged as a warning). The
+    simulated policy is refused for data not from the synthetic world unless ``force_labeller``
+    (:func:`check_labeller`).
     """
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
@@ -370,11 +376,20 @@ def run_labelling(
             counts["prompts"] += record["prompts_scored"]
             if "reference" in record:  # one generation per state (config.reference = full_history)
                 counts["reference_generations"] = counts.get("reference_generations", 0) + 1
+                fallback = "fallback" in record["reference"]
+                counts["reference_fallbacks"] = counts.get("reference_fallbacks", 0) + fallback
             bar.update(1)
         os.fsync(fh.fileno())
     finally:
         fh.close()
         bar.close()
+    if counts.get("reference_fallbacks"):
+        logger.warning(
+            "labels: the full-history reference was unparsable on %d of %d states; those states were "
+            "scored against the recorded step instead (their records say so under reference.fallback)",
+            counts["reference_fallbacks"],
+            counts["reference_generations"],
+        )
     return counts
 
 
