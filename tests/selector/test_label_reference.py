@@ -143,3 +143,37 @@ def test_examples_take_the_reference_action_as_their_gold_witness(trajs, tmp_pat
     build_examples(plain, {t.trajectory_id: t for t in trajs}, extractor=Spy())
     by_id = {t.trajectory_id: t for t in trajs}
     assert Spy.seen == [by_id[r["trajectory_id"]].steps[r["t"] - 1].action for r in plain]
+
+
+def test_one_reference_generation_per_state_whatever_its_budgets(trajs, tmp_path):
+    policy = HindsightPolicy({})
+    cfg = LabelConfig(budgets=(2, 4), reference="full_history", path_length=0)
+    counts = run_labelling(policy, DictArchive(), trajs, tmp_path / "l.jsonl", cfg, progress=False)
+    _, records = read_labels(tmp_path / "l.jsonl")
+    states = {(r["trajectory_id"], r["t"]) for r in records}
+    assert len(records) > len(states)  # some states are labelled at both budgets
+    assert len(policy.shown) == counts["reference_generations"] == len(states)
+    by_state: dict = {}
+    for r in records:  # every budget of a state scores the same reference
+        assert by_state.setdefault((r["trajectory_id"], r["t"]), r["reference"]) == r["reference"]
+
+
+def test_the_concurrent_labeller_refuses_a_labeller_that_cannot_act_and_shares_references(trajs, tmp_path):
+    from causalcache_memory.lab.selector.label_fleet import run_labelling_fleet
+
+    class ScoreOnly:
+        name = "score-only"
+
+        def score(self, prompts, targets):
+            return [0.0] * len(prompts)
+
+    cfg = LabelConfig(budgets=(2, 4), reference="full_history", path_length=0)
+    with pytest.raises(ConfigError, match=r"labels\.reference"):
+        run_labelling_fleet(ScoreOnly(), DictArchive(), trajs, tmp_path / "f.jsonl", cfg, progress=False)
+    assert not (tmp_path / "f.jsonl").exists()
+    policy = HindsightPolicy({})
+    run_labelling_fleet(
+        policy, DictArchive(), trajs, tmp_path / "g.jsonl", cfg, concurrency=1, progress=False
+    )
+    _, records = read_labels(tmp_path / "g.jsonl")
+    assert len(policy.shown) == len({(r["trajectory_id"], r["t"]) for r in records}) < len(records)

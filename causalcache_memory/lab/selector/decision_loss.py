@@ -20,6 +20,7 @@ Entries of teacher-path groups (not out of Recent-B) take no part. Shapes: ``d``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ __all__ = ["decision_loss"]
 
 def decision_loss(
     d: torch.Tensor,
-    tx: dict[str, Any],
+    tx: Mapping[str, Any],
     scale: float,
     *,
     tau: float,

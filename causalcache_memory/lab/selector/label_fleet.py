@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
 from causalcache_memory.lab.selector.label_budget import CandidatePrior, make_prior
+from causalcache_memory.lab.selector.label_reference import check_reference_labeller
 from causalcache_memory.lab.selector.labels import (
     LABELS_FORMAT,
     LABELS_VERSION,
@@ -63,13 +64,15 @@ def _label_with_retries(
     prior: CandidatePrior | None,
     retries: int,
     backoff_s: float,
+    references: dict | None = None,
 ) -> tuple[dict[str, Any] | None, int, str | None]:
     """``(record or None, retries used, last error)`` of one state."""
     traj, t, budget = item
     last = None
     for attempt in range(retries + 1):
         try:
-            return label_state(policy, archive, traj, t, budget, config, prior=prior), attempt, None
+            record = label_state(policy, archive, traj, t, budget, config, prior=prior, references=references)
+            return record, attempt, None
         except TRANSIENT_ERRORS as exc:
             last = f"{type(exc).__name__}: {exc}"
             if attempt < retries:
@@ -101,6 +104,7 @@ def run_labelling_fleet(
         raise ValueError(f"concurrency={concurrency} must be >= 1 and retries={retries} >= 0")
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
+    check_reference_labeller(policy, config.reference)
     header = {
         "kind": "header",
         "format": LABELS_FORMAT,
@@ -126,11 +130,14 @@ def run_labelling_fleet(
     }
     prior = make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
+    refs: dict = {}  # one full-history reference per state, whatever its budgets (label_reference.py)
     start = time.perf_counter()
     try:
         with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="label") as pool:
             futures = [
-                pool.submit(_label_with_retries, policy, archive, item, config, prior, retries, backoff_s)
+                pool.submit(
+                    _label_with_retries, policy, archive, item, config, prior, retries, backoff_s, refs
+                )
                 for item in todo
             ]
             for future in concurrent.futures.as_completed(futures):

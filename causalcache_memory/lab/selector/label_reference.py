@@ -26,9 +26,19 @@ from causalcache_memory.render.prompt import render_prompt
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.lab.data.trajectory import Trajectory
+    from causalcache_memory.lab.selector.labels import LabelConfig
     from causalcache_memory.policy import Policy
 
-__all__ = ["reference_target", "target_text"]
+__all__ = ["check_reference_labeller", "reference_target", "target_text"]
+
+
+def check_reference_labeller(policy: Any, reference: str) -> None:
+    """Refuse, before anything is written, a ``full_history`` reference with a labeller that cannot act."""
+    if reference == "full_history" and not callable(getattr(policy, "generate", None)):
+        raise ConfigError(
+            f"labels.reference=full_history needs a labeller that can act (a generate method); "
+            f"{getattr(policy, 'name', type(policy).__name__)!r} has none: use reference: recorded"
+        )
 
 
 def target_text(trajectory: Trajectory, t: int, target: str) -> str:
@@ -50,26 +60,34 @@ def reference_target(
     archive: ScreenshotArchive,
     trajectory: Trajectory,
     t: int,
+    config: LabelConfig,
     *,
-    reference: str,
-    images: int,
-    target: str,
+    cache: dict[tuple[str, int], tuple[str, dict[str, Any]]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``(target text, record entry)`` of state ``t`` (module doc); the entry is empty for ``recorded``.
 
-    ``full_history``: one greedy generation with the last ``min(t - 1, images)`` past steps restored; an
-    unparsable generation falls back to the recorded step (the entry's ``fallback`` says why).
+    ``full_history``: one greedy generation with the last ``min(t - 1, config.reference_images)`` past steps
+    restored; an unparsable generation falls back to the recorded step (the entry's ``fallback`` says why).
+    ``cache`` (keyed by trajectory and ``t``) keeps one generation per state when it is labelled at several
+    budgets ``B``.
     """
-    recorded = target_text(trajectory, t, target)
-    if reference == "recorded":
+    recorded = target_text(trajectory, t, config.target)
+    if config.reference == "recorded":
         return recorded, {}
-    shown = list(range(max(1, t - images), t))
+    key = (trajectory.trajectory_id, t)
+    if cache is not None and key in cache:
+        return cache[key]
+    shown = list(range(max(1, t - config.reference_images), t))
     allocation = make_allocation(shown, t=t, budget=len(shown), allocator="reference")
     generation = policy.generate(render_prompt(trajectory.trace_at(t), allocation).bind(archive))
     entry: dict[str, Any] = {"kind": "full_history", "images": len(shown)}
     if generation.action is None:
         entry["fallback"] = f"unparsable reference: {generation.parse_error}"
-        return recorded, entry
-    entry["action"] = generation.action.to_dict()
-    entry["agrees_with_recorded"] = generation.action == trajectory.steps[t - 1].action
-    return _as_target(generation.response, generation.action, target), entry
+        out = recorded, entry
+    else:
+        entry["action"] = generation.action.to_dict()
+        entry["agrees_with_recorded"] = generation.action == trajectory.steps[t - 1].action
+        out = _as_target(generation.response, generation.action, config.target), entry
+    if cache is not None:
+        cache[key] = out
+    return out

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector import label_budget as lb
-from causalcache_memory.lab.selector.label_reference import reference_target
+from causalcache_memory.lab.selector.label_reference import check_reference_labeller, reference_target
 from causalcache_memory.lab.selector.labellers import (
     SYNTHETIC_SOURCES,
     check_labeller,
@@ -177,18 +177,12 @@ def label_state(
     config: LabelConfig,
     *,
     prior: lb.CandidatePrior | None = None,
+    references: dict | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record."""
+    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record.
+    ``references`` caches a full-history reference across the budgets of one state."""
     trace = trajectory.trace_at(t)
-    target, reference = reference_target(
-        policy,
-        archive,
-        trajectory,
-        t,
-        reference=config.reference,
-        images=config.reference_images,
-        target=config.target,
-    )
+    target, reference = reference_target(policy, archive, trajectory, t, config, cache=references)
     score = _SetScorer(policy, archive, trace, budget, target, config.batch_size)
     recent = recent_b(t, budget)
     cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
@@ -343,11 +337,7 @@ def run_labelling(
     """
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
-    if config.reference == "full_history" and not callable(getattr(policy, "generate", None)):
-        raise ConfigError(
-            f"labels.reference=full_history needs a labeller that can act (a generate method); "
-            f"{getattr(policy, 'name', type(policy).__name__)!r} has none: use reference: recorded"
-        )
+    check_reference_labeller(policy, config.reference)
     path = Path(output)
     header = {
         "kind": "header",
@@ -365,24 +355,25 @@ def run_labelling(
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
     prior = lb.make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
     bar = _progress(len(todo), progress)
+    refs: dict = {}  # one full-history reference per state, whatever its budgets
     try:
         for traj, t, budget in todo:
             if max_states is not None and counts["written"] >= max_states:
                 break
-            record = label_state(policy_of(policy, traj), archive, traj, t, budget, config, prior=prior)
+            labeller = policy_of(policy, traj)
+            record = label_state(labeller, archive, traj, t, budget, config, prior=prior, references=refs)
             fh.write(json.dumps(record, separators=(",", ":")) + "\n")
             fh.flush()
             counts["written"] += 1
             counts["prompts"] += record["prompts_scored"]
-            if "reference" in record:  # one generation per state (config.reference = full_history)
-                counts["reference_generations"] = counts.get("reference_generations", 0) + 1
-                fallback = "fallback" in record["reference"]
-                counts["reference_fallbacks"] = counts.get("reference_fallbacks", 0) + fallback
             bar.update(1)
         os.fsync(fh.fileno())
     finally:
         fh.close()
         bar.close()
+    if refs:  # one generation per state (config.reference = full_history), whatever its budgets
+        counts["reference_generations"] = len(refs)
+        counts["reference_fallbacks"] = sum("fallback" in entry for _, entry in refs.values())
     if counts.get("reference_fallbacks"):
         logger.warning(
             "labels: the full-history reference was unparsable on %d of %d states; those states were "

@@ -85,7 +85,7 @@ def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) 
     if cfg.loss == "decision":
         return decision_loss(
             d,
-            dict(tx),
+            tx,
             scale,
             tau=cfg.decision_temperature,
             min_gain=cfg.decision_min_gain,
