@@ -99,8 +99,9 @@ def _ship(examples: list, splits: list, configs: dict) -> int:
         gate = (meta.get("init_from") or {}).get("gate") or {}
         verdict = "the bundle" if meta["best_epoch"] == 0 else f"epoch {meta['best_epoch']}"
         ci = [round(c, 3) for c in gate.get("ci", [])]
-        history = [round(h["dev"]["value"], 3) for h in meta["history"][:10]]
-        print(f"{name}: ships {verdict}; gate interval {ci or '-'}; dev value by epoch {history} "
+        key = "budgeted_value" if meta.get("cross_fit") else "dev"  # cross-fitted: out-of-fold budgeted value
+        history = [round(h[key] if key != "dev" else h["dev"]["value"], 3) for h in meta["history"][:16]]
+        print(f"{name}: ships {verdict}; gate interval {ci or '-'}; {key} value by epoch {history} "
               f"({time.perf_counter() - start:.1f} s)")  # fmt: skip
     return 0
 

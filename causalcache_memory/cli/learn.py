@@ -91,6 +91,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
             kept = (init.get("base_calibration") or {}).get("kept")
             base = "the base with its own threshold and guard" if kept else "the base, recalibrated"
             how = f" with loss {init['loss']} at lr {init['lr']:g}" if init.get("loss") else ""
+            if init.get("cross_fit"):
+                gate = init.get("gate") or {}
+                lo, hi = gate.get("ci", [float("nan")] * 2)
+                how += (
+                    f", cross-fitted over {init['cross_fit']} folds (out-of-fold budgeted gain over the base "
+                    f"{gate.get('delta', float('nan')):+.4f} [{lo:+.4f}, {hi:+.4f}])"
+                )
             print(
                 f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…){how}: "
                 f"{init['epochs_fine_tuned']} epochs kept (0: {base})"

@@ -66,7 +66,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         and "prompts scored" in printed
         and "allocator: selector" in printed
         and "fine-tuned from bundled (sha256 " in printed
-        and "with loss decision at lr 0.0001: " in printed  # learn's fine-tuning defaults, said aloud
+        and "with loss decision at lr 0.0001, cross-fitted over 5 folds (out-of-fold budgeted gain" in printed  # learn's fine-tuning defaults, said aloud
         and "screen text: known for 0% of the training states" in printed  # these recordings store none
         and "warning: screen text is known for 0%" in printed
         and " states have a swap that raises the label" in printed
@@ -280,6 +280,10 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     assert (
         meta["train"]["loss"] == "decision" and meta["train"]["lr"] == LEARN_FINE_TUNE_LR["decision"] == 1e-4
     )
+    # and cross-fitted (RESULTS.md 9h): the epoch, its gate and the threshold from out-of-fold predictions
+    assert meta["train"]["cross_fit"] == init["cross_fit"] == 5 and meta["cross_fit"]["folds"] >= 2
+    assert init["gate"]["value"] == "budgeted" and init["gate"]["confidence"] == 0.8
+    assert meta["calibration"]["split"] == "train+dev, out of fold" or meta["best_epoch"] == 0
 
     # from scratch: the model stage is retrained (labels reused) and records no base
     scratch = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, "init_from": None, **SMOKE}
@@ -303,14 +307,32 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     cfg = _config(tmp_path, recorded, train={"init_from": "models/base"})
     assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
     cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
-    assert load_learn_config(cfg).train_settings() == {"init_from": "bundled", "loss": "decision", "lr": 1e-4}
+    assert load_learn_config(cfg).train_settings() == {
+        "init_from": "bundled",
+        "loss": "decision",
+        "lr": 1e-4,
+        "cross_fit": 5,
+        "fine_tune_gate": 0.8,
+    }
     # the regression loss keeps its own fine-tuning rate; a rate the config gives is used as is
     cfg = _config(tmp_path, recorded, train={"loss": "regression"})
     assert load_learn_config(cfg).train_settings() == {
         "init_from": "bundled",
         "loss": "regression",
         "lr": 3e-4,
+        "cross_fit": 5,
+        "fine_tune_gate": 0.8,
     }
+    # cross-fitting and its gate level are defaults only: null turns cross-fitting off (the dev-split gate
+    # keeps TrainConfig's 0.95), a gate the config gives is kept, and an ensemble is not cross-fitted
+    cfg = _config(tmp_path, recorded, train={"cross_fit": None})
+    assert load_learn_config(cfg).train_settings()["cross_fit"] is None
+    assert "fine_tune_gate" not in load_learn_config(cfg).train_settings()
+    assert load_learn_config(cfg).train_config().fine_tune_gate == 0.95
+    cfg = _config(tmp_path, recorded, train={"fine_tune_gate": 0.99})
+    assert load_learn_config(cfg).train_config().fine_tune_gate == 0.99
+    cfg = _config(tmp_path, recorded, train={"ensemble": 3})
+    assert "cross_fit" not in load_learn_config(cfg).train_settings()
     cfg = _config(tmp_path, recorded, train={"lr": 0.01})
     assert load_learn_config(cfg).train_settings()["lr"] == 0.01
     # from scratch, training's own defaults apply (no fine-tuning loss or rate is filled in)

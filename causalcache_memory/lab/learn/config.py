@@ -34,7 +34,15 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector.labels import LabelConfig
 from causalcache_memory.lab.selector.recipe import ComponentSpec
 
-__all__ = ["LEARN_FINE_TUNE_LR", "LEARN_INIT_FROM", "SOURCES", "LearnConfig", "load_learn_config"]
+__all__ = [
+    "LEARN_CROSS_FIT",
+    "LEARN_CROSS_FIT_GATE",
+    "LEARN_FINE_TUNE_LR",
+    "LEARN_INIT_FROM",
+    "SOURCES",
+    "LearnConfig",
+    "load_learn_config",
+]
 
 #: label sources ``causalcache learn`` can produce (``sources:`` keys)
 SOURCES = ("teacher_forced", "agreement", "evidence")
@@ -50,6 +58,13 @@ LEARN_FINE_TUNE_LOSS = "decision"
 #: dev value collapses after an epoch or two, RESULTS.md 9g); 3e-4 with ``loss: regression`` (a tenth of
 #: training's 3e-3 from scratch; chosen on dev-00 among 3e-3, 1e-3 and 3e-4, RESULTS.md 9c)
 LEARN_FINE_TUNE_LR = {"decision": 1e-4, "regression": 3e-4}
+#: ``train.cross_fit`` when fine-tuning one scorer and the config does not set it: 5 folds choose the epoch,
+#: gate it and calibrate the threshold on every train+dev state (lab/selector/cross_fit.py; chosen on the
+#: devage worlds, RESULTS.md 9h); ``null`` chooses on the dev split alone, as before
+LEARN_CROSS_FIT = 5
+#: ``train.fine_tune_gate`` when cross-fitting and the config does not set it (a one-sided 90% bound on
+#: the out-of-fold budgeted gain; RESULTS.md 9h)
+LEARN_CROSS_FIT_GATE = 0.8
 
 
 class _Strict(BaseModel):
@@ -168,12 +183,17 @@ class LearnConfig(_Strict):
 
     def train_settings(self) -> dict[str, Any]:
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
-        and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`).
+        and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`),
+        ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``fine_tune_gate`` :data:`LEARN_CROSS_FIT_GATE`.
         A setting the config gives is used as is."""
         out = {"init_from": LEARN_INIT_FROM, **self.train}
         if out["init_from"] is not None:
             out.setdefault("loss", LEARN_FINE_TUNE_LOSS)
             out.setdefault("lr", LEARN_FINE_TUNE_LR.get(out["loss"], LEARN_FINE_TUNE_LR["regression"]))
+            if out.get("ensemble", 1) == 1:
+                out.setdefault("cross_fit", LEARN_CROSS_FIT)
+            if out.get("cross_fit"):
+                out.setdefault("fine_tune_gate", LEARN_CROSS_FIT_GATE)
         return out
 
     def train_config(self) -> Any:

@@ -220,8 +220,8 @@ def _init_summary(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The base a fine-tuned model started from and the loss and rate it was fine-tuned with (None: scratch)."""
     if (init := meta.get("init_from")) is None:
         return None
-    train = {k: meta["train"].get(k) for k in ("loss", "lr")}
-    return {**{k: init.get(k) for k in ("spec", "sha256", "epochs_fine_tuned", "base_calibration")}, **train}
+    keep, train = ("spec", "sha256", "epochs_fine_tuned", "base_calibration", "gate"), meta["train"]
+    return {**{k: init.get(k) for k in keep}, **{k: train.get(k) for k in ("loss", "lr", "cross_fit")}}
 
 
 def _idle_warnings(meta: dict[str, Any]) -> list[str]:

@@ -22,6 +22,7 @@ Groups of one state are resampled independently (an approximation: they share th
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,11 +43,14 @@ def fine_tune_evidence(
     seed: int,
     resamples: int = 2000,
     min_gain: float = 0.0,
+    clusters: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Paired bootstrap of ``mean(tuned - base)`` over dev groups (module doc); ``keep`` = lower end > ``min_gain``.
 
-    ``tuned`` and ``base`` are ``(groups,)`` realized utilities, in the same order. Returns ``{"groups",
-    "delta", "ci", "confidence", "min_gain", "keep"}``; no groups gives ``keep: False`` (nothing shows a gain).
+    ``tuned`` and ``base`` are ``(groups,)`` realized utilities, in the same order. ``clusters`` (one key per
+    group, e.g. its trajectory) resamples whole clusters instead of groups: each draw's mean is the sum of
+    the drawn clusters' differences over their number of groups. Returns ``{"groups", "delta", "ci",
+    "confidence", "min_gain", "keep"}`` (and ``"clusters"``); no groups gives ``keep: False``.
     """
     tuned, base = np.asarray(tuned, dtype=np.float64), np.asarray(base, dtype=np.float64)
     if tuned.shape != base.shape:
@@ -63,7 +67,17 @@ def fine_tune_evidence(
         }
     diff = tuned - base
     rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    extra: dict[str, Any] = {}
+    if clusters is None:
+        means = diff[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    else:
+        if len(clusters) != n:
+            raise ValueError(f"clusters has {len(clusters)} keys for {n} groups")
+        _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
+        sums, sizes = np.bincount(index, weights=diff), np.bincount(index).astype(np.float64)
+        draw = rng.integers(0, len(sums), size=(resamples, len(sums)))
+        means = sums[draw].sum(axis=1) / sizes[draw].sum(axis=1)
+        extra["clusters"] = len(sums)
     tail = (1.0 - confidence) / 2.0
     lo, hi = (float(x) for x in np.quantile(means, [tail, 1.0 - tail]))
     return {
@@ -73,6 +87,7 @@ def fine_tune_evidence(
         "confidence": confidence,
         "min_gain": min_gain,
         "keep": lo > min_gain,
+        **extra,
     }
 
 

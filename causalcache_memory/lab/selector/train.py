@@ -45,6 +45,7 @@ from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.cross_fit import CrossFit, cross_fit
 from causalcache_memory.lab.selector.decision_loss import decision_loss
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
@@ -160,11 +161,17 @@ def train_selector(
         start = time.perf_counter()
         parts = _split(examples, cfg)
         base = _base(cfg)
-        fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
-        model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
-        values = lambda m: _evaluate(m, tensors["dev"], scale, cfg, per_group=True)["values"]  # noqa: E731
-        model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
+        crossed = None
+        if cfg.cross_fit and base is not None:  # the epoch, gate and threshold from every pool state
+            model, scale, crossed = _fit_cross(parts, cfg, base, log)
+            best_epoch, history, gate = crossed.ship_epoch, crossed.history, crossed.evidence
+            ensemble = {"members": 1, "seeds": [cfg.seed], "epochs": [best_epoch]}
+        else:
+            fit = lambda seed, member, log: _fit(parts, cfg, log, base, seed=seed, member=member)  # noqa: E731
+            model, scale, best_epoch, history, ensemble = fit_members(fit, cfg.seed, cfg.ensemble, log)
+            values = lambda m: _evaluate(m, tensors["dev"], scale, cfg, per_group=True)["values"]  # noqa: E731
+            model, best_epoch, gate = gate_fine_tune(model, best_epoch, base, values, cfg, log)
         metrics = {k: _evaluate(model, v, scale, cfg) for k, v in tensors.items()}
         metadata = _metadata(
             cfg, model, scale, parts, metrics, best_epoch, history, data_description, label_header
@@ -177,7 +184,9 @@ def train_selector(
             if best_epoch == 0 and cfg.ensemble == 1:  # the base unchanged: its own calibration if it fits
                 kept, init["base_calibration"] = base_calibration(base.path, parts)
             metadata["init_from"] = init
-        metadata.update(kept or _calibrate(model, parts, cfg))
+        if crossed is not None:
+            metadata["cross_fit"] = {"folds": crossed.folds, "epoch": crossed.epoch, "pool": "train+dev"}
+        metadata.update(kept or _calibrate(model, parts, cfg, crossed))
         metadata["train_seconds"] = round(time.perf_counter() - start, 2)
     finally:
         torch.set_num_threads(threads)
@@ -273,6 +282,30 @@ def _fit(
     return model, scale, best_epoch, history
 
 
+def _fit_cross(
+    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, base: BaseSelector, log: Any
+) -> tuple[SetScorerModel, float, CrossFit]:
+    """Cross-fitted fine-tuning (:mod:`.cross_fit`): the base fine-tuned on train+dev for the chosen epochs."""
+    pool, scale, start = [*parts["train"], *parts["dev"]], base.target_scale, base.member_state(0)
+    masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
+    make_model = lambda: SetScorerModel(_scorer_config(cfg))  # noqa: E731
+    make_opt = lambda m: torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)  # noqa: E731
+    one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker)  # noqa: E731
+    torch.manual_seed(cfg.seed)
+    crossed = cross_fit(
+        pool, cfg, start, make_model=make_model, make_optimizer=make_opt, train_epoch=one_epoch,
+        state_diffs=_state_diffs, scale=scale, log=log,
+    )  # fmt: skip
+    torch.manual_seed(cfg.seed)
+    model, rng = make_model(), random.Random(cfg.seed)
+    model.load_state_dict(start)
+    opt = make_opt(model)
+    for _ in range(crossed.ship_epoch):
+        one_epoch(model, opt, pool, rng)
+    model.eval()
+    return model, scale, crossed
+
+
 def _epoch(
     model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig, masker=None
 ) -> list[float]:  # type: ignore[no-untyped-def]
@@ -300,8 +333,19 @@ def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.nda
     return out
 
 
-def _calibrate(model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig) -> dict[str, Any]:
-    """``{"calibration", "ood"}`` metadata: threshold on dev (never on train), OOD statistics."""
+def _calibrate(
+    model: Scorer, parts: Mapping[str, list[StateExample]], cfg: TrainConfig, crossed: CrossFit | None = None
+) -> dict[str, Any]:
+    """``{"calibration", "ood"}`` metadata: threshold on dev (never on train; cross-fitted: on the pool's
+    out-of-fold predictions), OOD statistics."""
+    if crossed is not None:
+        pool = [*parts["train"], *parts["dev"]]
+        calibration = calibrate_threshold(crossed.oof_diffs, pool)
+        calibration["split"] = "train+dev, out of fold"
+        return {
+            "calibration": calibration,
+            "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features),
+        }
     dev = parts["dev"]
     calibration = calibrate_threshold(_state_diffs(model, dev), dev)
     calibration["split"] = "dev"

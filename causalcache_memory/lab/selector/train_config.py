@@ -77,6 +77,9 @@ class TrainConfig(BaseModel):
     #: fine-tuning: keep the fine-tuned epoch only when its dev gain over the base is shown at this
     #: confidence, else ship the base (module ``fine_tune_gate``); ``None``: keep the best dev epoch
     fine_tune_gate: float | None = Field(0.95, gt=0, lt=1)
+    #: fine-tuning: ``K`` folds by trajectory choose the epoch, gate it and calibrate the threshold on
+    #: every train+dev state by the budgeted value (module ``cross_fit``); ``None``: the dev split alone
+    cross_fit: int | None = Field(None, ge=2)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -107,6 +110,12 @@ class TrainConfig(BaseModel):
             errors.append(
                 f"train.ensemble={self.ensemble} must be at least 1 (1: a single scorer; E > 1: E scorers "
                 "trained with seeds seed..seed+E-1 and averaged); set train.ensemble: 1 to train one"
+            )
+        if self.cross_fit is not None and (self.init_from is None or self.ensemble != 1):
+            errors.append(
+                f"train.cross_fit={self.cross_fit} cross-fits the fine-tuning of one scorer: it needs "
+                f"train.init_from (got {self.init_from!r}) and train.ensemble: 1 (got {self.ensemble}); "
+                "set both or remove train.cross_fit"
             )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)

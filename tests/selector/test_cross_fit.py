@@ -1,0 +1,140 @@
+"""Cross-fitted fine-tuning (``train.cross_fit``): budgeted value, folds, the clustered gate, the shipped model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from causalcache_memory.lab.selector.cross_fit import budgeted_values, fold_of
+from causalcache_memory.lab.selector.examples import StateExample
+from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
+
+SMOKE = {"min_train_states": 2, "min_dev_states": 1}
+
+
+def _state(y: float, budget: int = 4, *, swap: bool = True) -> StateExample:
+    """One state with one group out of Recent-B: entry 0 keeps ``r`` (y 0), entry 1 swaps in (label ``y``)."""
+    return StateExample(
+        trajectory_id="t",
+        t=9,
+        budget=budget,
+        events=np.zeros((3, 1), np.float32),
+        context=np.zeros((1, 1), np.float32),
+        conds=[(1, 2)],
+        group=np.array([0, 0]),
+        cand=np.array([2, 1 if swap else 2]),
+        out=np.array([2, 2]),
+        y=np.array([0.0, y]),
+        from_recent=np.array([True]),
+    )
+
+
+def test_budgeted_value_counts_only_the_top_share_with_a_positive_predicted_gain() -> None:
+    ys = [5.0, -2.0, 3.0, 7.0, 1.0, 4.0, -1.0, 2.0, 6.0, 0.5]
+    gains = [0.9, 0.8, -0.1, 0.7, 0.1, 0.2, 0.3, 0.05, -0.5, 0.01]
+    states = [_state(y) for y in ys]
+    diffs = [np.array([0.0, g]) for g in gains]
+    v = budgeted_values(diffs, states, budget=0.3)  # m = 3: the three largest gains, all positive
+    expected = np.zeros(10)
+    expected[[0, 1, 3]] = [5.0, -2.0, 7.0]
+    np.testing.assert_array_equal(v, expected)
+    # a budget larger than the positive gains admits none of the non-positive ones
+    v_all = budgeted_values(diffs, states, budget=1.0)
+    assert set(np.flatnonzero(v_all)) == {i for i, g in enumerate(gains) if g > 0}
+    assert budgeted_values(diffs, states, budget=0.05).sum() == 0.0  # m = 0: nothing fires
+
+
+def test_budgeted_value_holds_the_budget_per_memory_budget_and_skips_states_without_a_swap() -> None:
+    states = [_state(1.0, 2), _state(2.0, 2), _state(3.0, 4), _state(4.0, 4), _state(9.0, 4, swap=False)]
+    diffs = [np.array([0.0, g]) for g in (0.5, 0.6, 0.2, 0.1, 5.0)]
+    v = budgeted_values(diffs, states, budget=0.5)  # one of two per B; the swap-less state never fires
+    np.testing.assert_array_equal(v, [0.0, 2.0, 3.0, 0.0, 0.0])
+
+
+def test_folds_are_stable_and_cover_every_fold() -> None:
+    ids = [f"thread-{i}" for i in range(200)]
+    folds = [fold_of(i, 5) for i in ids]
+    assert folds == [fold_of(i, 5) for i in ids] and set(folds) == set(range(5))
+    assert max(np.bincount(folds)) < 60  # near-even for 200 trajectories
+    assert [fold_of(i, 5, "other") for i in ids] != folds  # the salt redraws them
+
+
+def test_the_clustered_gate_is_wider_when_a_trajectorys_states_move_together() -> None:
+    rng = np.random.default_rng(0)
+    per_traj = rng.normal(0.2, 1.0, size=20)  # one shared difference per trajectory, 25 states each
+    diff = np.repeat(per_traj, 25)
+    clusters = np.repeat([f"t{i}" for i in range(20)], 25).tolist()
+    iid = fine_tune_evidence(diff, np.zeros_like(diff), confidence=0.95, seed=0)
+    clustered = fine_tune_evidence(diff, np.zeros_like(diff), confidence=0.95, seed=0, clusters=clusters)
+    width = lambda e: e["ci"][1] - e["ci"][0]  # noqa: E731
+    assert clustered["clusters"] == 20 and width(clustered) > 3 * width(iid)
+    assert clustered["delta"] == pytest.approx(iid["delta"])
+    with pytest.raises(ValueError, match="clusters has 3 keys"):
+        fine_tune_evidence(diff, np.zeros_like(diff), confidence=0.95, seed=0, clusters=["a", "b", "c"])
+
+
+def test_cross_fit_needs_a_base_and_one_scorer() -> None:
+    from causalcache_memory.errors import ConfigError
+    from causalcache_memory.lab.selector.train_config import TrainConfig
+
+    with pytest.raises(ConfigError, match=r"train\.cross_fit=5 .*train\.init_from \(got None\)"):
+        TrainConfig(cross_fit=5)
+    with pytest.raises(ConfigError, match=r"train\.cross_fit"):
+        TrainConfig(cross_fit=1, init_from="bundled")
+    with pytest.raises(ConfigError, match=r"train\.ensemble: 1 \(got 3\)"):
+        TrainConfig(cross_fit=3, init_from="bundled", ensemble=3)
+
+
+torch = pytest.importorskip("torch")
+from example_splits import by_trajectory, negated  # noqa: E402
+
+from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
+
+
+@pytest.fixture
+def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
+    _, _, examples = trained
+    data = by_trajectory(examples)
+    cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
+    train_selector(negated(data), cfg, output_dir=tmp_path / "bad")
+    return data, tmp_path / "bad"
+
+
+def test_a_cross_fitted_fine_tune_of_a_bad_base_ships_and_calibrates_out_of_fold(
+    bad_base, tmp_path, caplog
+) -> None:
+    data, bad_dir = bad_base
+    cfg = TrainConfig(init_from=str(bad_dir), cross_fit=3, epochs=6, lr=0.01, split_by="metadata", **SMOKE)
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
+        tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
+    meta = tuned.metadata
+    gate = meta["init_from"]["gate"]
+    assert "cross-fit (3 folds" in caplog.text and "out-of-fold budgeted gain" in caplog.text
+    assert gate["value"] == "budgeted" and gate["keep"] and gate["ci"][0] > 0
+    assert gate["groups"] == len(data) and gate["clusters"] == len({e.trajectory_id for e in data})
+    assert meta["best_epoch"] == meta["init_from"]["epochs_fine_tuned"] == gate["epoch"] > 0
+    assert meta["cross_fit"] == {"folds": 3, "epoch": gate["epoch"], "pool": "train+dev"}
+    assert meta["calibration"]["split"] == "train+dev, out of fold"
+    values = [h["budgeted_value"] for h in meta["history"]]
+    assert values[gate["epoch"]] == max(values) > values[0]
+    assert (tmp_path / "tuned" / "selector.onnx").is_file()
+
+
+def test_without_a_shown_gain_cross_fitting_ships_the_base(bad_base, tmp_path, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    data, bad_dir = bad_base
+    monkeypatch.setattr(
+        cross_module,
+        "fine_tune_evidence",
+        lambda t, b, **kw: {"keep": False, "ci": [-1.0, 1.0], "delta": 0.0, "groups": len(t)},
+    )
+    cfg = TrainConfig(init_from=str(bad_dir), cross_fit=3, epochs=6, lr=0.01, split_by="metadata", **SMOKE)
+    shipped = train_selector(data, cfg, export_onnx=False)
+    assert shipped.metadata["best_epoch"] == 0 and shipped.metadata["cross_fit"]["epoch"] > 0
+    from causalcache_memory.lab.selector.base_model import load_base
+    from causalcache_memory.lab.selector.model import ScorerConfig
+
+    base = load_base(str(bad_dir), ScorerConfig())
+    for name, value in base.member_state(0).items():
+        torch.testing.assert_close(shipped.model.state_dict()[name], value, rtol=0, atol=0)
