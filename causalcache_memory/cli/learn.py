@@ -104,7 +104,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
             )
         else:
             print("  trained from scratch (train.init_from: null)")
-        for msg in model.get("warnings", []):
+        for msg in filter(None, [summary.get("recording_warning"), *model.get("warnings", [])]):
             print(f"  warning: {msg}")
         print(f"  trained selector: {summary['model']}\n  deploy snippet: {summary['deploy']}\n")
         print(summary["deploy_yaml"])

@@ -65,6 +65,7 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         "source teacher_forced" in printed
         and "prompts scored" in printed
         and "allocator: selector" in printed
+        and "warning: all 8 kept episodes ran Recent-B alone" in printed  # Recent-2 threads, recorded targets
         and "fine-tuned from bundled (sha256 " in printed
         and "with loss decision at lr 0.0001, cross-fitted over 5 folds (out-of-fold budgeted gain" in printed  # learn's fine-tuning defaults, said aloud
         and "screen text: known for 0% of the training states" in printed  # these recordings store none

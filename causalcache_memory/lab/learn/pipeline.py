@@ -27,7 +27,8 @@ from typing import Any
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
-from causalcache_memory.lab.learn.plan import LabelPlan, check_plan, fold_test_into_dev, plan_labels
+from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
+from causalcache_memory.lab.learn.recording_check import recording_warning
 from causalcache_memory.lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
 from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
@@ -252,15 +253,10 @@ def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[
     need_train = int(config.train.get("min_train_states", MIN_TRAIN_STATES))
     need_dev = int(config.train.get("min_dev_states", MIN_DEV_STATES))
 
-    def plan_for(fractions: tuple[float, float, float]) -> LabelPlan:
-        return plan_labels(
-            trajectories,
-            config.labels,
-            salt=str(config.train.get("split_salt", "")),
-            fractions=fractions,
-            split_by=str(config.train.get("split_by", "hash")),
-        )
-
+    salt, split_by = str(config.train.get("split_salt", "")), str(config.train.get("split_by", "hash"))
+    plan_for = lambda f: plan_labels(trajectories, config.labels, salt=salt, fractions=f, split_by=split_by)  # noqa: E731
+    if (warning := recording_warning(trajectories, config)) is not None:
+        summary["recording_warning"] = warning
     fractions = config.splits()
     plan = plan_for(fractions)
     folded = None if "splits" in config.train else fold_test_into_dev(plan, fractions, need_train, need_dev)
