@@ -10,7 +10,10 @@ the memory stores ``screen_text``), at ``B = 4``:
   event, greedy teacher path);
 * ``teacher_forced_budget``: ``labels.prompt_budget`` at its defaults (at most 10 prompts per state);
 * ``agreement_budget``: agreement labels under the same budget, ``k`` greedy generations of at most 32
-  new tokens per prompt (random weights: a generation usually runs to the cap, an upper bound).
+  new tokens per prompt (random weights: a generation usually runs to the cap, an upper bound);
+* ``teacher_forced_budget_full_history`` (``--full-history-states N``): the budgeted labels scored against
+  the labeller's own action with the last 16 past steps restored (``labels.reference: full_history``):
+  one extra generation per state with up to 16 screenshots in its prompt (RESULTS.md 9h's recipe).
 
 The model is built from a config (no download): Qwen2.5-VL-7B's language model (28 layers, hidden 3584,
 vocabulary 152,064) and its full vision tower (32 blocks, windowed attention), random bf16 weights,
@@ -292,6 +295,12 @@ def main() -> int:
     parser.add_argument("--full-states", type=int, default=2, help="states labelled in full (0: skip)")
     parser.add_argument("--budget-states", type=int, default=3, help="states labelled under the budget")
     parser.add_argument("--agreement-states", type=int, default=1)
+    parser.add_argument(
+        "--full-history-states",
+        type=int,
+        default=0,
+        help="states labelled under the budget against the full-history reference (16 screenshots, 0: skip)",
+    )
     parser.add_argument("--k", type=int, default=2, help="agreement generations per prompt")
     parser.add_argument("--batch-size", type=int, default=4, help="prompts per forward (1 on OOM)")
     parser.add_argument("--out", default=None, help="JSON file written after every part")
@@ -371,6 +380,11 @@ def main() -> int:
             ),
         ),
     ]
+    if args.full_history_states:  # the target generated with the last 16 steps restored, per state
+        reference = {"reference": "full_history", "max_states_per_trajectory": args.full_history_states}
+        parts.insert(
+            3, ("teacher_forced_budget_full_history", policy, parts[2][2].model_copy(update=reference))
+        )
     if args.compare_no_cache and policy.vision_cache is not None:
         parts.insert(3, ("teacher_forced_budget_no_cache", policy, parts[2][2]))
     for name, scorer, config in parts:
