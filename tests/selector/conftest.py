@@ -46,3 +46,17 @@ def trained(world, labelled, tmp_path_factory):
         label_header=header,
     )
     return result, out, examples
+
+
+@pytest.fixture
+def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
+    """``(dev-split examples, a base trained on negated targets, its directory)``: fine-tuning beats it."""
+    from example_splits import SMOKE, by_trajectory, negated
+
+    from causalcache_memory.lab.selector.train import TrainConfig, train_selector
+
+    _, _, examples = trained
+    data = by_trajectory(examples)
+    cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
+    bad = train_selector(negated(data), cfg, output_dir=tmp_path / "bad")
+    return data, bad, tmp_path / "bad"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+#: size-rule overrides for the smoke-sized fine-tuning tests
+SMOKE = {"min_train_states": 2, "min_dev_states": 1}
+
 
 def by_trajectory(examples):  # type: ignore[no-untyped-def]
     """Each trajectory's states to ``train`` or ``dev`` by a fixed rule on its id (``split_by: metadata``)."""

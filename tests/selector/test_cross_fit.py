@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from example_splits import SMOKE
 
 from causalcache_memory.lab.selector.cross_fit import budgeted_values, fold_of
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
-
-SMOKE = {"min_train_states": 2, "min_dev_states": 1}
 
 
 def _state(y: float, budget: int = 4, *, swap: bool = True) -> StateExample:
@@ -86,24 +85,14 @@ def test_cross_fit_needs_a_base_and_one_scorer() -> None:
 
 
 torch = pytest.importorskip("torch")
-from example_splits import by_trajectory, negated  # noqa: E402
 
 from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
-
-
-@pytest.fixture
-def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
-    _, _, examples = trained
-    data = by_trajectory(examples)
-    cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
-    train_selector(negated(data), cfg, output_dir=tmp_path / "bad")
-    return data, tmp_path / "bad"
 
 
 def test_a_cross_fitted_fine_tune_of_a_bad_base_ships_and_calibrates_out_of_fold(
     bad_base, tmp_path, caplog
 ) -> None:
-    data, bad_dir = bad_base
+    data, _, bad_dir = bad_base
     cfg = TrainConfig(init_from=str(bad_dir), cross_fit=3, epochs=6, lr=0.01, split_by="metadata", **SMOKE)
     with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
         tuned = train_selector(data, cfg, output_dir=tmp_path / "tuned")
@@ -123,7 +112,7 @@ def test_a_cross_fitted_fine_tune_of_a_bad_base_ships_and_calibrates_out_of_fold
 def test_without_a_shown_gain_cross_fitting_ships_the_base(bad_base, tmp_path, monkeypatch) -> None:
     import causalcache_memory.lab.selector.cross_fit as cross_module
 
-    data, bad_dir = bad_base
+    data, _, bad_dir = bad_base
     monkeypatch.setattr(
         cross_module,
         "fine_tune_evidence",

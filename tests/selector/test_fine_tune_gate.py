@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from example_splits import SMOKE
 
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
-
-SMOKE = {"min_train_states": 2, "min_dev_states": 1}
 
 
 def test_a_clear_gain_is_kept_and_noise_is_not() -> None:
@@ -68,19 +67,8 @@ def test_evidence_is_reproducible_and_refuses_mismatched_groups() -> None:
 
 
 torch = pytest.importorskip("torch")
-from example_splits import by_trajectory, negated  # noqa: E402
 
 from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
-
-
-@pytest.fixture
-def bad_base(trained, tmp_path):  # type: ignore[no-untyped-def]
-    """``(dev-split examples, a base trained on negated targets, its directory)``: fine-tuning beats it."""
-    _, _, examples = trained
-    data = by_trajectory(examples)
-    cfg = TrainConfig(epochs=6, split_by="metadata", **SMOKE)
-    bad = train_selector(negated(data), cfg, output_dir=tmp_path / "bad")
-    return data, bad, tmp_path / "bad"
 
 
 def test_a_fine_tune_that_beats_a_bad_base_is_kept(bad_base, tmp_path, caplog) -> None:
