@@ -19,6 +19,10 @@ architecture; :mod:`.base_model`): the base unchanged is the dev candidate "epoc
 unchanged keeps its own threshold and guard when they fit the data (:mod:`.keep_base`), else both are
 recalibrated as above; ``metadata["init_from"]`` records the base, the epochs fine-tuned and the evidence.
 
+``cross_fit = K`` (with ``init_from``) chooses the fine-tuning epoch, gates it and calibrates the threshold
+on out-of-fold budgeted values over every train+dev state instead of the dev split (:mod:`.cross_fit`),
+then fine-tunes on train+dev for the chosen epochs.
+
 ``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
 and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
 and exported as one scorer). ``E = 1`` (the default) is the single scorer, unchanged.
