@@ -283,7 +283,7 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     )
     # and cross-fitted (RESULTS.md 9h): the epoch, its gate and the threshold from out-of-fold predictions
     assert meta["train"]["cross_fit"] == init["cross_fit"] == 5 and meta["cross_fit"]["folds"] >= 2
-    assert init["gate"]["value"] == "budgeted" and init["gate"]["confidence"] == 0.8
+    assert init["gate"]["value"] == "budgeted" and init["gate"]["confidence"] == 0.95  # reported, not gating
     assert meta["calibration"]["split"] == "train+dev, out of fold" or meta["best_epoch"] == 0
 
     # from scratch: the model stage is retrained (labels reused) and records no base
@@ -313,7 +313,7 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
         "loss": "decision",
         "lr": 1e-4,
         "cross_fit": 5,
-        "fine_tune_gate": 0.8,
+        "fine_tune_gate": None,
     }
     # the regression loss keeps its own fine-tuning rate; a rate the config gives is used as is
     cfg = _config(tmp_path, recorded, train={"loss": "regression"})
@@ -322,7 +322,7 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
         "loss": "regression",
         "lr": 3e-4,
         "cross_fit": 5,
-        "fine_tune_gate": 0.8,
+        "fine_tune_gate": None,
     }
     # cross-fitting and its gate level are defaults only: null turns cross-fitting off (the dev-split gate
     # keeps TrainConfig's 0.95), a gate the config gives is kept, and an ensemble is not cross-fitted

@@ -127,3 +127,26 @@ def test_without_a_shown_gain_cross_fitting_ships_the_base(bad_base, tmp_path, m
     base = load_base(str(bad_dir), ScorerConfig())
     for name, value in base.member_state(0).items():
         torch.testing.assert_close(shipped.model.state_dict()[name], value, rtol=0, atol=0)
+
+
+def test_without_a_gate_the_best_out_of_fold_epoch_ships_whatever_the_evidence(bad_base, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(
+        cross_module,
+        "fine_tune_evidence",
+        lambda t, b, **kw: {"keep": False, "ci": [-1.0, 1.0], "delta": 0.0, "groups": len(t), **kw},
+    )
+    cfg = TrainConfig(
+        init_from=str(bad_dir),
+        cross_fit=3,
+        epochs=6,
+        lr=0.01,
+        split_by="metadata",
+        fine_tune_gate=None,
+        **SMOKE,
+    )
+    meta = train_selector(data, cfg, export_onnx=False).metadata
+    assert meta["best_epoch"] == meta["cross_fit"]["epoch"] > 0
+    assert meta["init_from"]["gate"]["confidence"] == 0.95  # reported at 95%, not gating
