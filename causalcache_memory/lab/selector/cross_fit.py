@@ -1,7 +1,7 @@
 """Cross-fitted fine-tuning: the epoch, its gate and the swap threshold from every state (``train.cross_fit``).
 
 Why (RESULTS.md 9h). A 200-episode recording holds about 2,500 labelled states, of which about 110 carry a
-gain. The default recipe chooses the fine-tuning epoch, gates it and calibrates the threshold on the dev
+gain. The dev-split recipe (``cross_fit: null``) chooses the fine-tuning epoch, gates it and calibrates the threshold on the dev
 split alone (15-30% of the trajectories: a dozen or two states with a gain), by the mean realized value of
 each group's argmax, a quantity the deployment never acts on: the deployment runs pass 2 only on its
 highest predicted gains, about a share ``b`` (``selector.second_pass_budget``, 0.15) of its decisions,
@@ -31,10 +31,10 @@ which a budgeted value, non-zero only where a fired swap changes, does not produ
 ``fine_tune_gate: null`` the best out-of-fold epoch ships when it is above the base (its interval is still
 reported, at 95%). ``learn`` cross-fits without a gate: chosen on nine devage recordings against a 0.8 gate
 (RESULTS.md 9h; docs/results/learn_crossfit_rules.md).
-The shipped model is the base
-fine-tuned on the whole pool for ``e*`` epochs; its swap-threshold frontier is calibrated on the
-out-of-fold predictions at ``e*`` (every pool state, each scored by a model that did not train on it).
-Costs ``K`` times the fine-tuning of one model, plus the final fit.
+
+The shipped model is the base fine-tuned on the whole pool for ``e*`` epochs; its swap-threshold frontier
+is calibrated on the out-of-fold predictions at ``e*`` (every pool state, each scored by a model that did
+not train on it). Costs ``K`` times the fine-tuning of one model, plus the final fit.
 """
 
 from __future__ import annotations
