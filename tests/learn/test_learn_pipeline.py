@@ -334,6 +334,12 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     assert load_learn_config(cfg).train_config().fine_tune_gate == 0.99
     cfg = _config(tmp_path, recorded, train={"ensemble": 3})
     assert "cross_fit" not in load_learn_config(cfg).train_settings()
+    # agreement labels are gated at 95% (RESULTS.md 9h: without a gate they lost to the bundle)
+    for sources in ({"agreement": 1.0}, {"teacher_forced": 1.0, "agreement": 0.5}):
+        cfg = _config(tmp_path, recorded, sources=sources)
+        assert load_learn_config(cfg).train_settings()["fine_tune_gate"] == 0.95
+    cfg = _config(tmp_path, recorded, sources={"agreement": 1.0}, train={"fine_tune_gate": None})
+    assert load_learn_config(cfg).train_settings()["fine_tune_gate"] is None
     cfg = _config(tmp_path, recorded, train={"lr": 0.01})
     assert load_learn_config(cfg).train_settings()["lr"] == 0.01
     # from scratch, training's own defaults apply (no fine-tuning loss or rate is filled in)

@@ -37,6 +37,7 @@ from causalcache_memory.lab.selector.recipe import ComponentSpec
 __all__ = [
     "LEARN_CROSS_FIT",
     "LEARN_CROSS_FIT_GATE",
+    "LEARN_CROSS_FIT_GATE_AGREEMENT",
     "LEARN_FINE_TUNE_LR",
     "LEARN_INIT_FROM",
     "SOURCES",
@@ -67,6 +68,11 @@ LEARN_CROSS_FIT = 5
 #: recordings of 200 Recent-4 episodes against a 0.8 gate (RESULTS.md 9h): mean +0.12 over the bundle,
 #: none below it with an interval under 0; a number sets a gate (the interval's lower end above 0)
 LEARN_CROSS_FIT_GATE: float | None = None
+#: the same when the sources include ``agreement``: a 95% gate. Without one, agreement-labelled fine-tunes
+#: lost to the bundle on average over six devage recordings (−0.16 [−0.25, −0.08] on one) and on heldout-03
+#: (RESULTS.md 9h); every one of those six had its 95% out-of-fold interval include 0, so this gate hands
+#: back the bundle there
+LEARN_CROSS_FIT_GATE_AGREEMENT = 0.95
 
 
 class _Strict(BaseModel):
@@ -186,7 +192,8 @@ class LearnConfig(_Strict):
     def train_settings(self) -> dict[str, Any]:
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
         and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`),
-        ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``fine_tune_gate`` :data:`LEARN_CROSS_FIT_GATE`.
+        ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``fine_tune_gate`` :data:`LEARN_CROSS_FIT_GATE`
+        (:data:`LEARN_CROSS_FIT_GATE_AGREEMENT` when the sources include agreement).
         A setting the config gives is used as is."""
         out = {"init_from": LEARN_INIT_FROM, **self.train}
         if out["init_from"] is not None:
@@ -195,7 +202,10 @@ class LearnConfig(_Strict):
             if out.get("ensemble", 1) == 1:
                 out.setdefault("cross_fit", LEARN_CROSS_FIT)
             if out.get("cross_fit"):
-                out.setdefault("fine_tune_gate", LEARN_CROSS_FIT_GATE)
+                agreement = "agreement" in self.sources
+                out.setdefault(
+                    "fine_tune_gate", LEARN_CROSS_FIT_GATE_AGREEMENT if agreement else LEARN_CROSS_FIT_GATE
+                )
         return out
 
     def train_config(self) -> Any:
