@@ -94,9 +94,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
             if init.get("cross_fit"):
                 gate = init.get("gate") or {}
                 lo, hi = gate.get("ci", [float("nan")] * 2)
+                length = f"a fixed {init['cross_fit_epochs']} epochs, " if init.get("cross_fit_epochs") else ""
                 how += (
-                    f", cross-fitted over {init['cross_fit']} folds (out-of-fold budgeted gain over the base "
-                    f"{gate.get('delta', float('nan')):+.4f} [{lo:+.4f}, {hi:+.4f}])"
+                    f", cross-fitted over {init['cross_fit']} folds ({length}out-of-fold budgeted gain over "
+                    f"the base {gate.get('delta', float('nan')):+.4f} [{lo:+.4f}, {hi:+.4f}]"
+                    + ("; shown harmful, so the base ships)" if gate.get("harmful") else ")")
                 )
             print(
                 f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…){how}: "

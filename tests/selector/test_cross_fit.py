@@ -150,3 +150,59 @@ def test_without_a_gate_the_best_out_of_fold_epoch_ships_whatever_the_evidence(b
     meta = train_selector(data, cfg, export_onnx=False).metadata
     assert meta["best_epoch"] == meta["cross_fit"]["epoch"] > 0
     assert meta["init_from"]["gate"]["confidence"] == 0.95  # reported at 95%, not gating
+
+
+def test_a_fixed_length_needs_cross_fitting() -> None:
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.cross_fit_epochs=4 .*set train\.cross_fit"):
+        TrainConfig(init_from="bundled", cross_fit_epochs=4)
+    with pytest.raises(ConfigError, match=r"train\.cross_fit_epochs"):
+        TrainConfig(init_from="bundled", cross_fit=5, cross_fit_epochs=0)
+
+
+def _fixed(bad_dir, epochs: int = 3) -> TrainConfig:
+    return TrainConfig(
+        init_from=str(bad_dir), cross_fit=3, cross_fit_epochs=epochs, epochs=40, lr=0.01,
+        split_by="metadata", fine_tune_gate=None, **SMOKE,
+    )  # fmt: skip
+
+
+def _evidence(ci: list[float]):  # type: ignore[no-untyped-def]
+    return lambda t, b, **kw: {"keep": ci[0] > 0, "ci": ci, "delta": sum(ci) / 2, "groups": len(t), **kw}
+
+
+@pytest.mark.parametrize("ci", [[-1.0, 1.0], [0.5, 1.0]])
+def test_a_fixed_length_ships_its_epoch_unless_shown_harmful(bad_base, monkeypatch, ci) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", _evidence(ci))
+    meta = train_selector(data, _fixed(bad_dir, 3), export_onnx=False).metadata
+    gate = meta["init_from"]["gate"]
+    assert meta["best_epoch"] == meta["cross_fit"]["epoch"] == gate["epoch"] == 3
+    assert [h["epoch"] for h in meta["history"]] == [0, 1, 2, 3]  # exactly 3 epochs, whatever the curve
+    assert gate["length"] == "fixed" and not gate["harmful"]
+    assert meta["calibration"]["split"] == "train+dev, out of fold"
+
+
+def test_a_fixed_length_shown_harmful_out_of_fold_ships_the_base(bad_base, monkeypatch, caplog) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", _evidence([-0.3, -0.1]))
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
+        meta = train_selector(data, _fixed(bad_dir, 2), export_onnx=False).metadata
+    assert meta["best_epoch"] == meta["init_from"]["epochs_fine_tuned"] == 0
+    assert meta["cross_fit"]["epoch"] == 2 and meta["init_from"]["gate"]["harmful"]
+    assert "epoch 2 (fixed length)" in caplog.text and "the base is kept" in caplog.text
+
+
+def test_a_fixed_length_with_a_gate_needs_the_gain_shown(bad_base, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", _evidence([-0.1, 0.4]))
+    cfg = _fixed(bad_dir, 2).model_copy(update={"fine_tune_gate": 0.95})
+    meta = train_selector(data, cfg, export_onnx=False).metadata
+    assert meta["best_epoch"] == 0 and not meta["init_from"]["gate"]["harmful"]

@@ -29,7 +29,14 @@ above 0 (the gate of :mod:`.fine_tune_gate`, with the out-of-fold budgeted value
 no margin: the dev gate's margin answers consistent per-group gains of 1e-4 from reordered near-ties,
 which a budgeted value, non-zero only where a fired swap changes, does not produce). With
 ``fine_tune_gate: null`` the best out-of-fold epoch ships when it is above the base (its interval is still
-reported, at 95%). ``learn`` cross-fits without a gate: chosen on nine devage recordings against a 0.8 gate
+reported, at 95%).
+
+**Fixed length** (``cross_fit_epochs: E``): every fold fine-tunes exactly ``E`` epochs and ``e* = E``
+whatever the curve (the per-epoch values are still recorded). Cross-fitting then only checks: the gate as
+above when one is set; without one, the base ships when the fine-tune is shown *worse* out of fold (the
+upper end of the 95% interval of ``v_i(E) - v_i(0)`` below 0). An argmax over many noisy per-epoch means of a
+small effect picks the base whenever the curve is flat within noise; a fixed length puts the burden of
+proof on harm instead of on gain. ``learn`` cross-fits without a gate: chosen on nine devage recordings against a 0.8 gate
 (RESULTS.md 9h; docs/results/learn_crossfit_rules.md).
 
 The shipped model is the base fine-tuned on the whole pool for ``e*`` epochs; its swap-threshold frontier
@@ -158,7 +165,8 @@ def cross_fit(
     by_epoch, history = [values0], [{"epoch": 0, "budgeted_value": float(values0.mean())}]
     best_epoch, best_diffs, stale = 0, diffs0, 0
     best_key = round(float(values0.mean()) / scale, 4)
-    for epoch in range(1, cfg.epochs + 1):
+    fixed = cfg.cross_fit_epochs
+    for epoch in range(1, (fixed or cfg.epochs) + 1):
         for m in members:
             train_epoch(m["model"], m["opt"], m["train"], m["rng"])
             m["model"].eval()
@@ -170,6 +178,10 @@ def cross_fit(
                 f"cross-fit epoch {epoch}: out-of-fold budgeted value {values.mean():.4f} (base {values0.mean():.4f})"
             )
         key = round(float(values.mean()) / scale, 4)
+        if fixed is not None:  # a fixed length: the last epoch is the candidate, whatever the curve
+            if epoch == fixed:
+                best_epoch, best_diffs = epoch, diffs
+            continue
         if key > best_key:
             best_key, best_epoch, best_diffs, stale = key, epoch, diffs, 0
         else:
@@ -186,16 +198,21 @@ def cross_fit(
         clusters=trajectories,
     )
     gated = cfg.fine_tune_gate is not None and best_epoch > 0
-    ship = best_epoch if (best_epoch > 0 and (evidence["keep"] or not gated)) else 0
     lo, hi = evidence["ci"]
+    harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
+    ship = best_epoch if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful) else 0
+    chosen = f"epoch {best_epoch} (fixed length)" if fixed is not None else f"epoch {best_epoch} best"
+    rule = (
+        f"({confidence:.0%}; needs the lower end above 0): "
+        if gated
+        else f"({confidence:.0%}; ships unless the upper end is below 0): "
+        if fixed is not None
+        else f"({confidence:.0%}; no gate): "
+    )
     message = (
-        f"cross-fit ({len(members)} folds, {len(pool)} states): epoch {best_epoch} best, out-of-fold "
+        f"cross-fit ({len(members)} folds, {len(pool)} states): {chosen}, out-of-fold "
         f"budgeted gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
-        + (
-            f"({confidence:.0%}; needs the lower end above 0): "
-            if gated
-            else f"({confidence:.0%}; no gate): "
-        )
+        + rule
         + (f"fine-tuning for {ship} epochs" if ship else "the base is kept (epochs_fine_tuned 0)")
     )
     logger.info("%s", message)
@@ -204,7 +221,10 @@ def cross_fit(
     return CrossFit(
         epoch=best_epoch,
         ship_epoch=ship,
-        evidence={**evidence, "value": "budgeted", "epoch": best_epoch},
+        evidence={
+            **evidence, "value": "budgeted", "epoch": best_epoch,
+            "length": "fixed" if fixed is not None else "argmax", "harmful": harmful,
+        },  # fmt: skip
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
         folds=len(members),

@@ -80,6 +80,9 @@ class TrainConfig(BaseModel):
     #: fine-tuning: ``K`` folds by trajectory choose the epoch, gate it and calibrate the threshold on
     #: every train+dev state by the budgeted value (module ``cross_fit``); ``None``: the dev split alone
     cross_fit: int | None = Field(None, ge=2)
+    #: with ``cross_fit``: fine-tune exactly this many epochs (the out-of-fold value checks for harm and
+    #: gates, module ``cross_fit``); ``None``: the best out-of-fold epoch
+    cross_fit_epochs: int | None = Field(None, ge=1)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -116,6 +119,11 @@ class TrainConfig(BaseModel):
                 f"train.cross_fit={self.cross_fit} cross-fits the fine-tuning of one scorer: it needs "
                 f"train.init_from (got {self.init_from!r}) and train.ensemble: 1 (got {self.ensemble}); "
                 "set both or remove train.cross_fit"
+            )
+        if self.cross_fit_epochs is not None and self.cross_fit is None:
+            errors.append(
+                f"train.cross_fit_epochs={self.cross_fit_epochs} fixes the length of a cross-fitted "
+                "fine-tune: set train.cross_fit (e.g. 5) or remove train.cross_fit_epochs"
             )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
