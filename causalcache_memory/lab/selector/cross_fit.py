@@ -222,9 +222,12 @@ def cross_fit(
         epoch=best_epoch,
         ship_epoch=ship,
         evidence={
-            **evidence, "value": "budgeted", "epoch": best_epoch,
-            "length": "fixed" if fixed is not None else "argmax", "harmful": harmful,
-        },  # fmt: skip
+            **evidence,
+            "value": "budgeted",
+            "epoch": best_epoch,
+            "length": "fixed" if fixed is not None else "argmax",
+            "harmful": harmful,
+        },
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
         folds=len(members),
