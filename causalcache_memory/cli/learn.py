@@ -94,7 +94,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
             if init.get("cross_fit"):
                 gate = init.get("gate") or {}
                 lo, hi = gate.get("ci", [float("nan")] * 2)
-                length = f"a fixed {init['cross_fit_epochs']} epochs, " if init.get("cross_fit_epochs") else ""
+                length = (
+                    f"a fixed {init['cross_fit_epochs']} epochs, " if init.get("cross_fit_epochs") else ""
+                )
                 how += (
                     f", cross-fitted over {init['cross_fit']} folds ({length}out-of-fold budgeted gain over "
                     f"the base {gate.get('delta', float('nan')):+.4f} [{lo:+.4f}, {hi:+.4f}]"

@@ -373,7 +373,9 @@ def test_learn_reads_screen_text_like_the_deployed_memory_and_warns_without_it(
     # with a source (the world's exact OCR over the archive, called with archive=...), the states carry
     # text; changing the source retrains the model stage and reuses the labels
     spec = {"factory": "causalcache_memory.lab.selector.world_text:world_screen_text"}
-    summary = run_learn(load_learn_config(_config(bare, recorded, screen_text=spec, train=argmax)), progress=False)
+    summary = run_learn(
+        load_learn_config(_config(bare, recorded, screen_text=spec, train=argmax)), progress=False
+    )
     model = summary["stages"]["model"]
     assert model["text_coverage"] > 0.5 and not any("screen text" in w for w in model["warnings"])
     assert summary["stages"]["labels-teacher_forced"]["up_to_date"] and not model["up_to_date"]

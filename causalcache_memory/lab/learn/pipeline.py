@@ -222,7 +222,10 @@ def _init_summary(meta: dict[str, Any]) -> dict[str, Any] | None:
     if (init := meta.get("init_from")) is None:
         return None
     keep, train = ("spec", "sha256", "epochs_fine_tuned", "base_calibration", "gate"), meta["train"]
-    return {**{k: init.get(k) for k in keep}, **{k: train.get(k) for k in ("loss", "lr", "cross_fit", "cross_fit_epochs")}}
+    return {
+        **{k: init.get(k) for k in keep},
+        **{k: train.get(k) for k in ("loss", "lr", "cross_fit", "cross_fit_epochs")},
+    }
 
 
 def _idle_warnings(meta: dict[str, Any]) -> list[str]:
