@@ -28,8 +28,10 @@ def block(d, y, state, recent):
     )
 
 
-def loss(d, tx, keep_weight=0.2, min_gain=0.5):
-    return decision_loss(d, tx, SCALE, tau=TAU, min_gain=min_gain, keep_weight=keep_weight)
+def loss(d, tx, keep_weight=0.2, min_gain=0.5, rank=0.0):
+    return decision_loss(
+        d, tx, SCALE, tau=TAU, min_gain=min_gain, keep_weight=keep_weight, state_rank_weight=rank
+    )
 
 
 def test_value_is_the_weighted_choice_cross_entropy():
@@ -68,6 +70,35 @@ def test_teacher_path_entries_and_states_without_a_recent_swap_take_no_part():
 def test_keep_weight_zero_trains_on_helped_states_only():
     d, tx = block([0.7, 0.4], [0.0, 0.0], [0, 1], [True, True])
     assert loss(d, tx, keep_weight=0.0).item() == 0.0
+
+
+def test_the_state_rank_term_is_the_mean_pairwise_softplus_across_helped_and_unhelped_states():
+    # state 0 helped (target d 0.3); state 1 unhelped (top d 0.4); state 2 unhelped (top d -0.1);
+    # state 3 has no swap out of Recent-B (no part)
+    d, tx = block(
+        [0.3, -0.2, 0.4, 0.1, -0.1, 0.9],
+        [2.0, -1.0, 0.1, -0.5, 0.0, 5.0],
+        [0, 0, 1, 1, 2, 3],
+        [True, True, True, True, True, False],
+    )
+    base = loss(d, tx, keep_weight=0.0).item()
+    rank = lambda m: math.log1p(math.exp((m - 0.3) / TAU))  # noqa: E731
+    expected = base + 0.5 * (rank(0.4) + rank(-0.1)) / 2
+    assert loss(d, tx, keep_weight=0.0, rank=0.5).item() == pytest.approx(expected, rel=1e-6)
+    loss(d, tx, keep_weight=0.0, rank=0.5).backward()
+    g = d.grad.numpy()
+    # the helped state's target goes up; each unhelped state's *top* swap goes down, its others untouched
+    assert g[0] < 0 and g[2] > 0 and g[4] > 0 and g[3] == 0.0 and g[5] == 0.0
+
+
+def test_the_state_rank_term_needs_both_kinds_of_state_and_a_weight():
+    helped_only, tx = block([0.3, -0.2], [2.0, 0.0], [0, 0], [True, True])
+    assert loss(helped_only, tx, keep_weight=0.0, rank=1.0).item() == pytest.approx(
+        loss(helped_only, tx, keep_weight=0.0).item()
+    )
+    d, tx = block([0.3, 0.4], [2.0, 0.0], [0, 1], [True, True])
+    assert loss(d, tx, keep_weight=0.0, rank=0.0).item() == loss(d, tx, keep_weight=0.0).item()
+    assert loss(d, tx, keep_weight=0.0, rank=1.0).item() > loss(d, tx, keep_weight=0.0).item()
 
 
 def test_a_selector_trained_with_the_decision_loss_picks_the_useful_event(world, labelled):

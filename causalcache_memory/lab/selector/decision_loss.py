@@ -16,6 +16,17 @@ scale units) and a "keep" option of logit 0:
 swap that helps; ``w_s = 1``), else "keep" (``w_s = keep_weight``: those states only teach restraint).
 Entries of teacher-path groups (not out of Recent-B) take no part. Shapes: ``d``, ``y``, ``state``,
 ``recent`` are ``(L,)`` over the collated batch (:func:`~causalcache_memory.lab.selector.batches.collate`).
+
+**Across states** (``state_rank_weight`` ρ > 0). The deployment fires pass 2 on its highest predicted gains
+*across* decisions (a budget share, :mod:`~causalcache_memory.selector.threshold`), so what it acts on is
+the order of states, which the per-state softmax leaves free wherever a state has no helpful swap
+(``keep_weight`` 0). For the batch's helped states ``h`` (target entry ``t_h``) and the states ``n`` with a
+swap but none that helps (their top predicted gain ``m_n = max_i d_i``):
+
+    L_rank = mean_{h, n} softplus((m_n - d_{t_h}) / tau)            L = L_choice + ρ · L_rank
+
+"the helpful swap of a helped state outranks the top swap of a state that nothing helps", without moving
+the level of ``d`` against "keep" (0) as a positive ``keep_weight`` does.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ def decision_loss(
     tau: float,
     min_gain: float,
     keep_weight: float,
+    state_rank_weight: float = 0.0,
 ) -> torch.Tensor:
     """Mean over the batch's states of the weighted choice cross-entropy (module doc)."""
     state, recent, y = tx["state"], tx["recent"], tx["y"]
@@ -59,4 +71,12 @@ def decision_loss(
     weight = torch.where(helps, 1.0, keep_weight)
     has_choice = torch.zeros(n, dtype=torch.bool).index_fill(0, state[recent], True)
     per_state = (lse - target) * weight
-    return per_state[has_choice].sum() / max(n, 1)
+    choice = per_state[has_choice].sum() / max(n, 1)
+    helped, unhelped = helps & has_choice, ~helps & has_choice
+    if state_rank_weight <= 0 or not bool(helped.any()) or not bool(unhelped.any()):
+        return choice
+    top_d = torch.full((n,), -torch.inf, dtype=d.dtype).scatter_reduce(
+        0, state, torch.where(recent, d, torch.full_like(d, -torch.inf)), reduce="amax"
+    )  # m_s: each state's top predicted gain out of Recent-B
+    margin = (top_d[unhelped][None, :] - d[first[helped]][:, None]) / tau  # (H, N)
+    return choice + state_rank_weight * torch.nn.functional.softplus(margin).mean()

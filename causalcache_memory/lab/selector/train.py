@@ -95,6 +95,7 @@ def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) 
             tau=cfg.decision_temperature,
             min_gain=cfg.decision_min_gain,
             keep_weight=cfg.decision_keep_weight,
+            state_rank_weight=cfg.decision_state_rank_weight,
         )
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):

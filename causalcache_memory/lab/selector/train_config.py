@@ -46,6 +46,9 @@ class TrainConfig(BaseModel):
     #: 0 (chosen on the devage worlds, RESULTS.md 9g): the deployment's pass-2 budget decides how often
     #: to fire, and a positive weight pushes predicted gains below its floor of 0 (the selector idles)
     decision_keep_weight: float = Field(0.0, ge=0)
+    #: weight of the decision loss's cross-state rank term (a helped state's helpful swap above the top
+    #: swap of a state nothing helps; module ``decision_loss``); 0: the per-state choice alone
+    decision_state_rank_weight: float = Field(0.0, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
