@@ -461,3 +461,33 @@ def test_a_full_history_reference_labels_failed_episodes_by_default(recorded, tm
     assert explicit.successful_only
     kept = run_learn(explicit, stop_after="trajectories", progress=False)["stages"]["trajectories"]["kept"]
     assert kept == sum(recorded.outcomes.values())
+
+
+def test_a_fine_tune_shown_harmful_out_of_fold_ships_the_base_and_says_so(
+    recorded, tmp_path, small_needs, monkeypatch, capsys
+) -> None:
+    """RESULTS.md 9i: on three held-out worlds the fixed-length fine-tune was worse out of fold; learn kept
+    the base, and before the warning only the CLI's gain line and the log said so."""
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    monkeypatch.setattr(
+        cross_module,
+        "fine_tune_evidence",
+        lambda t, b, **kw: {"keep": False, "ci": [-0.19, -0.04], "delta": -0.109, "groups": len(t), **kw},
+    )
+    assert main(["learn", "--config", str(_config(tmp_path, recorded)), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out/summary.json").read_text())
+    model = summary["stages"]["model"]
+    assert model["init_from"]["epochs_fine_tuned"] == 0 and model["init_from"]["gate"]["harmful"]
+    warning = next(w for w in model["warnings"] if w.startswith("fine-tuning the base"))
+    assert "for 4 epochs was shown worse than the base out of fold" in warning and "-0.1090" in warning
+    assert f"warning: {warning}" in printed and "shown harmful, so the base ships" in printed
+
+
+def test_no_harm_warning_without_a_harmful_gate() -> None:
+    from causalcache_memory.lab.learn.fine_tune_check import harm_warning
+
+    assert harm_warning({}) is None and harm_warning({"init_from": None}) is None
+    gate = {"harmful": False, "ci": [-1.0, 1.0], "delta": 0.0, "epoch": 4}
+    assert harm_warning({"init_from": {"gate": gate}}) is None

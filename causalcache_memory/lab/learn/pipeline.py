@@ -27,6 +27,7 @@ from typing import Any
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
+from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
 from causalcache_memory.lab.learn.recording_check import recording_warning
 from causalcache_memory.lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
@@ -203,7 +204,7 @@ def _model_stage(
     coverage = text_coverage(examples)
     text_warning = coverage_warning(coverage, source=text)
     return {
-        "warnings": _idle_warnings(meta) + ([text_warning] if text_warning else []),
+        "warnings": [*_idle_warnings(meta), *filter(None, [text_warning, harm_warning(meta)])],
         "text_coverage": round(coverage, 4),
         "states": meta["states"],
         "states_with_gain": states_with_gain(examples),
