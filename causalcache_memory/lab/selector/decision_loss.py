@@ -26,7 +26,10 @@ swap but none that helps (their top predicted gain ``m_n = max_i d_i``):
     L_rank = mean_{h, n} softplus((m_n - d_{t_h}) / tau)            L = L_choice + ρ · L_rank
 
 "the helpful swap of a helped state outranks the top swap of a state that nothing helps", without moving
-the level of ``d`` against "keep" (0) as a positive ``keep_weight`` does.
+the level of ``d`` against "keep" (0) as a positive ``keep_weight`` does. Off by default: on eleven devage
+recordings it lowered the out-of-fold budgeted gain of a 4-epoch fine-tune (+0.018 at ρ 0, +0.010 at 0.1,
+−0.017 at 1; RESULTS.md 9i); the held-out drift it was meant to answer has no development world to be
+tested on yet.
 """
 
 from __future__ import annotations
