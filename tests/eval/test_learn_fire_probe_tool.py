@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "learn_fire_probe.py"
-
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("learn_fire_probe_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_tool):
+    return load_tool("learn_fire_probe")
 
 
 def test_fired_keeps_the_top_share_per_budget_and_never_a_non_positive_gain(tool) -> None:

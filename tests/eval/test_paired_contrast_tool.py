@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "paired_contrast.py"
-
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("paired_contrast_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_tool):
+    return load_tool("paired_contrast")
 
 
 def _results(path: Path, arms: dict[str, dict[str, list[bool]]], budget: int = 4) -> Path:
