@@ -84,7 +84,8 @@ class TrainConfig(BaseModel):
     #: every train+dev state by the budgeted value (module ``cross_fit``); ``None``: the dev split alone
     cross_fit: int | None = Field(None, ge=2)
     #: with ``cross_fit``: fine-tune exactly this many epochs (the out-of-fold value checks for harm and
-    #: gates, module ``cross_fit``); ``None``: the best out-of-fold epoch
+    #: gates, module ``cross_fit``; ``epochs`` and ``patience`` then go unused); ``None``: the best
+    #: out-of-fold epoch within ``epochs``
     cross_fit_epochs: int | None = Field(None, ge=1)
 
     def __init__(self, **data: Any) -> None:
