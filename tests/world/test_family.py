@@ -64,6 +64,37 @@ def test_devage_worlds_are_dev_worlds_with_the_heldout_evidence_ages():
     assert {world_of(t) for t in tasks} == {"devage-01"}
 
 
+def test_devshift_worlds_have_a_layout_of_their_own_and_the_heldout_ages():
+    shifted = [world_spec(w) for w in WORLD_SPLITS["devshift"]]
+    others = [world_spec(w) for split, ids in WORLD_SPLITS.items() if split != "devshift" for w in ids]
+    assert {s.split for s in shifted} == {"devshift"} and {s.layout for s in shifted} == {"stretch"}
+    assert "stretch" not in {s.layout for s in others}  # unseen by every other split, held-out included
+    for knob, values in KNOB_VALUES.items():
+        expected = ("stretch",) if knob == "layout" else values["heldout" if knob == "after_read" else "dev"]
+        assert values["devshift"] == expected
+    require_not_heldout(resolve_worlds("devshift"), "calibrate")
+    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devshift"])
+
+
+def test_the_stretch_layout_spreads_rows_shifts_columns_and_stays_on_the_screen():
+    from causalcache_memory.lab.world.env import GuiWorld, build_screen
+    from causalcache_memory.lab.world.font import CELL_H, CELL_W
+    from causalcache_memory.lab.world.render import restyle
+
+    for world_id in WORLD_SPLITS["devshift"]:  # mobile and desktop screens
+        world = GuiWorld(generate_world_tasks(1, 0, worlds=world_id)[0], slips=False)
+        world.step(encode(world.spec.vocab, "open_app", "Notes"))
+        plain = build_screen(world.data, world.nav, world.size, world.outputs)
+        cols, rows = world.size[0] // CELL_W, world.size[1] // CELL_H
+        content = [e for e in plain.elements if e.kind not in ("bar", "dock")]
+        moved = [e for e in world.screen().elements if e.kind not in ("bar", "dock")]
+        assert moved and all(e.box[2] <= cols and e.box[3] <= rows for e in world.screen().elements)
+        assert {e.box[0] for e in moved} == {e.box[0] + 3 for e in content if e.label in {m.label for m in moved}}
+        below = [(p.box[1], m.box[1]) for p in content for m in moved if p.label == m.label and p.box[1] >= 4]
+        assert below and all(m == 4 + ((r - 4) * 9) // 8 for r, m in below)
+        assert restyle(plain, "stretch", world.size).elements == world.screen().elements
+
+
 def test_every_world_split_has_a_place_in_the_per_split_summary():
     from causalcache_memory.lab.eval.worlds import WORLD_SPLIT_ORDER
 

@@ -316,28 +316,33 @@ def skin_palette(skin: str) -> bytes:
 
 def restyle(screen: Screen, layout: str, size: tuple[int, int]) -> Screen:
     """``screen`` in layout family ``layout``: ``list`` (v2, unchanged), ``inset`` (content two cells to the
-    right) or ``airy`` (content rows spread by 5/4 from the top of the content, one cell to the right;
-    elements pushed past the bottom are dropped). The bar and the desktop dock stay where they are; every
-    box stays on the cell grid, so the world's OCR stays exact."""
+    right), ``airy`` (content rows spread by 5/4 from the top of the content, one cell to the right;
+    elements pushed past the bottom are dropped) or ``stretch`` (rows spread by 9/8, three cells to the
+    right; ``devshift`` worlds only). The bar and the desktop dock stay where they are; every box stays on the
+    cell grid, so the world's OCR stays exact."""
     if layout == "list":
         return screen
-    if layout not in ("inset", "airy"):
-        raise ValueError(f"layout={layout!r} must be one of list, inset, airy")
-    rows = size[1] // CELL_H
-    shift = 2 if layout == "inset" else 1
+    if layout not in ("inset", "airy", "stretch"):
+        raise ValueError(f"layout={layout!r} must be one of list, inset, airy, stretch")
+    rows, cols = size[1] // CELL_H, size[0] // CELL_W
+    shift = {"inset": 2, "airy": 1, "stretch": 3}[layout]
+    spread = {"airy": (5, 4), "stretch": (9, 8)}.get(layout)
     out = Screen(screen.app, screen.title)
     for e in screen.elements:
         if e.kind in ("bar", "dock"):
             out.elements.append(e)
             continue
         c0, r0, c1, r1 = e.box
-        if layout == "airy" and r0 >= 4:
-            top = 4 + ((r0 - 4) * 5) // 4
+        if spread is not None and r0 >= 4:
+            top = 4 + ((r0 - 4) * spread[0]) // spread[1]
             r0, r1 = top, top + (r1 - r0)
         if r1 > rows:
             continue
         out.elements.append(
-            Element(e.kind, e.label, (c0 + shift, r0, c1 + shift, r1), e.bg, e.fg, e.detail, e.action)
+            # a full-width row keeps its right edge on the screen (only ``stretch`` shifts that far)
+            Element(
+                e.kind, e.label, (c0 + shift, r0, min(c1 + shift, cols), r1), e.bg, e.fg, e.detail, e.action
+            )
         )
     return out
 

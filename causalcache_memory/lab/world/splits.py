@@ -28,13 +28,15 @@ WORLD_SPLITS: dict[str, tuple[str, ...]] = {
     "heldout": tuple(f"heldout-{i:02d}" for i in range(4)),
     #: development worlds with the held-out evidence ages, for adaptation methods only (family.py)
     "devage": tuple(f"devage-{i:02d}" for i in range(3)),
+    #: development worlds with a layout of their own and the held-out ages, for adaptation methods (family.py)
+    "devshift": tuple(f"devshift-{i:02d}" for i in range(3)),
 }
 #: what a harness does with worlds; only ``evaluate`` may touch held-out worlds
 PURPOSES = ("train", "calibrate", "evaluate")
 
 
 def worlds_in(which: str) -> tuple[str, ...]:
-    """World ids of split ``which`` (``train``, ``dev``, ``devage`` or ``heldout``)."""
+    """World ids of split ``which`` (``train``, ``dev``, ``devage``, ``devshift`` or ``heldout``)."""
     try:
         return WORLD_SPLITS[which]
     except KeyError:
@@ -42,7 +44,7 @@ def worlds_in(which: str) -> tuple[str, ...]:
 
 
 def world_split(world_id: str) -> str:
-    """``train``, ``dev``, ``devage``, ``heldout`` or ``v2`` for ``world_id``."""
+    """``train``, ``dev``, ``devage``, ``devshift``, ``heldout`` or ``v2`` for ``world_id``."""
     return world_spec(world_id).split
 
 
