@@ -89,7 +89,9 @@ def test_the_stretch_layout_spreads_rows_shifts_columns_and_stays_on_the_screen(
         content = [e for e in plain.elements if e.kind not in ("bar", "dock")]
         moved = [e for e in world.screen().elements if e.kind not in ("bar", "dock")]
         assert moved and all(e.box[2] <= cols and e.box[3] <= rows for e in world.screen().elements)
-        assert {e.box[0] for e in moved} == {e.box[0] + 3 for e in content if e.label in {m.label for m in moved}}
+        assert {e.box[0] for e in moved} == {
+            e.box[0] + 3 for e in content if e.label in {m.label for m in moved}
+        }
         below = [(p.box[1], m.box[1]) for p in content for m in moved if p.label == m.label and p.box[1] >= 4]
         assert below and all(m == 4 + ((r - 4) * 9) // 8 for r, m in below)
         assert restyle(plain, "stretch", world.size).elements == world.screen().elements
