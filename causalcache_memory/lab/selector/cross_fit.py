@@ -203,13 +203,8 @@ def cross_fit(
     harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
     ship = best_epoch if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful) else 0
     chosen = f"epoch {best_epoch} (fixed length)" if fixed is not None else f"epoch {best_epoch} best"
-    rule = (
-        f"({confidence:.0%}; needs the lower end above 0): "
-        if gated
-        else f"({confidence:.0%}; ships unless the upper end is below 0): "
-        if fixed is not None
-        else f"({confidence:.0%}; no gate): "
-    )
+    needs = "needs the lower end above 0" if gated else "ships unless the upper end is below 0"
+    rule = f"({confidence:.0%}; {needs if gated or fixed is not None else 'no gate'}): "
     message = (
         f"cross-fit ({len(members)} folds, {len(pool)} states): {chosen}, out-of-fold "
         f"budgeted gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "

@@ -19,9 +19,10 @@ architecture; :mod:`.base_model`): the base unchanged is the dev candidate "epoc
 unchanged keeps its own threshold and guard when they fit the data (:mod:`.keep_base`), else both are
 recalibrated as above; ``metadata["init_from"]`` records the base, the epochs fine-tuned and the evidence.
 
-``cross_fit = K`` (with ``init_from``) chooses the fine-tuning epoch, gates it and calibrates the threshold
-on out-of-fold budgeted values over every train+dev state instead of the dev split (:mod:`.cross_fit`),
-then fine-tunes on train+dev for the chosen epochs.
+``cross_fit = K`` (with ``init_from``) chooses the fine-tuning epoch (or, with ``cross_fit_epochs``, checks a
+fixed one for harm), gates it and calibrates the threshold on out-of-fold budgeted values over every
+train+dev state instead of the dev split (:mod:`.cross_fit`), then fine-tunes on train+dev for that many
+epochs.
 
 ``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
 and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
@@ -344,16 +345,11 @@ def _calibrate(
     """``{"calibration", "ood"}`` metadata: threshold on dev (never on train; cross-fitted: on the pool's
     out-of-fold predictions), OOD statistics."""
     if crossed is not None:
-        pool = [*parts["train"], *parts["dev"]]
-        calibration = calibrate_threshold(crossed.oof_diffs, pool)
+        calibration = calibrate_threshold(crossed.oof_diffs, [*parts["train"], *parts["dev"]])
         calibration["split"] = "train+dev, out of fold"
-        return {
-            "calibration": calibration,
-            "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features),
-        }
-    dev = parts["dev"]
-    calibration = calibrate_threshold(_state_diffs(model, dev), dev)
-    calibration["split"] = "dev"
+    else:
+        calibration = calibrate_threshold(_state_diffs(model, parts["dev"]), parts["dev"])
+        calibration["split"] = "dev"
     return {"calibration": calibration, "ood": calibrate_ood(parts["train"], parts["dev"], cfg.drop_features)}
 
 
