@@ -40,7 +40,18 @@ proof on harm instead of on gain. ``learn`` cross-fits for a fixed 4 epochs with
 labels: a 0.95 gate): over nine devage recordings +0.18 over the bundle on average against +0.12 for the
 argmax, which had itself replaced a 0.8 gate (RESULTS.md 9h, 9i; docs/results/learn_crossfit_rules.md).
 
-The shipped model is the base fine-tuned on the whole pool for ``e*`` epochs; its swap-threshold frontier
+**Blend** (``fine_tune_blend: β < 1``; WiSE-FT, Wortsman et al. 2022). Every fine-tuned copy is read as the
+weight-space interpolation with its base,
+
+    θ_β = θ_base + β · (θ_tuned - θ_base)        (every floating-point parameter and buffer; 0 < β <= 1)
+
+both when a fold's copy is scored out of fold (so the epoch, the gate, the harm check and the threshold are
+those of the blend) and for the shipped model. Fine-tuning from one base keeps the two ends in one basin,
+and their interpolation keeps the base's behaviour where the small fine-tuning set says little, which is
+what a world unlike the development ones needs (RESULTS.md 9j). β = 1 (the default) is the fine-tune as
+trained.
+
+The shipped model is the base fine-tuned on the whole pool for ``e*`` epochs (blended as above); its swap-threshold frontier
 is calibrated on the out-of-fold predictions at ``e*`` (every pool state, each scored by a model that did
 not train on it). Costs ``K`` times the fine-tuning of one model, plus the final fit.
 """
@@ -62,7 +73,7 @@ from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
-__all__ = ["CrossFit", "budgeted_values", "cross_fit", "fold_of"]
+__all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of"]
 
 logger = logging.getLogger("causalcache_memory.lab.selector.cross_fit")
 
@@ -71,6 +82,14 @@ def fold_of(trajectory_id: str, folds: int, salt: str = "") -> int:
     """The fold (``0..folds-1``) of a trajectory: a stable hash of ``salt`` and its id."""
     digest = hashlib.sha256(f"cross-fit\0{salt}\0{trajectory_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % folds
+
+
+def blend_states(base: dict[str, Any], tuned: dict[str, Any], beta: float) -> dict[str, Any]:
+    """``θ_base + β · (θ_tuned - θ_base)`` for every floating-point entry of two state dicts of one
+    architecture (module doc, *Blend*); other entries are ``tuned``'s. ``β = 1`` returns ``tuned``."""
+    if beta == 1.0:
+        return tuned
+    return {k: base[k] + beta * (v - base[k]) if v.is_floating_point() else v for k, v in tuned.items()}
 
 
 def budgeted_values(
@@ -152,11 +171,20 @@ def cross_fit(
         raise ValueError(f"cross-fitting needs trajectories in at least 2 of its {k} folds; the pool has one")
     trajectories = [ex.trajectory_id for ex in pool]
 
+    beta = float(cfg.fine_tune_blend)
+    blended = make_model() if beta != 1.0 else None
+
+    def scored(model: Any) -> Any:  # the copy as it would ship: blended with the base when β < 1
+        if blended is None:
+            return model
+        blended.load_state_dict(blend_states(base_state, model.state_dict(), beta))
+        return blended.eval()
+
     def score() -> tuple[np.ndarray, list[np.ndarray]]:
         values, diffs = np.zeros(len(pool)), [np.zeros(0)] * len(pool)
         for m in members:
             held = [pool[i] for i in m["held"]]
-            d = state_diffs(m["model"], held)
+            d = state_diffs(scored(m["model"]), held)
             values[m["held"]] = budgeted_values(d, held)
             for i, di in zip(m["held"], d, strict=True):
                 diffs[i] = di
@@ -203,6 +231,7 @@ def cross_fit(
     harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
     ship = best_epoch if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful) else 0
     chosen = f"epoch {best_epoch} (fixed length)" if fixed is not None else f"epoch {best_epoch} best"
+    chosen += f", blended with the base at {beta:g}" if beta != 1.0 else ""
     needs = "needs the lower end above 0" if gated else "ships unless the upper end is below 0"
     rule = f"({confidence:.0%}; {needs if gated or fixed is not None else 'no gate'}): "
     message = (
@@ -223,6 +252,7 @@ def cross_fit(
             "epoch": best_epoch,
             "length": "fixed" if fixed is not None else "argmax",
             "harmful": harmful,
+            "blend": beta,
         },
         oof_diffs=best_diffs if ship else diffs0,
         history=history,

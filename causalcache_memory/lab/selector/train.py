@@ -22,7 +22,8 @@ recalibrated as above; ``metadata["init_from"]`` records the base, the epochs fi
 ``cross_fit = K`` (with ``init_from``) chooses the fine-tuning epoch (or, with ``cross_fit_epochs``, checks a
 fixed one for harm), gates it and calibrates the threshold on out-of-fold budgeted values over every
 train+dev state instead of the dev split (:mod:`.cross_fit`), then fine-tunes on train+dev for that many
-epochs.
+epochs (with ``fine_tune_blend`` β < 1, the weight-space blend ``θ_base + β(θ_tuned − θ_base)`` of
+that fine-tune with its base).
 
 ``ensemble = E > 1`` trains ``E`` scorers with seeds ``seed..seed+E-1``, each choosing its own epoch on dev,
 and keeps their mean as one model (:mod:`~causalcache_memory.lab.selector.ensemble`; calibrated, guarded
@@ -50,7 +51,7 @@ from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
-from causalcache_memory.lab.selector.cross_fit import CrossFit, cross_fit
+from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit
 from causalcache_memory.lab.selector.decision_loss import decision_loss
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
@@ -308,6 +309,8 @@ def _fit_cross(
     opt = make_opt(model)
     for _ in range(crossed.ship_epoch):
         one_epoch(model, opt, pool, rng)
+    if crossed.ship_epoch:
+        model.load_state_dict(blend_states(start, model.state_dict(), cfg.fine_tune_blend))
     model.eval()
     return model, scale, crossed
 

@@ -87,6 +87,9 @@ class TrainConfig(BaseModel):
     #: gates, module ``cross_fit``; ``epochs`` and ``patience`` then go unused); ``None``: the best
     #: out-of-fold epoch within ``epochs``
     cross_fit_epochs: int | None = Field(None, ge=1)
+    #: with ``cross_fit``: ship (and check out of fold) the weight-space blend ``θ_base + β(θ_tuned −
+    #: θ_base)`` of the fine-tune with its base (WiSE-FT; module ``cross_fit``); 1: the fine-tune as trained
+    fine_tune_blend: float = Field(1.0, gt=0, le=1)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -128,6 +131,11 @@ class TrainConfig(BaseModel):
             errors.append(
                 f"train.cross_fit_epochs={self.cross_fit_epochs} fixes the length of a cross-fitted "
                 "fine-tune: set train.cross_fit (e.g. 5) or remove train.cross_fit_epochs"
+            )
+        if self.fine_tune_blend != 1.0 and self.cross_fit is None:
+            errors.append(
+                f"train.fine_tune_blend={self.fine_tune_blend} blends a cross-fitted fine-tune with its "
+                "base: set train.cross_fit (e.g. 5) and train.init_from, or set train.fine_tune_blend: 1"
             )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
