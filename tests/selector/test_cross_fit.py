@@ -206,3 +206,53 @@ def test_a_fixed_length_with_a_gate_needs_the_gain_shown(bad_base, monkeypatch) 
     cfg = _fixed(bad_dir, 2).model_copy(update={"fine_tune_gate": 0.95})
     meta = train_selector(data, cfg, export_onnx=False).metadata
     assert meta["best_epoch"] == 0 and not meta["init_from"]["gate"]["harmful"]
+
+
+def test_blend_states_interpolates_floating_point_entries_only() -> None:
+    from causalcache_memory.lab.selector.cross_fit import blend_states
+
+    base = {"w": torch.tensor([0.0, 2.0]), "steps": torch.tensor([3])}
+    tuned = {"w": torch.tensor([4.0, -2.0]), "steps": torch.tensor([7])}
+    mid = blend_states(base, tuned, 0.5)
+    torch.testing.assert_close(mid["w"], torch.tensor([2.0, 0.0]))
+    assert mid["steps"].item() == 7  # integer entries are the fine-tune's
+    torch.testing.assert_close(blend_states(base, tuned, 0.25)["w"], torch.tensor([1.0, 1.0]))
+    assert blend_states(base, tuned, 1.0) is tuned
+
+
+def test_a_blend_needs_cross_fitting_and_a_weight_in_zero_one() -> None:
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.fine_tune_blend=0\.5 .*set train\.cross_fit"):
+        TrainConfig(init_from="bundled", fine_tune_blend=0.5)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match=rf"train\.fine_tune_blend={bad}"):
+            TrainConfig(init_from="bundled", cross_fit=5, fine_tune_blend=bad)
+
+
+def test_a_blended_fine_tune_ships_the_interpolation_and_is_checked_as_blended(
+    bad_base, monkeypatch, caplog
+) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+    from causalcache_memory.lab.selector.base_model import load_base
+    from causalcache_memory.lab.selector.model import ScorerConfig
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", _evidence([-1.0, 1.0]))
+    full = train_selector(data, _fixed(bad_dir, 2), export_onnx=False)
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
+        half = train_selector(
+            data, _fixed(bad_dir, 2).model_copy(update={"fine_tune_blend": 0.5}), export_onnx=False
+        )
+    base = load_base(str(bad_dir), ScorerConfig()).member_state(0)
+    tuned = full.model.state_dict()
+    for name, value in half.model.state_dict().items():  # θ_base + 0.5 (θ_tuned − θ_base), entry by entry
+        torch.testing.assert_close(value, base[name] + 0.5 * (tuned[name] - base[name]))
+    assert any(not torch.equal(half.model.state_dict()[n], tuned[n]) for n in tuned)
+    gate = half.metadata["init_from"]["gate"]
+    assert gate["blend"] == 0.5 and full.metadata["init_from"]["gate"]["blend"] == 1.0
+    assert "blended with the base at 0.5" in caplog.text
+    # the out-of-fold check scores the blend: the base (epoch 0) is shared, the fine-tuned epochs are not
+    h_full = [h["budgeted_value"] for h in full.metadata["history"]]
+    h_half = [h["budgeted_value"] for h in half.metadata["history"]]
+    assert h_half[0] == h_full[0] and h_half[1:] != h_full[1:]
