@@ -7,7 +7,7 @@ import pytest
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world.env import GuiWorld
 from causalcache_memory.lab.world.family_tasks import generate_world_tasks
-from causalcache_memory.lab.world.language import encode
+from causalcache_memory.lab.world.vocab import encode
 
 
 def test_world_screen_text_is_the_worlds_screen_text(tmp_path):

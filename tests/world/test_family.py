@@ -11,9 +11,10 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world import GuiWorld, generate_tasks, run_expert
 from causalcache_memory.lab.world.family import KNOB_VALUES, V2, policy_for_world, world_spec
 from causalcache_memory.lab.world.family_tasks import generate_world_tasks, world_of
-from causalcache_memory.lab.world.language import UNDO, decode, encode, plan_goal
+from causalcache_memory.lab.world.language import plan_goal
 from causalcache_memory.lab.world.ocr import ocr_png
 from causalcache_memory.lab.world.splits import WORLD_SPLITS, require_not_heldout, resolve_worlds
+from causalcache_memory.lab.world.vocab import UNDO, VOCABS, decode, encode, summary_op
 from causalcache_memory.render import render_prompt
 from causalcache_memory.trace import Trace
 
@@ -74,6 +75,25 @@ def test_devshift_worlds_have_a_layout_of_their_own_and_the_heldout_ages():
         assert values["devshift"] == expected
     require_not_heldout(resolve_worlds("devshift"), "calibrate")
     assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devshift"])
+
+
+def test_devtype_worlds_navigate_by_typing_in_a_vocabulary_of_their_own_with_the_heldout_ages():
+    typed = [world_spec(w) for w in WORLD_SPLITS["devtype"]]
+    others = [world_spec(w) for split, ids in WORLD_SPLITS.items() if split != "devtype" for w in ids]
+    assert {s.split for s in typed} == {"devtype"} and {s.vocab for s in typed} == {"slash"}
+    assert "slash" not in {s.vocab for s in others}  # unseen by every other split, held-out included
+    for knob, values in KNOB_VALUES.items():
+        expected = ("slash",) if knob == "vocab" else values["heldout" if knob == "after_read" else "dev"]
+        assert values["devtype"] == expected
+    require_not_heldout(resolve_worlds("devtype"), "calibrate")
+    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devtype"])
+    # navigation is a typed text with no tap location, as in the held-out vocabulary, in other words
+    for op in ("open_app", "back", "home"):
+        slash, command = encode("slash", op, "Notes"), encode("command", op, "Notes")
+        assert slash.type == command.type == "type" and slash.x is None and slash.text != command.text
+        assert (
+            decode("command", slash) == slash and decode("slash", command) == command
+        )  # not navigation there
 
 
 def test_the_stretch_layout_spreads_rows_shifts_columns_and_stays_on_the_screen():
@@ -137,10 +157,31 @@ def test_a_world_accepts_only_its_vocabulary():
     assert world.app == "Home"
     world.step(encode("command", "open_app", "Shop"))
     assert world.app == "Shop"
-    for vocab in ("touch", "keys", "command"):
+    typed = GuiWorld(generate_world_tasks(1, 0, worlds="devtype-00")[0], slips=False)
+    typed.step(encode("command", "open_app", "Shop"))  # the held-out words do nothing in a slash world
+    assert typed.app == "Home"
+    typed.step(encode("slash", "open_app", "Shop"))
+    assert typed.app == "Shop"
+    for vocab in VOCABS:
         for op in ("open_app", "back", "home"):
             assert decode(vocab, encode(vocab, op, "Notes")).type == op
         assert decode(vocab, encode(vocab, "back", target=UNDO)).type == "back"
+
+
+@pytest.mark.parametrize(
+    ("vocab", "line", "expected"),
+    [
+        ("slash", ' "/notes"', ("open_app", ' "notes"')),
+        ("slash", ' "/back"', ("back", "")),
+        ("slash", ' "/undo"', ("back", f' "{UNDO}"')),
+        ("slash", ' "/home"', ("home", "")),
+        ("slash", ' "Gate 12"', ("type", ' "Gate 12"')),  # a typed value is not navigation
+        ("command", ' "open Notes"', ("open_app", ' "notes"')),
+        ("command", ' "/notes"', ("type", ' "/notes"')),  # another vocabulary's words
+    ],
+)
+def test_a_typed_summary_line_reads_as_its_vocabularys_navigation(vocab, line, expected):
+    assert summary_op(vocab, "type", line) == expected
 
 
 def test_screen_text_is_what_ocr_reads_with_positions():

@@ -18,7 +18,6 @@ from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.world.apps import APPS, NavState, WorldData, build_screen, make_world_data
 from causalcache_memory.lab.world.family import V2, WorldSpec, world_spec
-from causalcache_memory.lab.world.language import decode
 from causalcache_memory.lab.world.render import (
     SCREEN_SIZES,
     Screen,
@@ -27,6 +26,7 @@ from causalcache_memory.lab.world.render import (
     restyle,
     skin_palette,
 )
+from causalcache_memory.lab.world.vocab import decode
 
 if TYPE_CHECKING:
     import numpy as np

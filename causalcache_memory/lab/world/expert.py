@@ -68,7 +68,7 @@ def element_action(kind: str, element: Element, size: tuple[int, int], **kwargs:
 def expert_action(world: GuiWorld, step: PlanStep, value: str, person: str | None = None) -> Action:
     """The correct action for ``step`` on the world's current screen (``person``: a remembered label)."""
     if step.op in ("open_app", "back", "home"):
-        from causalcache_memory.lab.world.language import encode
+        from causalcache_memory.lab.world.vocab import encode
 
         return encode(world.spec.vocab, step.op, step.app)
     if step.op in ("click", "type"):

@@ -5,8 +5,9 @@
 =====================  ==============================================================================
 knob                   values
 =====================  ==============================================================================
-``vocab``              action vocabulary (the action vocabularies of :mod:`~causalcache_memory.lab.world.language`): ``touch`` (taps,
+``vocab``              action vocabulary (:mod:`~causalcache_memory.lab.world.vocab`): ``touch`` (taps,
                        ``open_app`` by name, ``back``/``home``), ``keys`` (key presses and hotkeys),
+                       ``slash`` (typed ``/shop``, ``/back``, ``/home``; ``devtype`` worlds only),
                        ``command`` (typed commands: ``open Shop``, ``go back``, ``go home``)
 ``apps``               the app set tasks use (every world keeps Shop, Messages, Notes)
 ``layout``             layout family of every screen: ``list`` (v2), ``inset`` (content column two cells
@@ -123,6 +124,19 @@ KNOB_VALUES = {
     }
     for knob, values in KNOB_VALUES.items()
 }
+#: ``devtype``: development worlds for adaptation methods that navigate by typing, in a vocabulary no other
+#: split has (``slash``), with the held-out evidence ages and the development values otherwise. Added in
+#: RESULTS.md 9j: the fine-tune shown harmful out of fold on held-out worlds swapped in typed app launches
+#: (the held-out ``command`` vocabulary navigates by typing), and no devage or devshift world showed that
+#: harm. ``slash`` shares that shape, a navigation step that is a ``type`` event, without the held-out
+#: words. Never used to train or choose anything of the bundled selector.
+KNOB_VALUES = {
+    knob: {
+        **values,
+        "devtype": ("slash",) if knob == "vocab" else values["heldout" if knob == "after_read" else "dev"],
+    }
+    for knob, values in KNOB_VALUES.items()
+}
 
 
 def world_spec(world_id: str) -> WorldSpec:
@@ -132,7 +146,7 @@ def world_spec(world_id: str) -> WorldSpec:
     split, _, number = world_id.rpartition("-")
     if split not in KNOB_VALUES["vocab"] or not number.isdigit():  # the splits that have knob values
         raise ConfigError(
-            f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|devage|devshift|heldout>-<NN>', "
+            f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|devage|devshift|devtype|heldout>-<NN>', "
             "e.g. 'heldout-03'"
         )
     digest = hashlib.sha256(f"causalcache-world-family:{world_id}".encode()).digest()

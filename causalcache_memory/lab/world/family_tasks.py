@@ -40,7 +40,14 @@ SPAN_TEMPLATES = (
     "span:address>quicknote",
     "span:ticket>browser",
 )
-_TEMPLATES_OF_SPLIT = {"train": "train", "dev": "dev", "devage": "dev", "devshift": "dev", "heldout": "eval"}
+_TEMPLATES_OF_SPLIT = {
+    "train": "train",
+    "dev": "dev",
+    "devage": "dev",
+    "devshift": "dev",
+    "devtype": "dev",
+    "heldout": "eval",
+}
 
 
 def template_apps(template: str) -> set[str]:

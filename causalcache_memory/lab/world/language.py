@@ -20,24 +20,18 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ConfigError
 
 __all__ = [
     "ERRANDS",
     "READS",
-    "UNDO",
     "USES",
     "VALUE_KINDS",
-    "VOCABS",
     "Need",
     "PlanStep",
     "ValueKind",
-    "decode",
-    "encode",
     "normalize_sentence",
     "plan_goal",
-    "summary_op",
     "value_phrase",
     "word_sentence",
 ]
@@ -308,93 +302,3 @@ def _needs(use: str, fields: dict[str, str], reads: dict[str, Need], sentence: s
             raise ConfigError(f"goal sentence {sentence!r} uses {part!r}, which no earlier sentence finds")
         kinds.append(kind)
     return tuple(reads[k] for k in kinds)
-
-
-# ------------------------------------------------------------------------------------------ action vocabularies
-# How a world expresses navigation (docs/WORLD.md): ``touch`` (v2: ``open_app "Shop"``, ``back``, ``home``),
-# ``keys`` (``hotkey ctrl+<n>`` with n = the app's launcher position, ``key escape``, ``hotkey ctrl+h``),
-# ``command`` (typed ``open Shop``, ``go back``, ``go home``; held-out only); the rest is the same everywhere.
-VOCABS = ("touch", "keys", "command")
-#: the target (or, in ``command``, the typed text) of a ``back`` that undoes a wrong navigation
-UNDO = "undo"
-_APPS = ("Shop", "Messages", "Notes", "Calendar", "Settings", "Browser", "Files")
-
-
-def _check(vocab: str) -> None:
-    if vocab not in VOCABS:
-        raise ConfigError(f"vocab={vocab!r} must be one of {', '.join(VOCABS)}")
-
-
-def encode(vocab: str, op: str, app: str | None = None, target: str | None = None) -> Action:
-    """The action expressing canonical ``op`` (``open_app``/``back``/``home``) in ``vocab``."""
-    _check(vocab)
-    if vocab == "touch" or op not in ("open_app", "back", "home"):
-        if op == "open_app":
-            return Action("open_app", text=app, target=target or app)
-        return Action(op, target=target)  # type: ignore[arg-type]
-    if vocab == "keys":
-        if op == "open_app":
-            return Action("hotkey", keys=("ctrl", str(_APPS.index(app or "") + 1)), target=target or app)
-        if op == "back":
-            return Action("key", keys=("escape",), target=target)
-        return Action("hotkey", keys=("ctrl", "h"), target=target)
-    words = {"open_app": f"open {app}", "back": "go back", "home": "go home"}
-    if op == "back" and target == UNDO:
-        return Action("type", text=UNDO, target=target)  # the typed command names the undo
-    return Action("type", text=words[op], target=target)
-
-
-def decode(vocab: str, action: Action) -> Action | None:
-    """The canonical action ``action`` expresses in ``vocab``; None when it is navigation of another
-    vocabulary (which the world ignores). Non-navigation actions are returned unchanged."""
-    _check(vocab)
-    kind = action.type
-    if vocab == "touch":
-        return action
-    if kind in ("open_app", "back", "home"):
-        return None
-    if vocab == "keys":
-        if kind == "key" and action.keys == ("escape",):
-            return Action("back")
-        if kind == "hotkey" and action.keys == ("ctrl", "h"):
-            return Action("home")
-        if (
-            kind == "hotkey"
-            and len(action.keys) == 2
-            and action.keys[0] == "ctrl"
-            and action.keys[1].isdigit()
-        ):
-            n = int(action.keys[1])
-            return Action("open_app", text=_APPS[n - 1]) if 1 <= n <= len(_APPS) else None
-        return action
-    if kind == "type" and action.x is None and action.text is not None:
-        text = action.text.strip().lower()
-        if text in ("go back", UNDO):
-            return Action("back")
-        if text == "go home":
-            return Action("home")
-        if text.startswith("open "):
-            name = next((a for a in _APPS if a.lower() == text[5:].strip()), None)
-            return Action("open_app", text=name) if name else None
-    return action
-
-
-def summary_op(vocab: str, kind: str, rest: str) -> tuple[str, str]:
-    """A summary line's ``(kind, rest)`` mapped to the canonical operation it records in ``vocab``
-    (``rest`` of an app launch becomes ``"App"`` so that progress matching reads the app name)."""
-    if vocab == "keys":
-        if kind == "key" and rest.startswith(" escape"):
-            return "back", rest[len(" escape") :]
-        if kind == "hotkey" and rest.startswith(" ctrl+h"):
-            return "home", rest[len(" ctrl+h") :]
-        if kind == "hotkey" and rest.startswith(" ctrl+"):
-            digit = rest[len(" ctrl+") :].split(" ", 1)[0]
-            if digit.isdigit() and 1 <= int(digit) <= len(_APPS):
-                return "open_app", f' "{_APPS[int(digit) - 1]}"'
-    if vocab == "command" and kind == "type" and not rest.startswith(" ("):
-        text = rest.strip().strip('"').lower()
-        if text in ("go back", "go home", UNDO):
-            return ("home" if text == "go home" else "back"), (f' "{UNDO}"' if text == UNDO else "")
-        if text.startswith("open "):
-            return "open_app", f' "{text[5:].strip()}"'
-    return kind, rest

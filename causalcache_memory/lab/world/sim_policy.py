@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ActionParseError, PolicyError
-from causalcache_memory.lab.world.language import UNDO, VALUE_KINDS, VOCABS, PlanStep, encode, plan_goal
+from causalcache_memory.lab.world.language import VALUE_KINDS, PlanStep, plan_goal
 from causalcache_memory.lab.world.ocr import OcrCache, OcrResult
 from causalcache_memory.lab.world.render import ACCENTS
 from causalcache_memory.lab.world.sim_reading import (
@@ -56,6 +56,7 @@ from causalcache_memory.lab.world.sim_reading import (
     read_need,
 )
 from causalcache_memory.lab.world.sim_scoring import misclick_target, score_action, thought, typo
+from causalcache_memory.lab.world.vocab import UNDO, VOCABS, encode
 from causalcache_memory.policy import Generation
 
 if TYPE_CHECKING:

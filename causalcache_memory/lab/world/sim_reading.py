@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from causalcache_memory.actions.model import Action
-from causalcache_memory.lab.world.language import UNDO, VALUE_KINDS, Need, PlanStep, summary_op
+from causalcache_memory.lab.world.language import VALUE_KINDS, Need, PlanStep
 from causalcache_memory.lab.world.ocr import OcrResult
+from causalcache_memory.lab.world.vocab import UNDO, summary_op
 
 __all__ = ["MISLEAD", "PromptView", "Reading", "misread_rate", "parse_summary", "progress", "read_need"]
 
