@@ -256,3 +256,31 @@ def test_a_blended_fine_tune_ships_the_interpolation_and_is_checked_as_blended(
     h_full = [h["budgeted_value"] for h in full.metadata["history"]]
     h_half = [h["budgeted_value"] for h in half.metadata["history"]]
     assert h_half[0] == h_full[0] and h_half[1:] != h_full[1:]
+
+
+def test_an_anchored_fine_tune_raises_unhelped_states_less_above_the_base(bad_base) -> None:
+    from causalcache_memory.lab.selector.base_model import load_base
+    from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
+    from causalcache_memory.lab.selector.train import _state_diffs
+
+    data, _, bad_dir = bad_base
+    base = SetScorerModel(ScorerConfig())
+    base.load_state_dict(load_base(str(bad_dir), ScorerConfig()).member_state(0))
+    base.eval()
+    cfg = _fixed(bad_dir, 3).model_copy(update={"loss": "decision", "decision_min_gain": 0.5})
+
+    def rise(weight: float) -> float:  # mean rise of unhelped states' top predicted gain over the base's
+        tuned = train_selector(
+            data, cfg.model_copy(update={"decision_anchor_weight": weight}), export_onnx=False
+        )
+        scale = tuned.metadata["target_scale"]
+        out = []
+        for ex, d, b in zip(data, _state_diffs(tuned.model, data), _state_diffs(base, data), strict=True):
+            swap = ex.from_recent[ex.group] & (ex.cand != ex.out)
+            if swap.any() and ex.y[swap].max() <= 0.5 * scale:
+                out.append(max(d[swap].max() - b[swap].max(), 0.0))
+        assert out
+        return float(np.mean(out))
+
+    free, held = rise(0.0), rise(30.0)
+    assert held < 0.5 * free

@@ -101,6 +101,42 @@ def test_the_state_rank_term_needs_both_kinds_of_state_and_a_weight():
     assert loss(d, tx, keep_weight=0.0, rank=1.0).item() > loss(d, tx, keep_weight=0.0).item()
 
 
+def test_the_anchor_holds_unhelped_states_top_gain_at_or_below_the_base():
+    # state 0 helped; state 1 unhelped, its top rose above the base's (0.4 against 0.1); state 2 unhelped,
+    # below the base's (no term); state 3 has no swap out of Recent-B (no part)
+    y, state = [2.0, -1.0, 0.1, -0.5, 0.0, 5.0], [0, 0, 1, 1, 2, 3]
+    recent = [True, True, True, True, True, False]
+    d, tx = block([0.3, -0.2, 0.4, 0.1, -0.1, 0.9], y, state, recent)
+    d_base = torch.tensor([0.9, 0.9, 0.1, -0.3, 0.2, 0.9])
+
+    def anchored(weight):
+        return decision_loss(
+            d, tx, SCALE, tau=TAU, min_gain=0.5, keep_weight=0.0, anchor_weight=weight, d_base=d_base
+        )
+
+    plain = loss(d, tx, keep_weight=0.0).item()
+    assert anchored(0.7).item() == pytest.approx(plain + 0.7 * ((0.4 - 0.1) / TAU + 0.0) / 2, rel=1e-6)
+    assert anchored(0.0).item() == pytest.approx(plain)
+    anchored(0.7).backward()
+    g = d.grad.numpy()
+    anchor_only = g - torch.autograd.grad(loss(d, tx, keep_weight=0.0), d)[0].numpy()
+    # only the risen unhelped state's top swap is pushed down; the helped state, the fallen one and the
+    # risen state's other swap are untouched
+    assert anchor_only[2] > 0 and np.allclose(np.delete(anchor_only, 2), 0.0)
+
+
+def test_the_anchor_needs_a_base_and_the_decision_loss():
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"train\.decision_anchor_weight=1\.0 .*train\.init_from \(got None\)"
+    ):
+        TrainConfig(loss="decision", decision_anchor_weight=1.0)
+    with pytest.raises(ConfigError, match=r"train\.loss: decision \(got 'regression'\)"):
+        TrainConfig(init_from="bundled", decision_anchor_weight=1.0)
+    TrainConfig(init_from="bundled", loss="decision", decision_anchor_weight=1.0)  # accepted
+
+
 def test_a_selector_trained_with_the_decision_loss_picks_the_useful_event(world, labelled):
     """Trained from scratch on the stand-in world's labels, the decision loss alone makes a selector
     whose dev choices gain (dev value well above keeping Recent-B, which is 0) and pass calibration."""

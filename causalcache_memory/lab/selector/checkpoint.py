@@ -3,11 +3,12 @@
 :func:`save_model` writes what :func:`~causalcache_memory.lab.selector.train.train_selector` produced,
 :func:`load_model` reads it back without pickle (``torch.load(weights_only=True)``) and refuses a model
 built for another feature schema; :class:`TorchSetScorer` drives the beam with the torch model (evaluation
-without ONNX).
+without ONNX); :func:`frozen_copy` a scorer that no optimizer moves (a fine-tune's anchor).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +24,17 @@ from causalcache_memory.selector.features import schema_hash
 
 torch = require("torch", purpose="training the learned selector")
 
-__all__ = ["TorchSetScorer", "load_model", "save_model"]
+__all__ = ["TorchSetScorer", "frozen_copy", "load_model", "save_model"]
+
+
+def frozen_copy(model: Scorer, state: Mapping[str, Any] | None = None) -> Scorer:
+    """A copy of ``model`` (with ``state`` loaded when given) in eval mode, its parameters without gradients."""
+    frozen = copy.deepcopy(model)
+    if state is not None:
+        frozen.load_state_dict(state)
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    return frozen.eval()
 
 
 def save_model(

@@ -30,6 +30,17 @@ the level of ``d`` against "keep" (0) as a positive ``keep_weight`` does. Off by
 recordings it lowered the out-of-fold budgeted gain of a 4-epoch fine-tune (+0.018 at ρ 0, +0.010 at 0.1,
 −0.017 at 1; RESULTS.md 9i); the held-out drift it was meant to answer has no development world to be
 tested on yet.
+
+**Anchored to the base** (``anchor_weight`` λ > 0, fine-tuning only; ``d_base`` the base's predictions on the
+same batch, no gradient). For the states ``n`` with a swap but none that helps, with ``m_n`` and
+``m^base_n`` their top predicted gains out of Recent-B under the model and under the base:
+
+    L_anchor = mean_n relu(m_n - m^base_n) / tau                    L = L_choice + λ · L_anchor
+
+"where the data shows no helpful swap, do not raise the top predicted gain above the base's". A state
+without evidence may then stay as the base ranks it or fall, but cannot climb into the deployment's
+pass-2 budget past the base's own fires, which is what a 4-epoch fine-tune did on heldout-00's recording
+(RESULTS.md 9i, 9j). Helped states are left to the choice term.
 """
 
 from __future__ import annotations
@@ -51,6 +62,8 @@ def decision_loss(
     min_gain: float,
     keep_weight: float,
     state_rank_weight: float = 0.0,
+    anchor_weight: float = 0.0,
+    d_base: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over the batch's states of the weighted choice cross-entropy (module doc)."""
     state, recent, y = tx["state"], tx["recent"], tx["y"]
@@ -76,10 +89,19 @@ def decision_loss(
     per_state = (lse - target) * weight
     choice = per_state[has_choice].sum() / max(n, 1)
     helped, unhelped = helps & has_choice, ~helps & has_choice
+    loss = choice
+    if anchor_weight > 0 and d_base is not None and bool(unhelped.any()):
+        rise = (_top(d, state, recent, n) - _top(d_base, state, recent, n))[unhelped] / tau
+        loss = loss + anchor_weight * torch.relu(rise).mean()
     if state_rank_weight <= 0 or not bool(helped.any()) or not bool(unhelped.any()):
-        return choice
-    top_d = torch.full((n,), -torch.inf, dtype=d.dtype).scatter_reduce(
-        0, state, torch.where(recent, d, torch.full_like(d, -torch.inf)), reduce="amax"
-    )  # m_s: each state's top predicted gain out of Recent-B
+        return loss
+    top_d = _top(d, state, recent, n)  # m_s: each state's top predicted gain out of Recent-B
     margin = (top_d[unhelped][None, :] - d[first[helped]][:, None]) / tau  # (H, N)
-    return choice + state_rank_weight * torch.nn.functional.softplus(margin).mean()
+    return loss + state_rank_weight * torch.nn.functional.softplus(margin).mean()
+
+
+def _top(d: torch.Tensor, state: torch.Tensor, recent: torch.Tensor, n: int) -> torch.Tensor:
+    """``(n,)`` each state's largest ``d`` over its entries out of Recent-B (-inf without one)."""
+    return torch.full((n,), -torch.inf, dtype=d.dtype).scatter_reduce(
+        0, state, torch.where(recent, d, torch.full_like(d, -torch.inf)), reduce="amax"
+    )

@@ -50,7 +50,7 @@ from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
-from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, load_model, save_model
+from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, frozen_copy, load_model, save_model
 from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit
 from causalcache_memory.lab.selector.decision_loss import decision_loss
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
@@ -87,9 +87,16 @@ def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
     return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
 
 
-def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) -> Any:
+def _loss(
+    model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig, anchor: Scorer | None = None
+) -> Any:
+    """One batch's loss; ``anchor``: the base held by ``decision_anchor_weight`` (None: no anchor term)."""
     d = _diffs(model, tx)
     if cfg.loss == "decision":
+        d_base = None
+        if anchor is not None and cfg.decision_anchor_weight > 0:
+            with torch.no_grad():
+                d_base = _diffs(anchor, tx)
         return decision_loss(
             d,
             tx,
@@ -98,6 +105,8 @@ def _loss(model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig) 
             min_gain=cfg.decision_min_gain,
             keep_weight=cfg.decision_keep_weight,
             state_rank_weight=cfg.decision_state_rank_weight,
+            anchor_weight=cfg.decision_anchor_weight,
+            d_base=d_base,
         )
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):
@@ -258,16 +267,17 @@ def _fit(
     scale = float(np.mean(np.abs(all_y[all_y != 0]))) if np.any(all_y != 0) else 1.0
     select = batches(parts["dev"], cfg.batch_states) or batches(train, cfg.batch_states)
     model = SetScorerModel(_scorer_config(cfg))
-    first = 1
+    first, anchor = 1, None
     if base is not None:
         model.load_state_dict(base.member_state(member))
         scale, first = base.target_scale, 0
+        anchor = frozen_copy(model) if cfg.decision_anchor_weight > 0 else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
     masker = MaskDropout(cfg.mask_dropout, seed) if cfg.mask_dropout else None
     for epoch in range(first, cfg.epochs + 1):
-        running = _epoch(model, opt, train, rng, scale, cfg, masker) if epoch > 0 else [float("nan")]
+        running = _epoch(model, opt, train, rng, scale, cfg, masker, anchor) if epoch > 0 else [float("nan")]
         model.eval()
         dev_m = _evaluate(model, select, scale, cfg)
         history.append({"epoch": epoch, "train_loss": float(np.mean(running)), "dev": dev_m})
@@ -297,7 +307,8 @@ def _fit_cross(
     masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
     make_model = lambda: SetScorerModel(_scorer_config(cfg))  # noqa: E731
     make_opt = lambda m: torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)  # noqa: E731
-    one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker)  # noqa: E731
+    anchor = frozen_copy(make_model(), start) if cfg.decision_anchor_weight > 0 else None
+    one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker, anchor)  # noqa: E731
     torch.manual_seed(cfg.seed)
     crossed = cross_fit(
         pool, cfg, start, make_model=make_model, make_optimizer=make_opt, train_epoch=one_epoch,
@@ -316,7 +327,14 @@ def _fit_cross(
 
 
 def _epoch(
-    model, opt, train: Sequence[StateExample], rng: random.Random, scale: float, cfg: TrainConfig, masker=None
+    model,
+    opt,
+    train: Sequence[StateExample],
+    rng: random.Random,
+    scale: float,
+    cfg: TrainConfig,
+    masker=None,
+    anchor=None,
 ) -> list[float]:  # type: ignore[no-untyped-def]
     order = list(range(len(train)))
     rng.shuffle(order)
@@ -326,7 +344,7 @@ def _epoch(
         opt.zero_grad()
         batch = [train[j] for j in order[i : i + cfg.batch_states]]
         batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
-        loss = _loss(model, collate(batch), scale, cfg)
+        loss = _loss(model, collate(batch), scale, cfg, anchor)
         loss.backward()
         opt.step()
         running.append(loss.item())

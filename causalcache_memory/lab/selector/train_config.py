@@ -49,6 +49,9 @@ class TrainConfig(BaseModel):
     #: weight of the decision loss's cross-state rank term (a helped state's helpful swap above the top
     #: swap of a state nothing helps; module ``decision_loss``); 0: the per-state choice alone
     decision_state_rank_weight: float = Field(0.0, ge=0)
+    #: fine-tuning (``init_from``) with the decision loss: weight of the term that holds the top predicted
+    #: gain of states without a helpful swap at or below the base's (module ``decision_loss``); 0: off
+    decision_anchor_weight: float = Field(0.0, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
@@ -131,6 +134,12 @@ class TrainConfig(BaseModel):
             errors.append(
                 f"train.cross_fit_epochs={self.cross_fit_epochs} fixes the length of a cross-fitted "
                 "fine-tune: set train.cross_fit (e.g. 5) or remove train.cross_fit_epochs"
+            )
+        if self.decision_anchor_weight > 0 and (self.init_from is None or self.loss != "decision"):
+            errors.append(
+                f"train.decision_anchor_weight={self.decision_anchor_weight} anchors a fine-tune to its base "
+                f"under the decision loss: it needs train.init_from (got {self.init_from!r}) and train.loss: "
+                f"decision (got {self.loss!r}); set both or set train.decision_anchor_weight: 0"
             )
         if self.fine_tune_blend != 1.0 and self.cross_fit is None:
             errors.append(
