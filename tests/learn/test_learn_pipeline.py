@@ -315,8 +315,11 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     # fine-tuning fills in cross-fitting without a gate (RESULTS.md 9h), whatever the loss
     crossed = {"init_from": "bundled", "cross_fit": 5, "cross_fit_epochs": 4, "fine_tune_gate": None}
     cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
-    assert load_learn_config(cfg).train_settings() == {**crossed, "loss": "decision", "lr": 1e-4}
-    # the regression loss keeps its own fine-tuning rate; a rate the config gives is used as is
+    anchored = {"loss": "decision", "lr": 1e-4, "decision_anchor_weight": 1.0}  # RESULTS.md 9j
+    assert load_learn_config(cfg).train_settings() == {**crossed, **anchored}
+    cfg = _config(tmp_path, recorded, train={"decision_anchor_weight": 0.0})  # off, as given
+    assert load_learn_config(cfg).train_config().decision_anchor_weight == 0.0
+    # the regression loss keeps its own fine-tuning rate (and no anchor); a rate the config gives is used as is
     cfg = _config(tmp_path, recorded, train={"loss": "regression"})
     assert load_learn_config(cfg).train_settings() == {**crossed, "loss": "regression", "lr": 3e-4}
     # cross-fitting and its gate level are defaults only: null turns cross-fitting off (the dev-split gate

@@ -70,6 +70,13 @@ LEARN_CROSS_FIT = 5
 #: average against +0.12 for the argmax, none below it with an interval under 0 (RESULTS.md 9i); ``null``:
 #: the best out-of-fold epoch
 LEARN_CROSS_FIT_EPOCHS: int | None = 4
+#: ``train.decision_anchor_weight`` when fine-tuning with the decision loss and the config does not set it:
+#: states without a helpful swap keep their top predicted gain at or below the base's (lab/selector/
+#: decision_loss.py). Adopted by a rule stated before its dev study (RESULTS.md 9j): over the three kinds of
+#: development world (devage, devshift, devtype) +0.19 over the bundle on average against +0.22 without it,
+#: within the stated 0.03, none below the bundle; meant for worlds where the bundle already ranks well
+#: (the held-out drift of 9i). 0: off
+LEARN_DECISION_ANCHOR_WEIGHT = 1.0
 #: ``train.fine_tune_gate`` when cross-fitting and the config does not set it: none, the best out-of-fold
 #: epoch ships when it beats the base (its evidence is still reported at 95%). Chosen on nine devage
 #: recordings of 200 Recent-4 episodes against a 0.8 gate (RESULTS.md 9h): mean +0.12 over the bundle,
@@ -199,6 +206,7 @@ class LearnConfig(_Strict):
     def train_settings(self) -> dict[str, Any]:
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
         and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`),
+        ``decision_anchor_weight`` :data:`LEARN_DECISION_ANCHOR_WEIGHT` (decision loss),
         ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``cross_fit_epochs`` :data:`LEARN_CROSS_FIT_EPOCHS`
         and ``fine_tune_gate`` :data:`LEARN_CROSS_FIT_GATE` (:data:`LEARN_CROSS_FIT_GATE_AGREEMENT` when the
         sources include agreement).
@@ -207,6 +215,8 @@ class LearnConfig(_Strict):
         if out["init_from"] is not None:
             out.setdefault("loss", LEARN_FINE_TUNE_LOSS)
             out.setdefault("lr", LEARN_FINE_TUNE_LR.get(out["loss"], LEARN_FINE_TUNE_LR["regression"]))
+            if out["loss"] == "decision":
+                out.setdefault("decision_anchor_weight", LEARN_DECISION_ANCHOR_WEIGHT)
             if out.get("ensemble", 1) == 1:
                 out.setdefault("cross_fit", LEARN_CROSS_FIT)
             if out.get("cross_fit"):
