@@ -65,28 +65,22 @@ def test_devage_worlds_are_dev_worlds_with_the_heldout_evidence_ages():
     assert {world_of(t) for t in tasks} == {"devage-01"}
 
 
-def test_devshift_worlds_have_a_layout_of_their_own_and_the_heldout_ages():
-    shifted = [world_spec(w) for w in WORLD_SPLITS["devshift"]]
-    others = [world_spec(w) for split, ids in WORLD_SPLITS.items() if split != "devshift" for w in ids]
-    assert {s.split for s in shifted} == {"devshift"} and {s.layout for s in shifted} == {"stretch"}
-    assert "stretch" not in {s.layout for s in others}  # unseen by every other split, held-out included
-    for knob, values in KNOB_VALUES.items():
-        expected = ("stretch",) if knob == "layout" else values["heldout" if knob == "after_read" else "dev"]
-        assert values["devshift"] == expected
-    require_not_heldout(resolve_worlds("devshift"), "calibrate")
-    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devshift"])
+@pytest.mark.parametrize(
+    ("split", "knob", "value"), [("devshift", "layout", "stretch"), ("devtype", "vocab", "slash")]
+)
+def test_adaptation_splits_have_one_value_of_their_own_and_the_heldout_ages(split, knob, value):
+    mine = [world_spec(w) for w in WORLD_SPLITS[split]]
+    others = [world_spec(w) for name, ids in WORLD_SPLITS.items() if name != split for w in ids]
+    assert {s.split for s in mine} == {split} and {getattr(s, knob) for s in mine} == {value}
+    assert value not in {getattr(s, knob) for s in others}  # unseen by every other split, held-out included
+    for name, values in KNOB_VALUES.items():
+        expected = (value,) if name == knob else values["heldout" if name == "after_read" else "dev"]
+        assert values[split] == expected
+    require_not_heldout(resolve_worlds(split), "calibrate")
+    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS[split])
 
 
-def test_devtype_worlds_navigate_by_typing_in_a_vocabulary_of_their_own_with_the_heldout_ages():
-    typed = [world_spec(w) for w in WORLD_SPLITS["devtype"]]
-    others = [world_spec(w) for split, ids in WORLD_SPLITS.items() if split != "devtype" for w in ids]
-    assert {s.split for s in typed} == {"devtype"} and {s.vocab for s in typed} == {"slash"}
-    assert "slash" not in {s.vocab for s in others}  # unseen by every other split, held-out included
-    for knob, values in KNOB_VALUES.items():
-        expected = ("slash",) if knob == "vocab" else values["heldout" if knob == "after_read" else "dev"]
-        assert values["devtype"] == expected
-    require_not_heldout(resolve_worlds("devtype"), "calibrate")
-    assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS["devtype"])
+def test_slash_navigates_by_typing_as_the_heldout_vocabulary_does_in_other_words():
     # navigation is a typed text with no tap location, as in the held-out vocabulary, in other words
     for op in ("open_app", "back", "home"):
         slash, command = encode("slash", op, "Notes"), encode("command", op, "Notes")
