@@ -76,7 +76,7 @@ def decision_loss(
     mass = torch.exp(-top).index_add(0, state, torch.where(recent, torch.exp(z - top[state]), 0.0))
     lse = top + torch.log(mass)
     y_recent = torch.where(recent, y, torch.full_like(y, -torch.inf))
-    best = torch.full((n,), -torch.inf, dtype=y.dtype).scatter_reduce(0, state, y_recent, reduce="amax")
+    best = _top(y, state, recent, n)  # each state's best label out of Recent-B
     helps = best > min_gain * scale
     is_best = recent & (y_recent == best[state]) & helps[state]
     # one target entry per helped state (the first of tied bests)

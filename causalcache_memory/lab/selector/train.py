@@ -93,10 +93,8 @@ def _loss(
     """One batch's loss; ``anchor``: the base held by ``decision_anchor_weight`` (None: no anchor term)."""
     d = _diffs(model, tx)
     if cfg.loss == "decision":
-        d_base = None
-        if anchor is not None and cfg.decision_anchor_weight > 0:
-            with torch.no_grad():
-                d_base = _diffs(anchor, tx)
+        with torch.no_grad():  # the frozen base, built only when decision_anchor_weight > 0
+            d_base = _diffs(anchor, tx) if anchor is not None else None
         return decision_loss(
             d,
             tx,
