@@ -80,6 +80,17 @@ def test_adaptation_splits_have_one_value_of_their_own_and_the_heldout_ages(spli
     assert not set(resolve_worlds("dev")) & set(WORLD_SPLITS[split])
 
 
+def test_devmix_worlds_have_the_widest_heldout_age_range_and_development_values_otherwise():
+    mixed = [world_spec(w) for w in WORLD_SPLITS["devmix"]]
+    assert {s.split for s in mixed} == {"devmix"} and {s.after_read for s in mixed} == {(0, 6)}
+    assert (0, 6) in KNOB_VALUES["after_read"]["heldout"] and (0, 6) not in KNOB_VALUES["after_read"]["dev"]
+    for name, values in KNOB_VALUES.items():
+        assert values["devmix"] == (((0, 6),) if name == "after_read" else values["dev"])
+    require_not_heldout(resolve_worlds("devmix"), "calibrate")
+    tasks = generate_world_tasks(8, 0, worlds="devmix-02", purpose="calibrate")
+    assert {world_of(t) for t in tasks} == {"devmix-02"}
+
+
 def test_slash_navigates_by_typing_as_the_heldout_vocabulary_does_in_other_words():
     # navigation is a typed text with no tap location, as in the held-out vocabulary, in other words
     for op in ("open_app", "back", "home"):

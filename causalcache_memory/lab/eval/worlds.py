@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WORLD_SPLIT_ORDER", "summarize_worlds"]
 
-WORLD_SPLIT_ORDER = ("heldout", "devtype", "devshift", "devage", "dev", "train", "v2")
+WORLD_SPLIT_ORDER = ("heldout", "devmix", "devtype", "devshift", "devage", "dev", "train", "v2")
 _KNOBS = ("vocab", "layout", "skin", "wording", "after_read", "before_read", "decoys", "platform")
 
 

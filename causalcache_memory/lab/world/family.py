@@ -138,6 +138,16 @@ KNOB_VALUES = {
     for knob, values in KNOB_VALUES.items()
 }
 
+#: ``devmix``: development worlds for adaptation methods whose evidence is either recent or old: the widest
+#: held-out age range (0-6 errands after the read) for every world, the development values otherwise. Added
+#: in RESULTS.md 9k: the two held-out worlds where ``learn`` harmed (heldout-01 out of fold, heldout-03 in
+#: closed loop) are the two with that range, and no development world had it (devage, devshift and devtype
+#: drew 2-6 or 4-6). Never used to train or choose anything of the bundled selector.
+KNOB_VALUES = {
+    knob: {**values, "devmix": ((0, 6),) if knob == "after_read" else values["dev"]}
+    for knob, values in KNOB_VALUES.items()
+}
+
 
 def world_spec(world_id: str) -> WorldSpec:
     """The knobs of world ``world_id`` (``v2``, or ``<split>-<NN>`` of :mod:`.splits`), deterministic."""
@@ -146,7 +156,7 @@ def world_spec(world_id: str) -> WorldSpec:
     split, _, number = world_id.rpartition("-")
     if split not in KNOB_VALUES["vocab"] or not number.isdigit():  # the splits that have knob values
         raise ConfigError(
-            f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|devage|devshift|devtype|heldout>-<NN>', "
+            f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|devage|devshift|devtype|devmix|heldout>-<NN>', "
             "e.g. 'heldout-03'"
         )
     digest = hashlib.sha256(f"causalcache-world-family:{world_id}".encode()).digest()

@@ -46,6 +46,7 @@ _TEMPLATES_OF_SPLIT = {
     "devage": "dev",
     "devshift": "dev",
     "devtype": "dev",
+    "devmix": "dev",
     "heldout": "eval",
 }
 

@@ -32,13 +32,15 @@ WORLD_SPLITS: dict[str, tuple[str, ...]] = {
     "devshift": tuple(f"devshift-{i:02d}" for i in range(3)),
     #: development worlds that navigate by typing in a vocabulary of their own, with the held-out ages (family.py)
     "devtype": tuple(f"devtype-{i:02d}" for i in range(3)),
+    #: development worlds whose evidence is either recent or old (0-6 errands after the read) (family.py)
+    "devmix": tuple(f"devmix-{i:02d}" for i in range(3)),
 }
 #: what a harness does with worlds; only ``evaluate`` may touch held-out worlds
 PURPOSES = ("train", "calibrate", "evaluate")
 
 
 def worlds_in(which: str) -> tuple[str, ...]:
-    """World ids of split ``which`` (``train``, ``dev``, ``devage``, ``devshift``, ``devtype`` or ``heldout``)."""
+    """World ids of split ``which`` (``train``, ``dev``, ``devage``, ``devshift``, ``devtype``, ``devmix`` or ``heldout``)."""
     try:
         return WORLD_SPLITS[which]
     except KeyError:
@@ -46,7 +48,7 @@ def worlds_in(which: str) -> tuple[str, ...]:
 
 
 def world_split(world_id: str) -> str:
-    """``train``, ``dev``, ``devage``, ``devshift``, ``devtype``, ``heldout`` or ``v2`` for ``world_id``."""
+    """``train``, ``dev``, ``devage``, ``devshift``, ``devtype``, ``devmix``, ``heldout`` or ``v2`` for ``world_id``."""
     return world_spec(world_id).split
 
 
