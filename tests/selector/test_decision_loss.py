@@ -137,6 +137,79 @@ def test_the_anchor_needs_a_base_and_the_decision_loss():
     TrainConfig(init_from="bundled", loss="decision", decision_anchor_weight=1.0)  # accepted
 
 
+def path_block(d, y, state, recent, decision, path):
+    d, tx = block(d, y, state, recent)
+    tx.update(decision=torch.tensor(decision), path=torch.tensor(path), decisions=max(decision) + 1)
+    return d, tx
+
+
+def test_path_decisions_are_each_a_choice_with_its_own_anchor():
+    # state 0: first decision (entries 0-1, helped by entry 0), then a teacher-path decision (entries 2-3)
+    # helped by entry 3; state 1: first decision unhelped, a path decision (entries 6-7) unhelped whose top
+    # rose above the base's (0.6 against 0.2). Keep rows (cand == out) are in neither mask.
+    d, tx = path_block(
+        [0.3, -0.2, 0.1, 0.2, 0.0, -0.1, 0.6, -0.4],
+        [2.0, -1.0, -0.5, 1.5, 0.0, 0.0, 0.1, -2.0],
+        [0, 0, 0, 0, 1, 1, 1, 1],
+        [True, True, False, False, False, True, False, False],
+        [0, 0, 1, 1, 2, 2, 3, 3],
+        [False, False, True, True, False, False, True, True],
+    )
+    d_base = torch.tensor([0.3, -0.2, 0.1, 0.2, 0.0, -0.1, 0.2, -0.4])
+
+    def total(path_weight, anchor_weight=0.5):
+        return decision_loss(
+            d, tx, SCALE, tau=TAU, min_gain=0.5, keep_weight=0.0, anchor_weight=anchor_weight,
+            d_base=d_base, path_weight=path_weight,
+        )  # fmt: skip
+
+    lse = lambda zs: math.log(1.0 + sum(math.exp(z / TAU) for z in zs))  # noqa: E731
+    path_choice = (lse([0.1, 0.2]) - 0.2 / TAU) / 2  # over the batch's two states, as the first term
+    path_anchor = (0.6 - 0.2) / TAU  # the one unhelped path decision's rise
+    assert total(0.0).item() == pytest.approx(loss(d, tx, keep_weight=0.0).item(), rel=1e-6)  # no anchor rise
+    assert total(0.8).item() == pytest.approx(total(0.0).item() + 0.8 * (path_choice + 0.5 * path_anchor))
+    total(0.8).backward()
+    g = d.grad.numpy()
+    assert g[3] < 0 < g[2]  # the path decision's helping swap goes up, its other swap down
+    assert g[6] > 0 and g[7] == 0.0  # the risen unhelped path decision's top swap is pushed down only
+
+
+def test_collate_marks_the_teacher_path_decisions_of_each_state():
+    from causalcache_memory.lab.selector.batches import collate
+    from causalcache_memory.lab.selector.examples import StateExample
+
+    def example(decision):
+        # groups: two out of Recent-B (decision 0), one from the teacher path's next set (decision 1)
+        return StateExample(
+            "tr", 6, 2, np.zeros((5, 3), np.float32), np.zeros((1, 2), np.float32),
+            conds=[(4,), (5,), (1, 5)], group=np.array([0, 0, 1, 2, 2]), cand=np.array([0, 2, 1, 1, 4]),
+            out=np.array([4, 2, 3, 4, 4]), y=np.zeros(5, np.float32), from_recent=np.array([True, True, False]),
+            decision=decision,
+        )  # fmt: skip
+
+    tx = collate([example(np.array([0, 0, 1])), example(np.array([0, 0, 1]))])
+    assert tx["path"].tolist() == [False, False, False, True, False] * 2  # a swap of the later set only
+    assert tx["recent"].tolist() == [True, False, True, False, False] * 2
+    assert tx["decision"].tolist() == [0, 0, 0, 1, 1, 2, 2, 2, 3, 3] and tx["decisions"] == 4
+    unknown = collate([example(np.zeros(0, np.int64))])  # examples built without decisions: no path term
+    assert not unknown["path"].any()
+
+
+def test_build_examples_numbers_each_base_set_as_one_decision():
+    from causalcache_memory.lab.selector.examples import _decisions
+
+    groups = [{"base": [3, 4]}, {"base": [4, 3]}, {"base": [1, 4]}, {"base": [1, 3]}, {"base": [1, 4]}]
+    assert _decisions(groups).tolist() == [0, 0, 1, 2, 1]
+
+
+def test_path_decisions_need_the_decision_loss():
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.decision_path_weight=1\.0 .*train\.loss: decision"):
+        TrainConfig(decision_path_weight=1.0)
+    TrainConfig(loss="decision", decision_path_weight=1.0)  # accepted
+
+
 def test_a_selector_trained_with_the_decision_loss_picks_the_useful_event(world, labelled):
     """Trained from scratch on the stand-in world's labels, the decision loss alone makes a selector
     whose dev choices gain (dev value well above keeping Recent-B, which is 0) and pass calibration."""

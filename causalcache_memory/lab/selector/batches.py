@@ -26,8 +26,8 @@ __all__ = ["batches", "collate"]
 def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
     """Collate states into one block: events stacked, indices offset, one context row per set."""
     events, rows, masks, ctx, group, cand, out, ys, pairs = [], [], [], [], [], [], [], [], []
-    state, recent = [], []
-    n_off = k_off = l_off = 0
+    state, recent, decision, path = [], [], [], []
+    n_off = k_off = l_off = d_off = 0
     width = max(len(c) for ex in examples for c in ex.conds) if examples else 1
     for ex in examples:
         r, m = pack_sets(ex.conds, width)
@@ -43,6 +43,11 @@ def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
         state.append(np.full(len(ex.y), len(state), dtype=np.int64))
         from_recent = ex.from_recent if len(ex.from_recent) else np.zeros(len(ex.conds), bool)
         recent.append(from_recent[ex.group] & (ex.cand != ex.out))
+        # later decisions of the teacher path (their base set is not Recent-B); none when unknown
+        per_group = ex.decision if len(ex.decision) else np.zeros(len(ex.conds), np.int64)
+        decision.append(per_group[ex.group] + d_off)
+        path.append((~from_recent[ex.group] & (ex.cand != ex.out)) if len(ex.decision) else ex.cand < 0)
+        d_off += int(per_group.max()) + 1 if len(per_group) else 1
         n_off += len(ex.events)
         k_off += len(ex.conds)
         l_off += len(ex.y)
@@ -61,6 +66,11 @@ def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
         "state": torch.from_numpy(cat(state) if state else np.zeros(0, np.int64)),
         "recent": torch.from_numpy(cat(recent).astype(bool) if recent else np.zeros(0, bool)),
         "states": len(examples),
+        # per entry: its decision (a state's base set) in the block, and whether it is a later swap of the
+        # teacher path (the decision loss's path term)
+        "decision": torch.from_numpy(cat(decision).astype(np.int64) if decision else np.zeros(0, np.int64)),
+        "path": torch.from_numpy(cat(path).astype(bool) if path else np.zeros(0, bool)),
+        "decisions": d_off,
     }
 
 

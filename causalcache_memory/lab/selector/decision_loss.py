@@ -41,6 +41,19 @@ same batch, no gradient). For the states ``n`` with a swap but none that helps, 
 without evidence may then stay as the base ranks it or fall, but cannot climb into the deployment's
 pass-2 budget past the base's own fires, which is what a 4-epoch fine-tune did on heldout-00's recording
 (RESULTS.md 9i, 9j). Helped states are left to the choice term.
+
+**Every decision of the search** (``path_weight`` π > 0). The deployed beam search takes a swap out of
+Recent-B, then further swaps from the set it reached (:mod:`~causalcache_memory.selector.beam`), each scored
+conditioned on that set. The terms above train only the first; a fine-tune leaves the later ones to drift
+(on the devmix worlds it dropped a second restoration the base made, or took an extra swap that evicted
+a recent screen holding the evidence; RESULTS.md 9k). The labels hold those later decisions on the teacher
+path (groups whose base set ``S_p`` is not Recent-B, ``y_j = Q(S_p \\ {r} ∪ {j}) - Q(S_p)``). Each such set
+is one more decision ``p`` of its state, with the same choice and anchor terms over its swaps:
+
+    L = L_first + π · (L_choice^path + λ · L_anchor^path)
+
+(``L_choice^path`` summed over the path decisions and divided by the batch's state count, as the first
+term is; ``L_anchor^path`` the mean over path decisions nothing helps).
 """
 
 from __future__ import annotations
@@ -64,35 +77,35 @@ def decision_loss(
     state_rank_weight: float = 0.0,
     anchor_weight: float = 0.0,
     d_base: torch.Tensor | None = None,
+    path_weight: float = 0.0,
 ) -> torch.Tensor:
     """Mean over the batch's states of the weighted choice cross-entropy (module doc)."""
     state, recent, y = tx["state"], tx["recent"], tx["y"]
     n = int(tx["states"])
+    loss = d.sum() * 0.0
+    if path_weight > 0 and bool(tx["path"].any()):  # later decisions of the teacher path (module doc)
+        path_choice, path_anchor = _choice(
+            d,
+            y,
+            tx["decision"],
+            tx["path"],
+            int(tx["decisions"]),
+            scale,
+            tau,
+            min_gain,
+            keep_weight,
+            anchor_weight,
+            d_base,
+            per=n,
+        )[:2]
+        loss = loss + path_weight * (path_choice + anchor_weight * path_anchor)
     if not bool(recent.any()):
-        return d.sum() * 0.0
-    z = torch.where(recent, d / tau, torch.full_like(d, -torch.inf))
-    top = torch.zeros(n, dtype=d.dtype).scatter_reduce(0, state, z, reduce="amax", include_self=True)
-    top = top.detach()  # the keep logit 0 is in ``top`` (include_self), so exp never overflows
-    mass = torch.exp(-top).index_add(0, state, torch.where(recent, torch.exp(z - top[state]), 0.0))
-    lse = top + torch.log(mass)
-    y_recent = torch.where(recent, y, torch.full_like(y, -torch.inf))
-    best = _top(y, state, recent, n)  # each state's best label out of Recent-B
-    helps = best > min_gain * scale
-    is_best = recent & (y_recent == best[state]) & helps[state]
-    # one target entry per helped state (the first of tied bests)
-    first = torch.full((n,), len(d), dtype=torch.long).scatter_reduce(
-        0, state, torch.where(is_best, torch.arange(len(d)), len(d)), reduce="amin"
+        return loss
+    choice, anchor, helps, has_choice, first = _choice(
+        d, y, state, recent, n, scale, tau, min_gain, keep_weight, anchor_weight, d_base, per=n
     )
-    target = torch.where(helps, z[first.clamp(max=len(d) - 1)], torch.zeros(n, dtype=d.dtype))
-    weight = torch.where(helps, 1.0, keep_weight)
-    has_choice = torch.zeros(n, dtype=torch.bool).index_fill(0, state[recent], True)
-    per_state = (lse - target) * weight
-    choice = per_state[has_choice].sum() / max(n, 1)
+    loss = loss + choice + anchor_weight * anchor
     helped, unhelped = helps & has_choice, ~helps & has_choice
-    loss = choice
-    if anchor_weight > 0 and d_base is not None and bool(unhelped.any()):
-        rise = (_top(d, state, recent, n) - _top(d_base, state, recent, n))[unhelped] / tau
-        loss = loss + anchor_weight * torch.relu(rise).mean()
     if state_rank_weight <= 0 or not bool(helped.any()) or not bool(unhelped.any()):
         return loss
     top_d = _top(d, state, recent, n)  # m_s: each state's top predicted gain out of Recent-B
@@ -100,8 +113,52 @@ def decision_loss(
     return loss + state_rank_weight * torch.nn.functional.softplus(margin).mean()
 
 
-def _top(d: torch.Tensor, state: torch.Tensor, recent: torch.Tensor, n: int) -> torch.Tensor:
-    """``(n,)`` each state's largest ``d`` over its entries out of Recent-B (-inf without one)."""
+def _choice(
+    d: torch.Tensor,
+    y: torch.Tensor,
+    idx: torch.Tensor,
+    mask: torch.Tensor,
+    n: int,
+    scale: float,
+    tau: float,
+    min_gain: float,
+    keep_weight: float,
+    anchor_weight: float,
+    d_base: torch.Tensor | None,
+    *,
+    per: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One kind of decision (``idx`` each entry's decision of ``n``, ``mask`` its entries that are swaps):
+    ``(choice, anchor, helps, has_choice, first)``: the summed weighted cross-entropy over ``per``, the mean
+    anchor rise over the unhelped decisions (0 without a base), and per decision whether a swap helps,
+    whether it has a swap, and its target entry."""
+    z = torch.where(mask, d / tau, torch.full_like(d, -torch.inf))
+    top = torch.zeros(n, dtype=d.dtype).scatter_reduce(0, idx, z, reduce="amax", include_self=True)
+    top = top.detach()  # the keep logit 0 is in ``top`` (include_self), so exp never overflows
+    mass = torch.exp(-top).index_add(0, idx, torch.where(mask, torch.exp(z - top[idx]), 0.0))
+    lse = top + torch.log(mass)
+    y_masked = torch.where(mask, y, torch.full_like(y, -torch.inf))
+    best = _top(y, idx, mask, n)  # each decision's best label
+    helps = best > min_gain * scale
+    is_best = mask & (y_masked == best[idx]) & helps[idx]
+    # one target entry per helped decision (the first of tied bests)
+    first = torch.full((n,), len(d), dtype=torch.long).scatter_reduce(
+        0, idx, torch.where(is_best, torch.arange(len(d)), len(d)), reduce="amin"
+    )
+    target = torch.where(helps, z[first.clamp(max=len(d) - 1)], torch.zeros(n, dtype=d.dtype))
+    weight = torch.where(helps, 1.0, keep_weight)
+    has_choice = torch.zeros(n, dtype=torch.bool).index_fill(0, idx[mask], True)
+    choice = ((lse - target) * weight)[has_choice].sum() / max(per, 1)
+    unhelped = ~helps & has_choice
+    anchor = d.sum() * 0.0
+    if anchor_weight > 0 and d_base is not None and bool(unhelped.any()):
+        rise = (_top(d, idx, mask, n) - _top(d_base, idx, mask, n))[unhelped] / tau
+        anchor = torch.relu(rise).mean()
+    return choice, anchor, helps, has_choice, first
+
+
+def _top(d: torch.Tensor, idx: torch.Tensor, mask: torch.Tensor, n: int) -> torch.Tensor:
+    """``(n,)`` each decision's largest ``d`` over its entries in ``mask`` (-inf without one)."""
     return torch.full((n,), -torch.inf, dtype=d.dtype).scatter_reduce(
-        0, state, torch.where(recent, d, torch.full_like(d, -torch.inf)), reduce="amax"
+        0, idx, torch.where(mask, d, torch.full_like(d, -torch.inf)), reduce="amax"
     )

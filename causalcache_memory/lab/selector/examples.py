@@ -46,6 +46,9 @@ class StateExample:
     y: np.ndarray  # (L,) Q(C ∪ {j}) - Q(S); entries with cand == out have y = 0
     pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (P, 2): y[a] > y[b]
     from_recent: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (K,)
+    #: (K,) the decision of each group: the index of its base set ``S`` among the state's distinct base
+    #: sets in label order (Recent-B is one decision, each later teacher-path set another); empty: unknown
+    decision: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     task_split: str = ""
     data_split: str = ""
 
@@ -84,11 +87,18 @@ def build_examples(
                 context_features(t, budget, ref),
                 *flat,
                 from_recent=np.array([sorted(g["base"]) == recent for g in rec["groups"]], dtype=bool),
+                decision=_decisions(rec["groups"]),
                 task_split=str(traj.metadata.get("split", "")),
                 data_split=str(traj.metadata.get("data_split", "")),
             )
         )
     return out
+
+
+def _decisions(groups: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``(K,)`` each group's decision: the index of its base set among the record's distinct base sets."""
+    index: dict[tuple[int, ...], int] = {}
+    return np.array([index.setdefault(tuple(sorted(g["base"])), len(index)) for g in groups], np.int64)
 
 
 def _witness(rec: Mapping[str, Any], traj: Any, t: int) -> Action:

@@ -105,6 +105,7 @@ def _loss(
             state_rank_weight=cfg.decision_state_rank_weight,
             anchor_weight=cfg.decision_anchor_weight,
             d_base=d_base,
+            path_weight=cfg.decision_path_weight,
         )
     loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
     if cfg.rank_weight > 0 and len(tx["pairs"]):

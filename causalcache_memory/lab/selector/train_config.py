@@ -52,6 +52,9 @@ class TrainConfig(BaseModel):
     #: fine-tuning (``init_from``) with the decision loss: weight of the term that holds the top predicted
     #: gain of states without a helpful swap at or below the base's (module ``decision_loss``); 0: off
     decision_anchor_weight: float = Field(0.0, ge=0)
+    #: with the decision loss: weight of the later decisions of the search (the teacher path's swaps after
+    #: the first, with the same choice and anchor terms; module ``decision_loss``); 0: the first swap alone
+    decision_path_weight: float = Field(0.0, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
@@ -140,6 +143,12 @@ class TrainConfig(BaseModel):
                 f"train.decision_anchor_weight={self.decision_anchor_weight} anchors a fine-tune to its base "
                 f"under the decision loss: it needs train.init_from (got {self.init_from!r}) and train.loss: "
                 f"decision (got {self.loss!r}); set both or set train.decision_anchor_weight: 0"
+            )
+        if self.decision_path_weight > 0 and self.loss != "decision":
+            errors.append(
+                f"train.decision_path_weight={self.decision_path_weight} weights the search's later decisions "
+                f"in the decision loss: it needs train.loss: decision (got {self.loss!r}); set it or set "
+                "train.decision_path_weight: 0"
             )
         if self.fine_tune_blend != 1.0 and self.cross_fit is None:
             errors.append(
