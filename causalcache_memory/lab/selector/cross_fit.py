@@ -71,7 +71,6 @@ import numpy as np
 from causalcache_memory.lab.selector.calibrate import top_swaps
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
-from causalcache_memory.lab.selector.path_value import path_budgeted_values
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
 __all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of"]
@@ -116,10 +115,6 @@ def budgeted_values(
         top = top[gains[top] > 0.0]
         out[rows_arr[top]] = utils[top]
     return out
-
-
-def _epoch_record(epoch: int, values: np.ndarray, paths: np.ndarray) -> dict[str, Any]:
-    return {"epoch": epoch, "budgeted_value": float(values.mean()), "path_value": float(paths.mean())}
 
 
 def _has_swap(ex: StateExample) -> bool:
@@ -185,20 +180,18 @@ def cross_fit(
         blended.load_state_dict(blend_states(base_state, model.state_dict(), beta))
         return blended.eval()
 
-    def score() -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-        values, diffs, paths = np.zeros(len(pool)), [np.zeros(0)] * len(pool), np.zeros(len(pool))
+    def score() -> tuple[np.ndarray, list[np.ndarray]]:
+        values, diffs = np.zeros(len(pool)), [np.zeros(0)] * len(pool)
         for m in members:
             held = [pool[i] for i in m["held"]]
             d = state_diffs(scored(m["model"]), held)
             values[m["held"]] = budgeted_values(d, held)
-            paths[m["held"]] = path_budgeted_values(d, held)
             for i, di in zip(m["held"], d, strict=True):
                 diffs[i] = di
-        return values, diffs, paths
+        return values, diffs
 
-    values0, diffs0, paths0 = score()
-    by_epoch, history = [values0], [_epoch_record(0, values0, paths0)]
-    path_by_epoch = [paths0]
+    values0, diffs0 = score()
+    by_epoch, history = [values0], [{"epoch": 0, "budgeted_value": float(values0.mean())}]
     best_epoch, best_diffs, stale = 0, diffs0, 0
     best_key = round(float(values0.mean()) / scale, 4)
     fixed = cfg.cross_fit_epochs
@@ -206,10 +199,9 @@ def cross_fit(
         for m in members:
             train_epoch(m["model"], m["opt"], m["train"], m["rng"])
             m["model"].eval()
-        values, diffs, paths = score()
+        values, diffs = score()
         by_epoch.append(values)
-        path_by_epoch.append(paths)
-        history.append(_epoch_record(epoch, values, paths))
+        history.append({"epoch": epoch, "budgeted_value": float(values.mean())})
         if log:
             log(
                 f"cross-fit epoch {epoch}: out-of-fold budgeted value {values.mean():.4f} (base {values0.mean():.4f})"
@@ -233,10 +225,6 @@ def cross_fit(
         seed=cfg.seed,
         min_gain=0.0,
         clusters=trajectories,
-    )
-    # reported beside the first-swap value, not acted on (module path_value; RESULTS.md 9k)
-    path = fine_tune_evidence(
-        path_by_epoch[best_epoch], paths0, confidence=0.95, seed=cfg.seed, min_gain=0.0, clusters=trajectories
     )
     gated = cfg.fine_tune_gate is not None and best_epoch > 0
     lo, hi = evidence["ci"]
@@ -265,7 +253,6 @@ def cross_fit(
             "length": "fixed" if fixed is not None else "argmax",
             "harmful": harmful,
             "blend": beta,
-            "path": {"delta": path["delta"], "ci": path["ci"]},
         },
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
