@@ -136,13 +136,7 @@ def world_policies(world: str, k: int):  # type: ignore[no-untyped-def]
 
 
 def _evaluate(
-    out: Path,
-    world: str,
-    tasks: int,
-    selector: str | None,
-    arms: tuple[str, ...],
-    seed: int = 9001,
-    later_swaps: str | None = None,
+    out: Path, world: str, tasks: int, selector: str | None, arms: tuple[str, ...], seed: int = 9001
 ) -> dict:
     from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
 
@@ -161,7 +155,7 @@ def _evaluate(
         return json.loads(done.read_text())
     settings = ClosedLoopSettings(
         tasks=tasks, seed=seed, arms=arms, worlds=world, policy_seeds=(0, 1, 2), budget_curve=(),
-        budget=4, selector_path=selector, later_swaps=later_swaps,
+        budget=4, selector_path=selector,
     )  # fmt: skip
     start = time.perf_counter()
     results = run_closed_loop(settings, out, progress=False, on_episode=count)
@@ -215,12 +209,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--record-seed", type=int, default=7001, help="task seed of the recorded episodes")
     p.add_argument("--eval-seed", type=int, default=9001, help="task seed of the evaluation tasks")
-    p.add_argument(
-        "--later-swaps",
-        default=None,
-        help="the learned selector's allocation.selector.later_swaps in evaluation (e.g. bundled); "
-        "default: none, the learned model scores every swap",
-    )
     p.add_argument("--train", default="{}", help="learn's train section as JSON (e.g. '{\"lr\": 0.001}')")
     p.add_argument(
         "--labels",
@@ -282,13 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
         evals[source] = _evaluate(
-            out / f"eval-{source}",
-            args.world,
-            args.eval,
-            summary["model"],
-            ("causalcache",),
-            args.eval_seed,
-            args.later_swaps,
+            out / f"eval-{source}", args.world, args.eval, summary["model"], ("causalcache",), args.eval_seed
         )
     report["eval"] = evals
     report["contrasts"] = {}

@@ -43,7 +43,6 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         budget_window=sel.budget_window,
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
-        later_swaps=sel.later_swaps,
     )
 
 

@@ -61,12 +61,6 @@ class SelectorConfig(_Strict):
     ood_scale: float = Field(
         1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
     )
-    later_swaps: str | None = Field(
-        None,
-        description="Scorer of the search's later swaps (after the first out of Recent-B): 'bundled', a "
-        "directory or .onnx file of a selector reading the same features, or null = model_path scores "
-        "every swap (docs/SELECTOR.md, 'Later swaps').",
-    )
 
     @field_validator("second_pass_budget", mode="before")
     @classmethod

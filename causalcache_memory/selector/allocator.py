@@ -13,25 +13,14 @@ allocation's ``info`` carries the predicted gain, the threshold used and, for a 
 
 :meth:`SelectorAllocator.decide` is the decision rule on already featurized events (OOD guard, scorer,
 beam, threshold); :meth:`~SelectorAllocator.allocate` and the lab's allocation ladder both call it.
-
-**Later swaps from another scorer** (``later_swaps``). The beam's first step scores sets inside Recent-B
-(which swap, if any, goes first); its later steps score sets that already hold a restored event. With
-``later_swaps`` (``"bundled"`` or a path) the model decides the first step and that scorer the later
-ones, each later gain scaled by ``min_gain / τ_later`` (``τ_later`` its own ``auto`` threshold at this
-``B``), so a later swap is taken when it clears the later scorer's own threshold. ``causalcache learn``
-fits and checks the first step only (RESULTS.md 9k), so a fine-tune can deploy with the later steps left
-to the model it was fine-tuned from. Both scorers must read the same features.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-import numpy as np
 
 from causalcache_memory.allocation.base import (
     Allocation,
@@ -41,7 +30,7 @@ from causalcache_memory.allocation.base import (
     recent_b,
 )
 from causalcache_memory.errors import SelectorError
-from causalcache_memory.selector.beam import SetScorer, beam_search
+from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
@@ -51,13 +40,14 @@ from causalcache_memory.selector.threshold import (
     DEFAULT_BUDGET_WINDOW,
     DEFAULT_SECOND_PASS_BUDGET,
     DeploymentThreshold,
-    Thresholds,
     check_window,
     resolve_min_gain,
     resolve_thresholds,
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
 
@@ -124,7 +114,6 @@ class SelectorAllocator:
         ood_guard: bool = True,
         ood_scale: float = 1.0,
         screen_text: ScreenTextSource | None = None,
-        later_swaps: str | Path | OnnxScorer | None = None,
     ) -> None:
         if beam_width < 1:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
@@ -138,10 +127,6 @@ class SelectorAllocator:
             )
         #: the swap thresholds (per memory budget B where the model has a dev frontier for it)
         self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_budget=second_pass_budget)
-        #: the scorer of the search's later swaps and its own thresholds (None: the model scores them all)
-        self.later, self.later_thresholds = _later_scorer(
-            later_swaps, self.model, threads, second_pass_budget
-        )
         self.min_gain, self.min_gain_source = self.thresholds.default, self.thresholds.source
         self.second_pass_budget = float(second_pass_budget)
         window = check_window(budget_window)
@@ -273,13 +258,6 @@ class SelectorAllocator:
         scorer = self.model.scorer(
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
-        if self.later is not None:
-            later = self.later.scorer(
-                events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
-            )
-            scorer = _split_scorer(
-                scorer, later, recent, _ratio(min_gain, self.later_thresholds.for_budget(budget))
-            )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain)
         if self.deployment is not None:
             self.deployment.observe(budget, result.top_gain)
@@ -289,43 +267,3 @@ class SelectorAllocator:
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )
-
-
-def _later_scorer(
-    spec: str | Path | OnnxScorer | None, model: OnnxScorer, threads: int, second_pass_budget: float
-) -> tuple[OnnxScorer | None, Thresholds | None]:
-    """``later_swaps`` -> the scorer of the later swaps (``"bundled"``, a path or a scorer) and its own
-    ``auto`` thresholds; refused when it reads other features than ``model``."""
-    if spec is None:
-        return None, None
-    later = spec if isinstance(spec, OnnxScorer) else OnnxScorer(
-        bundled_model_path() if str(spec) == "bundled" else spec, threads=threads
-    )  # fmt: skip
-    if later.feature_names != model.feature_names or later.image_features != model.image_features:
-        raise SelectorError(
-            f"later_swaps={str(spec)!r} reads other features than model {model.path} "
-            f"({len(later.feature_names)} features, image features {later.image_features}; the model: "
-            f"{len(model.feature_names)}, {model.image_features}): use the model it was fine-tuned from, "
-            "or set later_swaps: null"
-        )
-    return later, resolve_thresholds("auto", later, second_pass_budget=second_pass_budget)
-
-
-def _ratio(min_gain: float, later_min_gain: float) -> float:
-    """The factor that puts the later scorer's gains on the first scorer's threshold: a later swap is
-    taken when its own gain clears its own threshold (1 when either threshold is 0 or infinite)."""
-    finite = 0.0 < min_gain < float("inf") and 0.0 < later_min_gain < float("inf")
-    return min_gain / later_min_gain if finite else 1.0
-
-
-def _split_scorer(first: SetScorer, later: SetScorer, recent: tuple[int, ...], ratio: float) -> SetScorer:
-    """One beam step's conditioning sets are all inside Recent-B (the first swap: ``first`` scores them)
-    or all hold a restored event (a later swap: ``later``, its gains scaled by ``ratio``)."""
-    inside = set(recent)
-
-    def score(conds: Sequence[tuple[int, ...]]) -> np.ndarray:
-        if not conds or set(conds[0]) <= inside:
-            return first(conds)
-        return ratio * np.asarray(later(conds))
-
-    return score

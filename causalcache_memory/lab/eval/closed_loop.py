@@ -82,8 +82,6 @@ class ClosedLoopSettings:
         templates: which templates tasks come from (``eval`` for evaluation; see the world's templates).
         extra_steps: step cap = expert plan length + this.
         selector_path: a trained selector (None = the bundled scorer).
-        later_swaps: the selector's ``later_swaps`` (``"bundled"`` or a path: the scorer of the search's
-            later swaps; None = ``selector_path`` scores every swap).
         min_gain: the selector's swap threshold: ``"auto"`` (default) = the threshold calibrated on dev data
             and stored with the model; 0 = the paper's rule.
         budget_window: the selector's ``budget_window`` (the pass-2 budget held on each memory's own
@@ -110,7 +108,6 @@ class ClosedLoopSettings:
     templates: str = "eval"
     extra_steps: int = 6
     selector_path: str | None = None
-    later_swaps: str | None = None
     min_gain: float | str = "auto"
     budget_window: int | None = DEFAULT_BUDGET_WINDOW
     screen_text: bool = True
@@ -227,7 +224,6 @@ def run_job(
                 oracle,
                 budget_window=settings.budget_window,
                 screen_text=settings.screen_text,
-                later_swaps=settings.later_swaps,
             )
             graph = build_world_agent(memory, SqliteSaver(conn))
             graphs.setdefault("first", graph)
@@ -356,7 +352,6 @@ def _meta(
         "python": _platform.python_version(),
         "policy": getattr(policy, "name", "simulated-world-policy"),
         "selector": settings.selector_path or "bundled",
-        "later_swaps": settings.later_swaps,
         "min_gain": settings.min_gain,
         "budget_window": settings.budget_window,
         "screen_text": settings.screen_text,

@@ -189,7 +189,6 @@ def memory_for(
     *,
     budget_window: int | None = DEFAULT_BUDGET_WINDOW,
     screen_text: bool = True,
-    later_swaps: str | None = None,
 ) -> Any:
     """The memory of one arm: its allocator at ``budget`` (``summary_only``: B = 0) over ``archive``.
 
@@ -210,7 +209,6 @@ def memory_for(
                     "timeout_ms": 2000,
                     "min_gain": min_gain,
                     "budget_window": budget_window,
-                    "later_swaps": later_swaps,
                 },
                 # withholding screen text is this run's point: the memory's warning about it is not news
                 **({} if screen_text else {"idle_warning": {"missing_text_share": None}}),
