@@ -24,7 +24,14 @@ from causalcache_memory.registry import Registry
 if TYPE_CHECKING:
     from causalcache_memory.config.models import AllocationConfig
 
-__all__ = ["ALLOCATORS", "available_allocators", "build_allocator", "lookup_allocator", "register_allocator"]
+__all__ = [
+    "ALLOCATORS",
+    "COMPARED_SELECTOR",
+    "available_allocators",
+    "build_allocator",
+    "lookup_allocator",
+    "register_allocator",
+]
 
 Factory = Callable[["AllocationConfig"], Allocator]
 
@@ -91,6 +98,11 @@ class _DefaultOptions:
     rgb_size: int = 32
     selector: None = None
     explore: None = None
+    compare: None = None
+
+
+#: the decision records' ``allocator`` on the episodes ``allocation.compare`` sends to the compared selector
+COMPARED_SELECTOR = "selector_compared"
 
 
 def build_allocator(config: AllocationConfig | str) -> Allocator:
@@ -98,10 +110,23 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
 
     With ``config.explore`` set, the result is an :class:`~causalcache_memory.allocation.explore.ExploringAllocator`
     running that allocator on most episodes and ``explore.allocator`` (seeded by ``explore.seed``) on a
-    stable ``explore.share`` of them.
+    stable ``explore.share`` of them. With ``config.compare`` set, the same wrapper runs the selector with
+    ``compare.model_path`` on a stable ``compare.share`` of episodes, named :data:`COMPARED_SELECTOR` in
+    their decision records.
     """
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
     allocator = lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
+    compare = getattr(cfg, "compare", None)
+    if compare is not None:  # the same selector options, another model, on a share of episodes
+        own = cfg.model_copy(  # type: ignore[union-attr]
+            update={
+                "selector": cfg.selector.model_copy(update={"model_path": compare.model_path}),
+                "compare": None,
+            }  # type: ignore[union-attr]
+        )
+        compared = lookup_allocator("selector")(own)
+        compared.name = COMPARED_SELECTOR  # type: ignore[misc]
+        return ExploringAllocator(allocator, compared, share=compare.share, seed=compare.seed)
     explore = getattr(cfg, "explore", None)
     if explore is None:
         return allocator

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "data_cmd",
     "serve",
     "report",
+    "compare",
 )
 
 

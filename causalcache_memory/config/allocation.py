@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.config.strict import _registered, _Strict
@@ -20,7 +20,7 @@ from causalcache_memory.decision_stats import (
 )
 from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
 
-__all__ = ["AllocationConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
+__all__ = ["AllocationConfig", "CompareConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
 
 
 class SelectorConfig(_Strict):
@@ -160,6 +160,25 @@ class ExploreConfig(_Strict):
         return _registered(lookup_allocator, name)
 
 
+class CompareConfig(_Strict):
+    """Compare the deployed selector with another on live episodes (docs/LEARN.md, "Compare before
+    switching"): a stable share of episodes runs ``model_path``; ``causalcache compare`` reports both."""
+
+    share: float = Field(
+        ...,
+        gt=0.0,
+        lt=1.0,
+        description="Share of episodes (stable per episode id) run by the compared selector, 0 < share < 1; "
+        "0.5 splits evenly (the shortest comparison).",
+    )
+    model_path: str | None = Field(
+        None,
+        description="The compared selector: a directory or .onnx file; null = the scorer bundled with the "
+        "package (compare a learned selector with the bundle it was fine-tuned from).",
+    )
+    seed: int = Field(0, description="Seed of the per-episode choice.")
+
+
 class AllocationConfig(_Strict):
     allocator: str = Field(
         "selector",
@@ -178,3 +197,20 @@ class AllocationConfig(_Strict):
     selector: SelectorConfig = SelectorConfig()
     idle_warning: IdleWarningConfig = IdleWarningConfig()
     explore: ExploreConfig | None = Field(None, description="Exploration while recording; null = never.")
+    compare: CompareConfig | None = Field(
+        None, description="Run a share of episodes with another selector, to compare the two; null = never."
+    )
+
+    @model_validator(mode="after")
+    def _compare_selectors(self) -> AllocationConfig:
+        if self.compare is not None and self.allocator != "selector":
+            raise ValueError(
+                f"allocation.compare compares two learned selectors, but allocation.allocator is "
+                f"{self.allocator!r}: set allocator: selector or remove allocation.compare"
+            )
+        if self.compare is not None and self.explore is not None:
+            raise ValueError(
+                "allocation.compare and allocation.explore both route a share of episodes to another "
+                "allocator: record with explore, or compare two selectors, not both at once"
+            )
+        return self

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from causalcache_memory.allocation.base import check_budget
 from causalcache_memory.config.allocation import (
     AllocationConfig,
+    CompareConfig,
     ExploreConfig,
     IdleWarningConfig,
     SelectorConfig,
@@ -26,6 +27,7 @@ __all__ = [
     "ArchiveConfig",
     "CausalCacheConfig",
     "CheckpointConfig",
+    "CompareConfig",
     "ExploreConfig",
     "IdleWarningConfig",
     "OcrConfig",

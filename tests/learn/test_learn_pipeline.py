@@ -84,6 +84,9 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
     config = parse_config(yaml.safe_load(snippet))
     assert config.allocation.allocator == "selector" and config.budget == 2
     assert (Path(config.allocation.selector.model_path) / "selector.onnx").is_file()
+    assert config.allocation.compare is None  # the comparison with the bundle is offered, commented out
+    compared = parse_config(yaml.safe_load(snippet.replace("  # compare: ", "  compare: ")))
+    assert compared.allocation.compare is not None and compared.allocation.compare.model_path is None
     assert helpers.CALLS["labeller"] == 1
     assert not list(out.glob(".*.partial"))
 

@@ -11,7 +11,8 @@ def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str 
     """A config fragment (``budget`` + ``allocation``) naming ``model_dir`` (absolute path).
 
     Merge it into the agent's memory config; ``min_gain: auto`` reads the threshold calibrated on dev and
-    stored with the model. ``causalcache config validate`` checks the merged file.
+    stored with the model. ``causalcache config validate`` checks the merged file. A commented
+    ``allocation.compare`` block runs the bundled selector on half of the episodes, to compare the two.
     """
     path = Path(model_dir).resolve()
     gain = min_gain if isinstance(min_gain, str) else repr(float(min_gain))
@@ -24,4 +25,7 @@ def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str 
         "  selector:\n"
         f"    model_path: {str(path)!r}\n"
         f"    min_gain: {gain}\n"
+        "  # to compare it with the bundled selector on live episodes before switching for good, uncomment\n"
+        "  # and run `causalcache compare` on the recorded threads (docs/LEARN.md, 'Compare before switching'):\n"
+        "  # compare: {share: 0.5, model_path: null}\n"
     )
