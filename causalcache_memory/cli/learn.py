@@ -106,6 +106,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…){how}: "
                 f"{init['epochs_fine_tuned']} epochs kept (0: {base})"
             )
+            if init["epochs_fine_tuned"]:
+                print(
+                    "  note: the out-of-fold check scores each recorded decision alone and has missed "
+                    "closed-loop losses to the base (RESULTS.md 9j); compare the two on live episodes "
+                    "before switching for good (the snippet's compare block, `causalcache compare`)"
+                )
         else:
             print("  trained from scratch (train.init_from: null)")
         for msg in filter(None, [summary.get("recording_warning"), *model.get("warnings", [])]):

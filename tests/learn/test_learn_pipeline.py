@@ -73,6 +73,11 @@ def test_learn_runs_resumes_and_writes_a_deployable_snippet(recorded, tmp_path, 
         and "warning: screen text is known for 0%" in printed
         and " states have a swap that raises the label" in printed
     )
+    shipped = json.loads((out / "summary.json").read_text())["stages"]["model"]["init_from"][
+        "epochs_fine_tuned"
+    ]
+    # a shipped fine-tune comes with the advice to compare it with its base on live episodes
+    assert ("compare the two on live episodes" in printed) == bool(shipped)
     summary = json.loads((out / "summary.json").read_text())
     labels = summary["stages"]["labels-teacher_forced"]
     assert labels["source"]["source"] == "teacher_forced" and labels["prompts"] > 0
@@ -489,6 +494,7 @@ def test_a_fine_tune_shown_harmful_out_of_fold_ships_the_base_and_says_so(
     warning = next(w for w in model["warnings"] if w.startswith("fine-tuning the base"))
     assert "for 4 epochs was shown worse than the base out of fold" in warning and "-0.1090" in warning
     assert f"warning: {warning}" in printed and "shown harmful, so the base ships" in printed
+    assert "compare the two on live episodes" not in printed  # the base ships: nothing to compare
 
 
 def test_no_harm_warning_without_a_harmful_gate() -> None:
