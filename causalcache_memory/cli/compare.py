@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from causalcache_memory.cli._help import documented_parser
+
+#: the command's line in ``causalcache --help``
+_HELP = "success of the deployed selector against the one allocation.compare runs, on recorded threads"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "compare",
-        help="success of the deployed selector against the one allocation.compare runs, on recorded threads",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = documented_parser(subparsers, "compare", help=_HELP, doc=__doc__)
     p.add_argument(
         "--threads", required=True, help="the memory's checkpointer: SQLite path or postgresql:// URI"
     )

@@ -24,19 +24,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.cli._help import documented_parser
 from causalcache_memory.decision_stats import DecisionStats
 from causalcache_memory.summarize import action_text
 
 __all__ = ["counts_line", "find_thread_head", "register", "thread_steps", "write_thread_report"]
 
 
+#: the command's line in ``causalcache --help``
+_HELP = "HTML timeline of what an agent's model was shown for one recorded thread"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="HTML timeline of what an agent's model was shown for one recorded thread",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = documented_parser(subparsers, "report", help=_HELP, doc=__doc__)
     parser.add_argument("--thread", required=True, help="LangGraph thread_id (episode) to report")
     parser.add_argument("--archive", help="archive directory or fsspec URL (overrides the config's)")
     parser.add_argument("--config", help="causalcache YAML: its archive and LangGraph checkpointer")
