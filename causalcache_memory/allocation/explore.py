@@ -12,7 +12,8 @@ The choice is per episode and stable: episode ``e`` explores iff
 
 so every decision of an episode (and a resumed episode) uses the same allocator. Each decision record
 names the allocator that chose its set (``allocator``: the base's name, or the explorer's), so the
-recording says which episodes explored.
+recording says which episodes explored. ``allocation.compare`` uses the same per-episode split to run a
+second selector on a share of live episodes (:func:`~causalcache_memory.allocation.registry.build_allocator`).
 """
 
 from __future__ import annotations

@@ -118,12 +118,8 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     allocator = lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
     compare = getattr(cfg, "compare", None)
     if compare is not None:  # the same selector options, another model, on a share of episodes
-        own = cfg.model_copy(  # type: ignore[union-attr]
-            update={
-                "selector": cfg.selector.model_copy(update={"model_path": compare.model_path}),
-                "compare": None,
-            }  # type: ignore[union-attr]
-        )
+        selector = cfg.selector.model_copy(update={"model_path": compare.model_path})  # type: ignore[union-attr]
+        own = cfg.model_copy(update={"selector": selector, "compare": None})  # type: ignore[union-attr]
         compared = lookup_allocator("selector")(own)
         compared.name = COMPARED_SELECTOR  # type: ignore[misc]
         return ExploringAllocator(allocator, compared, share=compare.share, seed=compare.seed)

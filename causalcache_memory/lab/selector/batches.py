@@ -46,7 +46,9 @@ def collate(examples: Sequence[StateExample]) -> dict[str, Any]:
         # later decisions of the teacher path (their base set is not Recent-B); none when unknown
         per_group = ex.decision if len(ex.decision) else np.zeros(len(ex.conds), np.int64)
         decision.append(per_group[ex.group] + d_off)
-        path.append((~from_recent[ex.group] & (ex.cand != ex.out)) if len(ex.decision) else ex.cand < 0)
+        path.append(
+            ~from_recent[ex.group] & (ex.cand != ex.out) if len(ex.decision) else np.zeros(len(ex.y), bool)
+        )
         d_off += int(per_group.max()) + 1 if len(per_group) else 1
         n_off += len(ex.events)
         k_off += len(ex.conds)
