@@ -82,28 +82,15 @@ def decision_loss(
     """Mean over the batch's states of the weighted choice cross-entropy (module doc)."""
     state, recent, y = tx["state"], tx["recent"], tx["y"]
     n = int(tx["states"])
+    rules = {"scale": scale, "tau": tau, "min_gain": min_gain, "keep_weight": keep_weight, "d_base": d_base}
+    rules |= {"anchor_weight": anchor_weight, "per": n}  # every kind of decision is averaged over the states
     loss = d.sum() * 0.0
     if path_weight > 0 and bool(tx["path"].any()):  # later decisions of the teacher path (module doc)
-        path_choice, path_anchor = _choice(
-            d,
-            y,
-            tx["decision"],
-            tx["path"],
-            int(tx["decisions"]),
-            scale,
-            tau,
-            min_gain,
-            keep_weight,
-            anchor_weight,
-            d_base,
-            per=n,
-        )[:2]
-        loss = loss + path_weight * (path_choice + anchor_weight * path_anchor)
+        path = _choice(d, y, tx["decision"], tx["path"], int(tx["decisions"]), **rules)
+        loss = loss + path_weight * (path[0] + anchor_weight * path[1])
     if not bool(recent.any()):
         return loss
-    choice, anchor, helps, has_choice, first = _choice(
-        d, y, state, recent, n, scale, tau, min_gain, keep_weight, anchor_weight, d_base, per=n
-    )
+    choice, anchor, helps, has_choice, first = _choice(d, y, state, recent, n, **rules)
     loss = loss + choice + anchor_weight * anchor
     helped, unhelped = helps & has_choice, ~helps & has_choice
     if state_rank_weight <= 0 or not bool(helped.any()) or not bool(unhelped.any()):
@@ -119,13 +106,13 @@ def _choice(
     idx: torch.Tensor,
     mask: torch.Tensor,
     n: int,
+    *,
     scale: float,
     tau: float,
     min_gain: float,
     keep_weight: float,
     anchor_weight: float,
     d_base: torch.Tensor | None,
-    *,
     per: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One kind of decision (``idx`` each entry's decision of ``n``, ``mask`` its entries that are swaps):
