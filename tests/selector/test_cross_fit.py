@@ -284,3 +284,56 @@ def test_an_anchored_fine_tune_raises_unhelped_states_less_above_the_base(bad_ba
 
     free, held = rise(0.0), rise(30.0)
     assert held < 0.5 * free
+
+
+def test_soup_states_is_the_uniform_mean_of_floating_point_entries() -> None:
+    from causalcache_memory.lab.selector.cross_fit import soup_states
+
+    states = [
+        {"w": torch.tensor([0.0, 3.0]), "n": torch.tensor([1])},
+        {"w": torch.tensor([3.0, 0.0]), "n": torch.tensor([5])},
+    ]
+    states.append({"w": torch.tensor([6.0, 6.0]), "n": torch.tensor([9])})
+    soup = soup_states(states)
+    torch.testing.assert_close(soup["w"], torch.tensor([3.0, 3.0]))
+    assert soup["n"].item() == 1  # integer entries are the first state's
+
+
+def test_a_soup_needs_a_fixed_length_cross_fit() -> None:
+    from causalcache_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"fine_tune_soup .*train\.cross_fit \(got None\)"):
+        TrainConfig(init_from="bundled", fine_tune_soup=True)
+    with pytest.raises(ConfigError, match=r"train\.cross_fit_epochs \(got None\)"):
+        TrainConfig(init_from="bundled", cross_fit=5, fine_tune_soup=True)
+    TrainConfig(init_from="bundled", cross_fit=5, cross_fit_epochs=4, fine_tune_soup=True)  # accepted
+
+
+def test_a_souped_fine_tune_ships_the_mean_of_the_final_model_and_its_fold_copies(
+    bad_base, monkeypatch
+) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+    import causalcache_memory.lab.selector.train as train_module
+
+    data, _, bad_dir = bad_base
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", _evidence([-1.0, 1.0]))
+    seen: list = []
+    real = train_module.cross_fit
+
+    def spy(*args, **kwargs):  # keep what cross-fitting returned, to rebuild the soup by hand
+        out = real(*args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(train_module, "cross_fit", spy)
+    plain = train_selector(data, _fixed(bad_dir, 2), export_onnx=False)
+    souped = train_selector(
+        data, _fixed(bad_dir, 2).model_copy(update={"fine_tune_soup": True}), export_onnx=False
+    )
+    folds = seen[-1].fold_states
+    assert len(folds) == seen[-1].folds >= 2
+    final = plain.model.state_dict()  # same seed and data: the final fine-tune before the soup
+    for name, value in souped.model.state_dict().items():
+        expected = (final[name] + sum(f[name] for f in folds)) / (len(folds) + 1)
+        torch.testing.assert_close(value, expected)
+    assert any(not torch.equal(souped.model.state_dict()[n], final[n]) for n in final)

@@ -51,6 +51,12 @@ and their interpolation keeps the base's behaviour where the small fine-tuning s
 what a world unlike the development ones needs (RESULTS.md 9j). β = 1 (the default) is the fine-tune as
 trained.
 
+**Soup** (``fine_tune_soup``, with a fixed length). The shipped model is the uniform mean of the weights of
+the ``K + 1`` fine-tunes this already trains: the final one and the ``K`` fold copies, each ``E`` epochs from
+the same base on overlapping data (a "model soup", Wortsman et al. 2022). What the folds agree on stays;
+what one fold's draw of trajectories taught alone is divided by ``K + 1``. The harm check is still the
+fold copies' (one by one), and the threshold is calibrated on their out-of-fold predictions.
+
 The shipped model is the base fine-tuned on the whole pool for ``e*`` epochs (blended as above); its swap-threshold frontier
 is calibrated on the out-of-fold predictions at ``e*`` (every pool state, each scored by a model that did
 not train on it). Costs ``K`` times the fine-tuning of one model, plus the final fit.
@@ -73,7 +79,7 @@ from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
-__all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of"]
+__all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of", "soup_states"]
 
 logger = logging.getLogger("causalcache_memory.lab.selector.cross_fit")
 
@@ -90,6 +96,15 @@ def blend_states(base: dict[str, Any], tuned: dict[str, Any], beta: float) -> di
     if beta == 1.0:
         return tuned
     return {k: base[k] + beta * (v - base[k]) if v.is_floating_point() else v for k, v in tuned.items()}
+
+
+def soup_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The uniform mean of state dicts of one architecture (floating-point entries; others the first's):
+    the fine-tune and its fold copies as one model (module doc, *Soup*)."""
+    first = states[0]
+    return {
+        k: sum(s[k] for s in states) / len(states) if v.is_floating_point() else v for k, v in first.items()
+    }
 
 
 def budgeted_values(
@@ -133,6 +148,7 @@ class CrossFit:
     oof_diffs: list[np.ndarray]  # predicted d of every pool state at ship_epoch, out of fold
     history: list[dict[str, Any]] = field(default_factory=list)  # per epoch: pooled budgeted value
     folds: int = 0
+    fold_states: list[dict[str, Any]] = field(default_factory=list)  # the fold copies' last weights
 
 
 def cross_fit(
@@ -257,4 +273,7 @@ def cross_fit(
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
         folds=len(members),
+        fold_states=[
+            {k: v.detach().clone() for k, v in scored(m["model"]).state_dict().items()} for m in members
+        ],
     )

@@ -51,7 +51,7 @@ from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, frozen_copy, load_model, save_model
-from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit
+from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit, soup_states
 from causalcache_memory.lab.selector.decision_loss import decision_loss
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
@@ -321,6 +321,8 @@ def _fit_cross(
         one_epoch(model, opt, pool, rng)
     if crossed.ship_epoch:
         model.load_state_dict(blend_states(start, model.state_dict(), cfg.fine_tune_blend))
+        if cfg.fine_tune_soup:  # the fold copies are blended alike (cross_fit scores them as they ship)
+            model.load_state_dict(soup_states([model.state_dict(), *crossed.fold_states]))
     model.eval()
     return model, scale, crossed
 

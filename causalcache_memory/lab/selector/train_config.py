@@ -96,6 +96,9 @@ class TrainConfig(BaseModel):
     #: with ``cross_fit``: ship (and check out of fold) the weight-space blend ``θ_base + β(θ_tuned −
     #: θ_base)`` of the fine-tune with its base (WiSE-FT; module ``cross_fit``); 1: the fine-tune as trained
     fine_tune_blend: float = Field(1.0, gt=0, le=1)
+    #: with ``cross_fit`` and ``cross_fit_epochs``: ship the mean of the fine-tune's weights and its fold
+    #: copies' (a uniform soup over ``cross_fit + 1`` fine-tunes of one base; module ``cross_fit``)
+    fine_tune_soup: bool = False
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -154,6 +157,12 @@ class TrainConfig(BaseModel):
             errors.append(
                 f"train.fine_tune_blend={self.fine_tune_blend} blends a cross-fitted fine-tune with its "
                 "base: set train.cross_fit (e.g. 5) and train.init_from, or set train.fine_tune_blend: 1"
+            )
+        if self.fine_tune_soup and (self.cross_fit is None or self.cross_fit_epochs is None):
+            errors.append(
+                "train.fine_tune_soup averages a fixed-length fine-tune with its cross-fitted fold copies: set "
+                f"train.cross_fit (got {self.cross_fit!r}) and train.cross_fit_epochs (got "
+                f"{self.cross_fit_epochs!r}), or set train.fine_tune_soup: false"
             )
         if errors:
             raise ConfigError("invalid selector training config: " + "; ".join(errors), errors)
