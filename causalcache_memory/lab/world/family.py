@@ -100,53 +100,32 @@ KNOB_VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 
 
-#: ``devage``: development worlds for adaptation methods (``causalcache learn``, RESULTS.md 9f), drawn from the
-#: development values except the evidence age, drawn from the held-out ages. The bundled selector's
-#: development worlds (``dev``) have its training worlds' ages and the bundled selector is near the
-#: evidence oracle on them, so a method meant to adapt it to a team's world has nothing to gain there;
-#: ``devage`` gives such a method room without touching held-out worlds, whose vocabulary and layout stay
-#: unseen. Never used to train or choose anything of the bundled selector.
-KNOB_VALUES = {
-    knob: {**values, "devage": values["heldout" if knob == "after_read" else "dev"]}
-    for knob, values in KNOB_VALUES.items()
-}
-#: ``devshift``: development worlds for adaptation methods with a layout no other split has (``stretch``),
-#: the held-out evidence ages and the development values otherwise. Added in RESULTS.md 9i: a fine-tune was
-#: shown harmful out of fold on held-out worlds and on no devage world; an unseen layout of its own (not
-#: the held-out ``airy``) tests whether an unseen screen shape is enough to reproduce that on a world where
-#: a fix may be chosen. Never used to train or choose anything of the bundled selector.
-KNOB_VALUES = {
-    knob: {
-        **values,
-        "devshift": ("stretch",)
-        if knob == "layout"
-        else values["heldout" if knob == "after_read" else "dev"],
-    }
-    for knob, values in KNOB_VALUES.items()
-}
-#: ``devtype``: development worlds for adaptation methods that navigate by typing, in a vocabulary no other
-#: split has (``slash``), with the held-out evidence ages and the development values otherwise. Added in
-#: RESULTS.md 9j: the fine-tune shown harmful out of fold on held-out worlds swapped in typed app launches
-#: (the held-out ``command`` vocabulary navigates by typing), and no devage or devshift world showed that
-#: harm. ``slash`` shares that shape, a navigation step that is a ``type`` event, without the held-out
-#: words. Never used to train or choose anything of the bundled selector.
-KNOB_VALUES = {
-    knob: {
-        **values,
-        "devtype": ("slash",) if knob == "vocab" else values["heldout" if knob == "after_read" else "dev"],
-    }
-    for knob, values in KNOB_VALUES.items()
-}
+_HELDOUT_AGES = KNOB_VALUES["after_read"]["heldout"]
 
-#: ``devmix``: development worlds for adaptation methods whose evidence is either recent or old: the widest
-#: held-out age range (0-6 errands after the read) for every world, the development values otherwise. Added
-#: in RESULTS.md 9k: the two held-out worlds where ``learn`` harmed (heldout-01 out of fold, heldout-03 in
-#: closed loop) are the two with that range, and no development world had it (devage, devshift and devtype
-#: drew 2-6 or 4-6). Never used to train or choose anything of the bundled selector.
-KNOB_VALUES = {
-    knob: {**values, "devmix": ((0, 6),) if knob == "after_read" else values["dev"]}
-    for knob, values in KNOB_VALUES.items()
+#: Development splits for adaptation methods (``causalcache learn``): split -> the knobs whose values
+#: differ from the development split's (every other knob draws from ``dev``). Never used to train or
+#: choose anything of the bundled selector.
+#:
+#: * ``devage`` (RESULTS.md 9f): the held-out evidence ages. The bundled selector is near the evidence
+#:   oracle on ``dev`` (its training worlds' ages), so a method meant to adapt it has nothing to gain there;
+#:   ``devage`` gives it room while the held-out vocabulary and layout stay unseen.
+#: * ``devshift`` (9i): and a layout no other split has, ``stretch``: a fine-tune was shown harmful out of
+#:   fold on held-out worlds and on no devage world; an unseen screen shape of its own (not ``airy``).
+#: * ``devtype`` (9j): and a vocabulary no other split has, ``slash``: the fine-tune shown harmful on
+#:   held-out worlds swapped in typed app launches (``command`` navigates by typing); ``slash`` has that
+#:   shape, a navigation step that is a ``type`` event, without the held-out words.
+#: * ``devmix`` (9k): the widest held-out age range alone, 0-6 errands after the read (evidence either
+#:   recent or old): the two held-out worlds where ``learn`` harmed are the two drawn with it, and no other
+#:   development world had it.
+ADAPTATION_SPLITS: dict[str, dict[str, tuple[Any, ...]]] = {
+    "devage": {"after_read": _HELDOUT_AGES},
+    "devshift": {"after_read": _HELDOUT_AGES, "layout": ("stretch",)},
+    "devtype": {"after_read": _HELDOUT_AGES, "vocab": ("slash",)},
+    "devmix": {"after_read": ((0, 6),)},
 }
+for _split, _own in ADAPTATION_SPLITS.items():
+    for _knob, _values in KNOB_VALUES.items():
+        _values[_split] = _own.get(_knob, _values["dev"])
 
 
 def world_spec(world_id: str) -> WorldSpec:
@@ -156,7 +135,7 @@ def world_spec(world_id: str) -> WorldSpec:
     split, _, number = world_id.rpartition("-")
     if split not in KNOB_VALUES["vocab"] or not number.isdigit():  # the splits that have knob values
         raise ConfigError(
-            f"world={world_id!r} is not a world id; use 'v2' or '<train|dev|devage|devshift|devtype|devmix|heldout>-<NN>', "
+            f"world={world_id!r} is not a world id; use 'v2' or '<{'|'.join(KNOB_VALUES['vocab'])}>-<NN>', "
             "e.g. 'heldout-03'"
         )
     digest = hashlib.sha256(f"causalcache-world-family:{world_id}".encode()).digest()
