@@ -148,7 +148,7 @@ class CrossFit:
     oof_diffs: list[np.ndarray]  # predicted d of every pool state at ship_epoch, out of fold
     history: list[dict[str, Any]] = field(default_factory=list)  # per epoch: pooled budgeted value
     folds: int = 0
-    fold_states: list[dict[str, Any]] = field(default_factory=list)  # the fold copies' last weights
+    fold_states: list[dict[str, Any]] = field(default_factory=list)  # the fold copies' last weights (a soup)
 
 
 def cross_fit(
@@ -273,7 +273,9 @@ def cross_fit(
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
         folds=len(members),
-        fold_states=[
+        fold_states=[  # copied only for a soup (``fine_tune_soup``), the one reader
             {k: v.detach().clone() for k, v in scored(m["model"]).state_dict().items()} for m in members
-        ],
+        ]
+        if getattr(cfg, "fine_tune_soup", False)
+        else [],
     )
