@@ -53,6 +53,10 @@ def test_the_interval_is_seeded_and_its_level_checked():
     assert compare_arms(data, confidence=0.99).ci[0] < compare_arms(data, confidence=0.8).ci[0]
     with pytest.raises(ConfigError, match=r"confidence=1\.5 must be in \(0, 1\)"):
         compare_arms(data, confidence=1.5)
+    with pytest.raises(ConfigError, match=r"min_episodes=0 must be >= 1"):
+        compare_arms(data, min_episodes=0)
+    with pytest.raises(ConfigError, match=r"resamples=10 >= 100"):
+        compare_arms(data, resamples=10)
 
 
 def test_compare_needs_the_selector_and_not_explore():

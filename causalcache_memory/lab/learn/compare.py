@@ -93,6 +93,11 @@ def compare_arms(
     :data:`COMPARED_SELECTOR` (others are counted as left out). See the module doc."""
     if not 0.0 < confidence < 1.0:
         raise ConfigError(f"confidence={confidence!r} must be in (0, 1), e.g. 0.95")
+    if min_episodes < 1 or resamples < 100 or not resolve > 0.0:
+        raise ConfigError(
+            f"min_episodes={min_episodes!r} must be >= 1 (e.g. 20), resamples={resamples!r} >= 100 (e.g. 4000) "
+            f"and resolve={resolve!r} > 0 (e.g. 0.05)"
+        )
     arms: dict[str, list[bool]] = {DEPLOYED_SELECTOR: [], COMPARED_SELECTOR: []}
     skipped: Counter[str] = Counter(left_out or {})
     for name, success in outcomes:
