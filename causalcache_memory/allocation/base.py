@@ -38,7 +38,8 @@ __all__ = [
 #: the largest budget any part of the project accepts (the paper evaluates B <= 8)
 MAX_BUDGET = 64
 #: keys of an allocation's ``info`` that decision records keep (the learned selector's facts:
-#: docs/SELECTOR.md, "Never worse than Recent-B")
+#: docs/SELECTOR.md, "Never worse than Recent-B"; ``shadow_selected``: the other arm's set under
+#: ``allocation.compare``, :mod:`~causalcache_memory.allocation.explore`)
 INFO_RECORD_KEYS = (
     "predicted_gain",
     "top_gain",
@@ -47,6 +48,7 @@ INFO_RECORD_KEYS = (
     "ood_distance",
     "ood_masked",
     "masked",
+    "shadow_selected",
 )
 
 

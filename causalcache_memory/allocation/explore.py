@@ -14,12 +14,24 @@ so every decision of an episode (and a resumed episode) uses the same allocator.
 names the allocator that chose its set (``allocator``: the base's name, or the explorer's), so the
 recording says which episodes explored. ``allocation.compare`` uses the same per-episode split to run a
 second selector on a share of live episodes (:func:`~causalcache_memory.allocation.registry.build_allocator`).
+
+**Shadow decisions** (``shadow=True``; ``allocation.compare.shadow``). The allocator the episode does *not*
+run also decides every step, on the same trace and witness, and its set goes into the decision record as
+``shadow_selected`` (nothing else of it is used). Until the first step where the two sets differ, both
+arms' episodes are the same process (same prompts, same actions), so whether an episode ever reaches a
+disagreement does not depend on which arm runs it: the episodes that never do have the same outcome
+distribution in both arms and only add noise to a comparison. ``causalcache compare`` therefore compares
+the arms on the *triggered* episodes (those with a disagreement), the triggered analysis of online
+experiments (Kohavi, Tang and Xu 2020, ch. 20). Both allocators then also see every decision (a learned
+selector's deployment threshold window included), whichever arm runs. A shadow decision that fails is
+logged, recorded as ``shadow_selected: null`` and never changes the step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from typing import Any
 
 from causalcache_memory.allocation.base import Allocation, AllocationContext, Allocator
@@ -46,7 +58,9 @@ class ExploringAllocator:
 
     name = "explore"
 
-    def __init__(self, base: Allocator, explorer: Allocator, *, share: float, seed: int = 0) -> None:
+    def __init__(
+        self, base: Allocator, explorer: Allocator, *, share: float, seed: int = 0, shadow: bool = False
+    ) -> None:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
             raise AllocationError(
                 f"allocation.explore.share={share!r} must be a number in (0, 1]: the share of episodes "
@@ -56,14 +70,31 @@ class ExploringAllocator:
         self.explorer = explorer
         self.share = float(share)
         self.seed = int(seed)
+        self.shadow = bool(shadow)
+        #: shadow decisions that raised (each is logged; the step keeps its own decision)
+        self.shadow_failures = 0
         self.uses_witness = bool(base.uses_witness or explorer.uses_witness)
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         episode = ctx.trace.episode_id
-        chosen = self.explorer if explores(episode, share=self.share, seed=self.seed) else self.base
+        explored = explores(episode, share=self.share, seed=self.seed)
+        chosen, other = (self.explorer, self.base) if explored else (self.base, self.explorer)
         if ctx.t <= 1:  # once per episode
             _log.debug("episode %s records with allocator %r", episode, chosen.name)
-        return chosen.allocate(ctx)
+        allocation = chosen.allocate(ctx)
+        if not self.shadow:
+            return allocation
+        try:
+            shadow: list[int] | None = list(other.allocate(ctx).selected)
+        except Exception as exc:  # the shadow never changes the step it watches
+            self.shadow_failures += 1
+            _log.warning(
+                "shadow decision of %r failed at step %d of episode %s (%s: %s); recorded as "
+                "shadow_selected: null, the step keeps %r's decision",
+                other.name, ctx.t, episode, type(exc).__name__, exc, chosen.name,
+            )  # fmt: skip
+            shadow = None
+        return replace(allocation, info={**allocation.info, "shadow_selected": shadow})
 
     def prepare(self, archive: Any, sha256: str) -> None:
         for allocator in (self.base, self.explorer):

@@ -112,7 +112,7 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     running that allocator on most episodes and ``explore.allocator`` (seeded by ``explore.seed``) on a
     stable ``explore.share`` of them. With ``config.compare`` set, the same wrapper runs the selector with
     ``compare.model_path`` on a stable ``compare.share`` of episodes, named :data:`COMPARED_SELECTOR` in
-    their decision records.
+    their decision records, and with ``compare.shadow`` the other selector's set on every record.
     """
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
     allocator = lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
@@ -122,7 +122,9 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
         own = cfg.model_copy(update={"selector": selector, "compare": None})  # type: ignore[union-attr]
         compared = lookup_allocator("selector")(own)
         compared.name = COMPARED_SELECTOR  # type: ignore[misc]
-        return ExploringAllocator(allocator, compared, share=compare.share, seed=compare.seed)
+        return ExploringAllocator(
+            allocator, compared, share=compare.share, seed=compare.seed, shadow=compare.shadow
+        )
     explore = getattr(cfg, "explore", None)
     if explore is None:
         return allocator

@@ -6,7 +6,9 @@
 Reads the recorded threads (the memory's checkpointer and archive) and the team's success labels (a JSON
 object ``{"thread id": true, ...}`` or a CSV ``thread_id,success``), splits them by the selector each
 episode ran, and prints both success rates and the difference with a bootstrap interval
-(:mod:`causalcache_memory.lab.learn.compare`; docs/LEARN.md, "Compare before switching").
+(:mod:`causalcache_memory.lab.learn.compare`; docs/LEARN.md, "Compare before switching"). With shadow
+decisions recorded (``allocation.compare.shadow``, the default) the verdict is judged on the episodes where
+the two selectors disagreed at some step, which needs about half as many episodes.
 ``--fail-if-worse`` exits 1 when the deployed selector is shown worse.
 """
 

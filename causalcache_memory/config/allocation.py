@@ -177,6 +177,12 @@ class CompareConfig(_Strict):
         "package (compare a learned selector with the bundle it was fine-tuned from).",
     )
     seed: int = Field(0, description="Seed of the per-episode choice.")
+    shadow: bool = Field(
+        True,
+        description="The selector an episode does not run also decides every step, and its set is recorded "
+        "(shadow_selected), so causalcache compare can judge the arms on the episodes where the two "
+        "disagreed (several times fewer episodes); costs a second selector decision per step.",
+    )
 
 
 class AllocationConfig(_Strict):

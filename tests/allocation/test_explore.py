@@ -125,3 +125,57 @@ def test_decision_records_name_the_allocator_that_chose_the_set(tmp_path, make_p
         seen[trace.episode_id] = ctl.decide(trace).to_record()["allocator"]
     assert {e for e, name in seen.items() if name == "random"} == {e for e in seen if explores(e, share=0.5)}
     assert set(seen.values()) == {"random", "recent"}
+
+
+class _Broken:
+    name = "broken"
+    uses_witness = False
+
+    def allocate(self, ctx):
+        raise RuntimeError("scorer file vanished")
+
+
+def test_shadow_records_the_other_allocators_set_and_leaves_the_step_alone() -> None:
+    plain = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=3), share=0.5, seed=1)
+    shadowed = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=3), share=0.5, seed=1, shadow=True)
+    for i in range(30):
+        ctx = AllocationContext(_trace(12, f"ep-{i}"), 4)
+        explored = explores(f"ep-{i}", share=0.5, seed=1)
+        mine, other = shadowed.allocate(ctx), plain.allocate(ctx)
+        assert (mine.selected, mine.allocator) == (other.selected, other.allocator)
+        assert "shadow_selected" not in other.info
+        recent = list(RecentAllocator().allocate(ctx).selected)
+        if explored:  # Random ran: the shadow is Recent-B
+            assert mine.info["shadow_selected"] == recent
+        else:  # Recent ran: the shadow is Random's draw for this step
+            assert mine.info["shadow_selected"] == list(RandomAllocator(seed=3).allocate(ctx).selected)
+
+
+def test_a_failing_shadow_is_logged_recorded_as_null_and_counted(caplog) -> None:
+    allocator = ExploringAllocator(RecentAllocator(), _Broken(), share=1e-9, shadow=True)
+    with caplog.at_level("WARNING", logger="causalcache_memory.allocation.explore"):
+        allocation = allocator.allocate(AllocationContext(_trace(10, "ep"), 4))
+    assert allocation.allocator == "recent" and allocation.is_recent
+    assert allocation.info["shadow_selected"] is None and allocator.shadow_failures == 1
+    assert "shadow decision of 'broken' failed" in caplog.text and "scorer file vanished" in caplog.text
+
+
+def test_compare_config_turns_shadow_on_by_default() -> None:
+    assert build_allocator(parse_config({"allocation": {"compare": {"share": 0.5}}}).allocation).shadow
+    off = parse_config({"allocation": {"compare": {"share": 0.5, "shadow": False}}}).allocation
+    assert not build_allocator(off).shadow
+    with pytest.raises(ConfigError, match="shadow"):
+        parse_config({"allocation": {"compare": {"share": 0.5, "shadow": "sometimes"}}})
+
+
+def test_shadow_sets_reach_the_decision_record(tmp_path, make_png) -> None:
+    archive = LocalArchive(tmp_path / "a")
+    allocator = ExploringAllocator(RecentAllocator(), RandomAllocator(seed=1), share=0.5, shadow=True)
+    trace = Trace("goal", episode_id="thread-0")
+    shots = [archive.put(make_png((0, j * 20, 0))).sha256 for j in range(10)]
+    trace.observe(shots[0])
+    for sha in shots[1:]:
+        trace.record(Action("back"), "r", sha)
+    ctl = MemoryController(policy=_EchoPolicy(), archive=archive, allocator=allocator, budget=4)
+    record = ctl.decide(trace).to_record()
+    assert isinstance(record["shadow_selected"], list) and len(record["shadow_selected"]) == 4

@@ -76,6 +76,25 @@ def test_selector_full_decision_world_t200(benchmark, tmp_path, selector_model) 
     assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
 
 
+@pytest.mark.parametrize("shadow", [False, True], ids=["compare", "compare_shadow"])
+def test_compare_decision_world_t200(benchmark, tmp_path, selector_model, shadow) -> None:
+    """One decision under ``allocation.compare`` (two selectors, one runs the episode); with ``shadow`` the
+    other decides too, for ``causalcache compare``'s triggered analysis (BENCHMARKS.md section 17)."""
+    from causalcache_memory.allocation.explore import ExploringAllocator
+    from causalcache_memory.lab.bench.selector_world_latency import OOD_SCALE, world_trace
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    archive = LocalArchive(tmp_path / "world")
+    trace, witnesses = world_trace(N_EVENTS, archive)
+    make = lambda: SelectorAllocator(selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE)  # noqa: E731
+    allocator = ExploringAllocator(make(), make(), share=0.5, shadow=shadow)
+    ctx = AllocationContext(trace, 4, archive, witness=witnesses[0])
+    allocator.allocate(ctx)  # warm both selectors' screen-text and feature caches
+    allocation = benchmark(allocator.allocate, ctx)
+    assert ("shadow_selected" in allocation.info) is shadow
+    assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
+
+
 def test_naive_step_t200(benchmark, pool) -> None:
     pytest.importorskip("langchain_core")
     memory = NaiveMessageMemory(GOAL, past=4)

@@ -59,6 +59,69 @@ def test_the_interval_is_seeded_and_its_level_checked():
         compare_arms(data, resamples=10)
 
 
+def triggered_outcomes(
+    deployed: tuple[int, int], compared: tuple[int, int], untriggered: tuple[int, int]
+) -> list[tuple[str, bool, bool]]:
+    """Triggered ``(successes, episodes)`` per arm, and ``untriggered`` ``(successes, episodes)`` in each
+    arm (the same in both, as the design makes them)."""
+    out = [(DEPLOYED_SELECTOR, i < deployed[0], True) for i in range(deployed[1])]
+    out += [(COMPARED_SELECTOR, i < compared[0], True) for i in range(compared[1])]
+    for arm in (DEPLOYED_SELECTOR, COMPARED_SELECTOR):
+        out += [(arm, i < untriggered[0], False) for i in range(untriggered[1])]
+    return out
+
+
+def test_the_triggered_episodes_show_a_loss_the_whole_arms_do_not():
+    data = triggered_outcomes((12, 40), (24, 40), (60, 110))
+    everything = compare_arms([o[:2] for o in data])
+    assert everything.verdict == "not shown" and everything.analysis == "all episodes"
+    assert everything.triggered is None
+    result = compare_arms(data)
+    assert result.analysis == "triggered" and result.verdict == "worse"
+    assert (result.delta, result.ci) == (everything.delta, everything.ci)  # the all-episode figures stay
+    trig = result.triggered
+    assert trig.deployed.episodes == trig.compared.episodes == 40 and trig.share == pytest.approx(80 / 300)
+    assert trig.delta == pytest.approx(-0.30) and trig.ci[1] < 0.0
+    assert result.delta == pytest.approx(trig.share * trig.delta)  # Δ = ρ · Δ_T
+    assert "where the two disagreed (triggered)" in result.message and "12/40" in result.message
+    assert json.loads(json.dumps(result.to_dict()))["triggered"]["compared"]["rate"] == pytest.approx(0.6)
+
+
+def test_the_needed_episodes_shrink_with_the_triggered_share():
+    data = triggered_outcomes((20, 40), (20, 40), (60, 110))
+    needed = lambda r: int(r.message.split("about ")[1].split()[0])  # noqa: E731
+    trig, everything = compare_arms(data), compare_arms([o[:2] for o in data])
+    assert trig.verdict == everything.verdict == "not shown"
+    assert needed(trig) < needed(everything) / 2
+
+
+def test_episodes_without_shadow_decisions_fall_back_to_all_episodes():
+    data = [*triggered_outcomes((12, 40), (24, 40), (60, 110)), (DEPLOYED_SELECTOR, True, None)]
+    result = compare_arms(data)
+    assert result.analysis == "all episodes" and result.triggered is None and result.verdict == "not shown"
+    assert "1 episodes without shadow decisions: judged on all episodes" in result.message
+
+
+def test_selectors_that_never_disagree_have_nothing_to_compare():
+    data = triggered_outcomes((0, 0), (0, 0), (30, 50))
+    result = compare_arms(data)
+    assert result.verdict == "not shown" and "same sets at every step of all 100 episodes" in result.message
+    assert compare_arms(triggered_outcomes((0, 0), (0, 0), (3, 5))).verdict == "too few"
+    few = compare_arms(triggered_outcomes((1, 10), (9, 10), (30, 50)))
+    assert few.verdict == "too few" and few.triggered.ci[1] < 0.0
+
+
+def test_shadow_disagreement_is_read_from_the_records_in_step_order():
+    from causalcache_memory.lab.learn.threads import shadow_disagrees
+
+    rec = lambda t, sel, shadow: {"t": t, "allocator": "selector", "selected": sel, "shadow_selected": shadow}  # noqa: E731
+    assert shadow_disagrees([rec(2, [1], [1]), rec(3, [1, 2], [2, 1])]) is False  # order within a set ignored
+    assert shadow_disagrees([rec(3, [2], [1]), rec(2, [1], None)]) is None  # t = 2 first: unknown
+    assert shadow_disagrees([rec(3, [2], None), rec(2, [1], [0])]) is True  # decided before the gap
+    assert shadow_disagrees([{"t": 2, "allocator": "selector", "selected": [1]}]) is None  # no shadow
+    assert shadow_disagrees([{"t": 1, "selected": []}]) is False  # no decision at all
+
+
 def test_compare_needs_the_selector_and_not_explore():
     with pytest.raises(ConfigError, match=r"allocation\.compare compares two learned selectors.*'recent'"):
         parse_config({"allocation": {"allocator": "recent", "compare": {"share": 0.5}}})
@@ -94,3 +157,25 @@ def test_recorded_threads_split_by_the_selector_each_episode_ran(thread_recorder
     assert "too few episodes" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="not 'all'"):
         compare_threads(str(recorded.checkpointer), str(recorded.archive), "all")
+
+
+def test_recorded_threads_with_shadow_decisions_are_judged_on_the_triggered_episodes(
+    thread_recorder, tmp_path
+):
+    from causalcache_memory.allocation import RandomAllocator, RecentAllocator
+    from causalcache_memory.allocation.explore import ExploringAllocator
+    from causalcache_memory.lab.learn.threads import threads_to_trajectories
+
+    # two allocators that disagree on some steps, under the names allocation.compare gives its arms
+    deployed, compared = RecentAllocator(), RandomAllocator(seed=4)
+    deployed.name, compared.name = DEPLOYED_SELECTOR, COMPARED_SELECTOR  # type: ignore[misc]
+    allocation = ExploringAllocator(deployed, compared, share=0.5, seed=3, shadow=True)
+    recorded = thread_recorder(tmp_path, 8, allocation=allocation)
+    trajs, _ = threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
+    flags = {t.trajectory_id: t.metadata["shadow_disagrees"] for t in trajs}
+    assert set(flags.values()) <= {True, False} and any(flags.values())
+    result = compare_threads(str(recorded.checkpointer), str(recorded.archive), dict(recorded.outcomes))
+    assert result.analysis == "triggered"
+    trig = result.triggered
+    assert trig.deployed.episodes + trig.compared.episodes == sum(flags.values())
+    assert trig.share == pytest.approx(sum(flags.values()) / 8)

@@ -39,6 +39,7 @@ __all__ = [
     "latest_states",
     "load_success_labels",
     "open_checkpointer",
+    "shadow_disagrees",
     "thread_states",
     "threads_to_trajectories",
 ]
@@ -204,7 +205,9 @@ def threads_to_trajectories(
         log = store.load_log(str(head), episode_id=state.get("cc_episode"))
         used = sorted({str(r["allocator"]) for r in log if r.get("allocator")})
         report.allocators[",".join(used) or "none"] += 1
-        out.append(_trajectory(tid, trace, ok, platform, source, used))
+        traj = _trajectory(tid, trace, ok, platform, source, used)
+        traj.metadata["shadow_disagrees"] = shadow_disagrees(log)
+        out.append(traj)
         report.successes += ok
     report.converted = len(out)
     logger.info(
@@ -213,6 +216,19 @@ def threads_to_trajectories(
         dict(report.allocators),
     )  # fmt: skip
     return out, report
+
+
+def shadow_disagrees(records: list[dict[str, Any]]) -> bool | None:
+    """Whether an episode's decisions ever differed from its shadow's (``allocation.compare.shadow``):
+    True at the first record whose ``shadow_selected`` differs from ``selected``; None when a decision
+    before that carries no shadow set (recorded without shadow, or its shadow failed); else False."""
+    for record in sorted((r for r in records if r.get("allocator")), key=lambda r: r.get("t", 0)):
+        shadow = record.get("shadow_selected")
+        if shadow is None:
+            return None
+        if sorted(shadow) != sorted(record.get("selected") or []):
+            return True
+    return False
 
 
 def _trajectory(
