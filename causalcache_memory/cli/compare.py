@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--success", required=True, help="success labels per thread: JSON object or CSV file")
     p.add_argument("--confidence", type=float, default=0.95, help="two-sided interval level (default 0.95)")
     p.add_argument("--min-episodes", type=int, default=20, help="fewest labelled episodes per arm to judge")
+    p.add_argument(
+        "--looks", type=int, default=1,
+        help="how many times you will run this comparison as episodes come in; each look's interval is "
+        "widened so that all of them together keep --confidence (default 1: judged once)",
+    )  # fmt: skip
     p.add_argument("--fail-if-worse", action="store_true", help="exit 1 when the deployed selector is worse")
     p.add_argument("--json", action="store_true", help="also print the comparison as JSON")
     p.set_defaults(handler=_run)
@@ -41,7 +46,12 @@ def _run(args: argparse.Namespace) -> int:
     from causalcache_memory.lab.learn.compare import compare_threads
 
     result = compare_threads(
-        args.threads, args.archive, args.success, confidence=args.confidence, min_episodes=args.min_episodes
+        args.threads,
+        args.archive,
+        args.success,
+        confidence=args.confidence,
+        min_episodes=args.min_episodes,
+        looks=args.looks,
     )
     print(result.message)
     if result.left_out:

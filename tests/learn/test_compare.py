@@ -99,7 +99,9 @@ def test_episodes_without_shadow_decisions_fall_back_to_all_episodes():
     data = [*triggered_outcomes((12, 40), (24, 40), (60, 110)), (DEPLOYED_SELECTOR, True, None)]
     result = compare_arms(data)
     assert result.analysis == "all episodes" and result.triggered is None and result.verdict == "not shown"
-    assert "1 episodes without shadow decisions: judged on all episodes" in result.message
+    assert "(1 of 301 episodes have no shadow decisions: judged on all episodes)" in result.message
+    plain = compare_arms([o[:2] for o in data])
+    assert "(no episode has shadow decisions: judged on all episodes)" in plain.message
 
 
 def test_selectors_that_never_disagree_have_nothing_to_compare():
@@ -120,6 +122,19 @@ def test_shadow_disagreement_is_read_from_the_records_in_step_order():
     assert shadow_disagrees([rec(3, [2], None), rec(2, [1], [0])]) is True  # decided before the gap
     assert shadow_disagrees([{"t": 2, "allocator": "selector", "selected": [1]}]) is None  # no shadow
     assert shadow_disagrees([{"t": 1, "selected": []}]) is False  # no decision at all
+
+
+def test_each_of_several_looks_uses_a_wider_interval():
+    data = outcomes((45, 100), (60, 100))
+    once, ten = compare_arms(data), compare_arms(data, looks=10)
+    assert once.confidence == pytest.approx(0.95) and ten.confidence == pytest.approx(0.995)
+    assert ten.ci[0] < once.ci[0] and ten.ci[1] > once.ci[1] and ten.looks == 10
+    assert "(99.5%)" in ten.message and "(95%)" in once.message
+    loser = outcomes((30, 100), (45, 100))
+    assert compare_arms(loser).verdict == "worse" and compare_arms(loser, looks=20).verdict == "not shown"
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigError, match=rf"looks={bad!r} must be a whole number >= 1"):
+            compare_arms(data, looks=bad)
 
 
 def test_compare_needs_the_selector_and_not_explore():
@@ -155,6 +170,8 @@ def test_recorded_threads_split_by_the_selector_each_episode_ran(thread_recorder
     args = ["compare", "--threads", str(recorded.checkpointer), "--archive", str(recorded.archive)]
     assert main([*args, "--success", str(path), "--fail-if-worse"]) == 0
     assert "too few episodes" in capsys.readouterr().out
+    assert main([*args, "--success", str(path), "--looks", "3"]) == 0
+    assert "(98.3%)" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="not 'all'"):
         compare_threads(str(recorded.checkpointer), str(recorded.archive), "all")
 

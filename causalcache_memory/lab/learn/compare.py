@@ -41,6 +41,12 @@ The verdict:
 * **too few**: an arm has fewer than ``min_episodes`` labelled (triggered) episodes; the interval is
   still reported.
 
+**Looking more than once.** Each run of the comparison is one look at a 95% interval, and a team that
+re-runs it as episodes come in and stops at the first "worse" or "better" has more than a 5% chance of a
+false verdict. ``looks: K`` (``--looks``) states how many times the comparison will be run on the growing
+recording, and every look uses the level ``1 - (1 - confidence) / K`` (Bonferroni), so the chance that
+any of the ``K`` looks gives a false verdict stays within ``1 - confidence``.
+
 Threads whose records name neither arm (no decision, or another allocator) and threads that ran both
 (a config changed mid-thread) are left out and counted.
 """
@@ -101,12 +107,13 @@ class Comparison:
     compared: Arm
     delta: float
     ci: tuple[float, float]
-    confidence: float
+    confidence: float  # the level of this look's intervals (``1 - (1 - confidence) / looks``)
     verdict: str  # worse | better | not shown | too few
     message: str
     left_out: dict[str, int] = field(default_factory=dict)
     triggered: Triggered | None = None
     analysis: str = "all episodes"
+    looks: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -129,12 +136,19 @@ def compare_arms(
     min_episodes: int = 20,
     resolve: float = 0.05,
     left_out: Mapping[str, int] | None = None,
+    looks: int = 1,
 ) -> Comparison:
     """``outcomes``: ``(arm name, success)`` or ``(arm name, success, triggered)`` per labelled episode,
     arm names :data:`DEPLOYED_SELECTOR` and :data:`COMPARED_SELECTOR` (others are counted as left out);
     ``triggered`` is None (or absent) for an episode without shadow decisions. See the module doc."""
     if not 0.0 < confidence < 1.0:
         raise ConfigError(f"confidence={confidence!r} must be in (0, 1), e.g. 0.95")
+    if isinstance(looks, bool) or not isinstance(looks, int) or looks < 1:
+        raise ConfigError(
+            f"looks={looks!r} must be a whole number >= 1: how many times this comparison will be run on "
+            "the growing recording (1 = judged once)"
+        )
+    confidence = 1.0 - (1.0 - confidence) / looks
     if min_episodes < 1 or resamples < 100 or not resolve > 0.0:
         raise ConfigError(
             f"min_episodes={min_episodes!r} must be >= 1 (e.g. 20), resamples={resamples!r} >= 100 (e.g. 4000) "
@@ -156,7 +170,15 @@ def compare_arms(
             f"{compared.episodes} the compared one; deploy with allocation.compare and label both"
         )
         return Comparison(
-            deployed, compared, math.nan, (math.nan, math.nan), confidence, "too few", message, dict(skipped)
+            deployed,
+            compared,
+            math.nan,
+            (math.nan, math.nan),
+            confidence,
+            "too few",
+            message,
+            dict(skipped),
+            looks=looks,
         )
     boot = dict(confidence=confidence, resamples=resamples, seed=seed)
     ci = _interval([s for s, _ in mine], [s for s, _ in other], **boot)
@@ -174,14 +196,16 @@ def compare_arms(
             triggered, head, confidence, min_episodes, resolve, deployed, compared
         )
     else:
-        note = f" ({unknown} episodes without shadow decisions: judged on all episodes)"
+        total = len(mine) + len(other)
+        without = "no episode has" if unknown == total else f"{unknown} of {total} episodes have no"
+        note = f" ({without} shadow decisions: judged on all episodes)"
         verdict, message = _verdict(
             head + note, ci, min(deployed.episodes, compared.episodes), min_episodes, resolve
         )
     (logger.warning if verdict == "worse" else logger.info)("%s", message)
     analysis = "triggered" if triggered is not None else "all episodes"
     return Comparison(
-        deployed, compared, delta, ci, confidence, verdict, message, dict(skipped), triggered, analysis
+        deployed, compared, delta, ci, confidence, verdict, message, dict(skipped), triggered, analysis, looks
     )
 
 
@@ -202,6 +226,12 @@ def _interval(
     return draws[int(tail * (resamples - 1))], draws[math.ceil((1 - tail) * (resamples - 1))]
 
 
+def _level(confidence: float) -> str:
+    """``95%``, or ``98.3%`` for a level that whole percents would round."""
+    text = f"{confidence:.0%}"
+    return text if abs(float(text[:-1]) / 100 - confidence) < 1e-9 else f"{confidence:.1%}"
+
+
 def _mean(values: list[bool]) -> float:
     return sum(values) / len(values)
 
@@ -213,7 +243,7 @@ def _head(
     return (
         f"{what}deployed selector {deployed.rate:.3f} ({deployed.successes}/{deployed.episodes}) vs compared "
         f"{compared.rate:.3f} ({compared.successes}/{compared.episodes}): {delta:+.3f} "
-        f"[{lo:+.3f}, {hi:+.3f}] ({confidence:.0%})"
+        f"[{lo:+.3f}, {hi:+.3f}] ({_level(confidence)})"
     )
 
 
