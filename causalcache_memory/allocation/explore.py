@@ -24,13 +24,17 @@ distribution in both arms and only add noise to a comparison. ``causalcache comp
 the arms on the *triggered* episodes (those with a disagreement), the triggered analysis of online
 experiments (Kohavi, Tang and Xu 2020, ch. 20). Both allocators then also see every decision (a learned
 selector's deployment threshold window included), whichever arm runs. A shadow decision that fails is
-logged, recorded as ``shadow_selected: null`` and never changes the step.
+logged, recorded as ``shadow_selected: null`` and never changes the step. Both decisions run inside the
+controller's time limit for the allocator (``selector.timeout_ms``), so the shadow is skipped (also
+``null``, and counted) when the episode's own decision took more than a third of ``shadow_limit_s``:
+the shadow costs about as much again, and a step that ran out of time would fall back to Recent-B.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -59,7 +63,14 @@ class ExploringAllocator:
     name = "explore"
 
     def __init__(
-        self, base: Allocator, explorer: Allocator, *, share: float, seed: int = 0, shadow: bool = False
+        self,
+        base: Allocator,
+        explorer: Allocator,
+        *,
+        share: float,
+        seed: int = 0,
+        shadow: bool = False,
+        shadow_limit_s: float | None = None,
     ) -> None:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
             raise AllocationError(
@@ -71,8 +82,12 @@ class ExploringAllocator:
         self.share = float(share)
         self.seed = int(seed)
         self.shadow = bool(shadow)
+        #: the controller's time limit for one ``allocate`` (None: no limit, the shadow always runs)
+        self.shadow_limit_s = shadow_limit_s
         #: shadow decisions that raised (each is logged; the step keeps its own decision)
         self.shadow_failures = 0
+        #: shadow decisions skipped because the episode's own decision left too little of the time limit
+        self.shadow_skipped = 0
         self.uses_witness = bool(base.uses_witness or explorer.uses_witness)
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
@@ -81,9 +96,19 @@ class ExploringAllocator:
         chosen, other = (self.explorer, self.base) if explored else (self.base, self.explorer)
         if ctx.t <= 1:  # once per episode
             _log.debug("episode %s records with allocator %r", episode, chosen.name)
+        start = time.perf_counter()
         allocation = chosen.allocate(ctx)
         if not self.shadow:
             return allocation
+        took = time.perf_counter() - start
+        if self.shadow_limit_s is not None and took > self.shadow_limit_s / 3:
+            self.shadow_skipped += 1
+            _log.info(
+                "shadow decision of %r skipped at step %d of episode %s: %r's own took %.0f ms of the %.0f ms "
+                "limit; recorded as shadow_selected: null",
+                other.name, ctx.t, episode, chosen.name, took * 1000, self.shadow_limit_s * 1000,
+            )  # fmt: skip
+            return replace(allocation, info={**allocation.info, "shadow_selected": None})
         try:
             shadow: list[int] | None = list(other.allocate(ctx).selected)
         except Exception as exc:  # the shadow never changes the step it watches

@@ -123,7 +123,12 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
         compared = lookup_allocator("selector")(own)
         compared.name = COMPARED_SELECTOR  # type: ignore[misc]
         return ExploringAllocator(
-            allocator, compared, share=compare.share, seed=compare.seed, shadow=compare.shadow
+            allocator,
+            compared,
+            share=compare.share,
+            seed=compare.seed,
+            shadow=compare.shadow,
+            shadow_limit_s=cfg.selector.timeout_ms / 1000.0,  # type: ignore[union-attr] # the controller's limit
         )
     explore = getattr(cfg, "explore", None)
     if explore is None:

@@ -179,3 +179,27 @@ def test_shadow_sets_reach_the_decision_record(tmp_path, make_png) -> None:
     ctl = MemoryController(policy=_EchoPolicy(), archive=archive, allocator=allocator, budget=4)
     record = ctl.decide(trace).to_record()
     assert isinstance(record["shadow_selected"], list) and len(record["shadow_selected"]) == 4
+
+
+class _Slow(RecentAllocator):
+    name = "slow"
+
+    def allocate(self, ctx):
+        import time
+
+        time.sleep(0.02)
+        return super().allocate(ctx)
+
+
+def test_a_shadow_that_would_overrun_the_time_limit_is_skipped(caplog) -> None:
+    # the episode's own decision took 20 ms of a 30 ms limit: a shadow costing as much would overrun it
+    allocator = ExploringAllocator(_Slow(), RandomAllocator(), share=1e-9, shadow=True, shadow_limit_s=0.03)
+    with caplog.at_level("INFO", logger="causalcache_memory.allocation.explore"):
+        allocation = allocator.allocate(AllocationContext(_trace(10, "ep"), 4))
+    assert allocation.allocator == "slow" and allocation.info["shadow_selected"] is None
+    assert allocator.shadow_skipped == 1 and allocator.shadow_failures == 0
+    assert "shadow decision of 'random' skipped" in caplog.text
+    roomy = ExploringAllocator(_Slow(), RandomAllocator(), share=1e-9, shadow=True, shadow_limit_s=1.0)
+    assert roomy.allocate(AllocationContext(_trace(10, "ep"), 4)).info["shadow_selected"] is not None
+    built = build_allocator(parse_config({"allocation": {"compare": {"share": 0.5}}}).allocation)
+    assert built.shadow_limit_s == pytest.approx(0.25)  # selector.timeout_ms, the controller's limit
