@@ -181,7 +181,8 @@ class CompareConfig(_Strict):
         True,
         description="The selector an episode does not run also decides every step, and its set is recorded "
         "(shadow_selected), so causalcache compare can judge the arms on the episodes where the two "
-        "disagreed (several times fewer episodes); costs a second selector decision per step.",
+        "disagreed (about half as many episodes on development worlds); costs a second selector decision "
+        "per step.",
     )
 
 

@@ -160,6 +160,7 @@ def test_recorded_threads_split_by_the_selector_each_episode_ran(thread_recorder
     labels = dict(recorded.outcomes)
     result = compare_threads(str(recorded.checkpointer), str(recorded.archive), labels)
     trajs, _ = threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
+    assert all(t.metadata["shadow_disagrees"] is False for t in trajs)  # one bundled selector, twice
     compared = [t.trajectory_id for t in trajs if explores(t.metadata["episode_id"], share=0.5, seed=3)]
     assert 0 < len(compared) < 8  # both arms ran
     assert result.compared.episodes == len(compared) and result.deployed.episodes == 8 - len(compared)
@@ -189,7 +190,7 @@ def test_recorded_threads_with_shadow_decisions_are_judged_on_the_triggered_epis
     allocation = ExploringAllocator(deployed, compared, share=0.5, seed=3, shadow=True)
     recorded = thread_recorder(tmp_path, 8, allocation=allocation)
     trajs, _ = threads_to_trajectories(str(recorded.checkpointer), str(recorded.archive), None)
-    flags = {t.trajectory_id: t.metadata["shadow_disagrees"] for t in trajs}
+    flags = {t.trajectory_id: t.metadata["shadow_disagrees"] for t in trajs}  # every thread has one
     assert set(flags.values()) <= {True, False} and any(flags.values())
     result = compare_threads(str(recorded.checkpointer), str(recorded.archive), dict(recorded.outcomes))
     assert result.analysis == "triggered"

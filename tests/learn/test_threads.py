@@ -100,3 +100,4 @@ def test_threads_say_which_allocator_recorded_them(recorded, thread_recorder, tm
     }
     assert {t.trajectory_id: t.metadata["allocators"] for t in trajs} == expected
     assert set(report.allocators) == {"random", "recent"}
+    assert not any("shadow_disagrees" in t.metadata for t in trajs)  # recorded without shadow decisions

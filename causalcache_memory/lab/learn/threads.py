@@ -206,7 +206,8 @@ def threads_to_trajectories(
         used = sorted({str(r["allocator"]) for r in log if r.get("allocator")})
         report.allocators[",".join(used) or "none"] += 1
         traj = _trajectory(tid, trace, ok, platform, source, used)
-        traj.metadata["shadow_disagrees"] = shadow_disagrees(log)
+        if (disagrees := shadow_disagrees(log)) is not None:  # recorded under allocation.compare.shadow
+            traj.metadata["shadow_disagrees"] = disagrees
         out.append(traj)
         report.successes += ok
     report.converted = len(out)
