@@ -175,6 +175,16 @@ def test_recorded_threads_split_by_the_selector_each_episode_ran(thread_recorder
     assert "(98.3%)" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="not 'all'"):
         compare_threads(str(recorded.checkpointer), str(recorded.archive), "all")
+    # errors name the command's own option, not learn's setting, and do not offer 'all'
+    missing = str(tmp_path / "nope.json")
+    with pytest.raises(ConfigError, match=r"^--success='.*nope\.json' cannot be read .*success$"):
+        compare_threads(str(recorded.checkpointer), str(recorded.archive), missing)
+    with pytest.raises(ConfigError, match=r"^--success names 1 thread\(s\) the checkpointer does not hold"):
+        compare_threads(str(recorded.checkpointer), str(recorded.archive), {**labels, "ghost": True})
+    bad = tmp_path / "bad.csv"
+    bad.write_text("thread,ok\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^--success: .*bad\.csv needs the header 'thread_id,success'"):
+        compare_threads(str(recorded.checkpointer), str(recorded.archive), str(bad))
 
 
 def test_recorded_threads_with_shadow_decisions_are_judged_on_the_triggered_episodes(

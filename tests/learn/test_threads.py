@@ -71,6 +71,7 @@ def test_unknown_thread_in_labels_is_refused(recorded, tmp_path) -> None:
         ("s.csv", "thread_id,success\nx,maybe\n", "success='maybe'"),
         ("s.json", '{"x": "yes"}', "JSON object"),
         ("s.csv", "id,ok\nx,true\n", "thread_id,success"),
+        ("s.csv", "id,ok\n", r"^data\.threads\.success: .*needs the header"),  # no rows: still checked
     ],
 )
 def test_bad_success_files_name_the_problem(tmp_path, name, text, match) -> None:

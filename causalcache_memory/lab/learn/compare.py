@@ -309,13 +309,18 @@ def compare_threads(
     the team's success labels (a mapping, or a JSON/CSV file as ``learn`` reads them; not ``all``)."""
     from causalcache_memory.lab.learn.threads import load_success_labels, threads_to_trajectories
 
-    labels = success if isinstance(success, Mapping) else load_success_labels(success)
-    if labels is None:
+    if not isinstance(success, Mapping) and str(success) == "all":
         raise ConfigError(
             "compare needs a success label per thread (a JSON object or a CSV file), not 'all': with every "
             "thread successful the two selectors cannot differ"
         )
-    trajectories, report = threads_to_trajectories(checkpointer, archive, labels)
+    labels = (
+        success
+        if isinstance(success, Mapping)
+        else load_success_labels(success, field="--success", allow_all=False)
+    )
+    assert labels is not None  # 'all' was refused above
+    trajectories, report = threads_to_trajectories(checkpointer, archive, labels, success_field="--success")
     left_out: Counter[str] = Counter({"unlabelled": len(report.unlabelled), "empty": len(report.empty)})
     outcomes = []
     for traj in trajectories:

@@ -50,42 +50,41 @@ _TRUE = {"true", "1", "yes", "success"}
 _FALSE = {"false", "0", "no", "failure"}
 
 
-def load_success_labels(spec: str | Path) -> dict[str, bool] | None:
-    """``{thread_id: success}`` from a JSON/CSV file, or None for ``"all"`` (module doc)."""
-    if str(spec) == "all":
+def load_success_labels(
+    spec: str | Path, *, field: str = "data.threads.success", allow_all: bool = True
+) -> dict[str, bool] | None:
+    """``{thread_id: success}`` from a JSON/CSV file, or None for ``"all"`` (module doc). ``field`` is the
+    setting errors name (``--success`` for ``causalcache compare``, which passes ``allow_all=False``)."""
+    if str(spec) == "all" and allow_all:
         return None
     path = Path(spec)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(
-            f"data.threads.success={str(spec)!r} cannot be read ({exc}); give a JSON or CSV file of "
-            "thread id -> success, or 'all'"
+            f"{field}={str(spec)!r} cannot be read ({exc}); give a JSON or CSV file of thread id -> success"
+            + (", or 'all'" if allow_all else "")
         ) from exc
     if path.suffix.lower() == ".csv":
-        return _csv_labels(path, text)
+        return _csv_labels(path, text, field)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"data.threads.success: {path} is not JSON ({exc.msg}); use .csv for CSV") from None
+        raise ConfigError(f"{field}: {path} is not JSON ({exc.msg}); use .csv for CSV") from None
     if not isinstance(data, dict) or not all(isinstance(v, bool) for v in data.values()):
-        raise ConfigError(
-            f'data.threads.success: {path} must be a JSON object {{"thread id": true|false, ...}}'
-        )
+        raise ConfigError(f'{field}: {path} must be a JSON object {{"thread id": true|false, ...}}')
     return {str(k): v for k, v in data.items()}
 
 
-def _csv_labels(path: Path, text: str) -> dict[str, bool]:
-    rows = list(csv.DictReader(text.splitlines()))
+def _csv_labels(path: Path, text: str, field: str) -> dict[str, bool]:
+    reader = csv.DictReader(text.splitlines())
+    if not {"thread_id", "success"} <= set(reader.fieldnames or ()):  # checked even with no rows
+        raise ConfigError(f"{field}: {path} needs the header 'thread_id,success'")
     out: dict[str, bool] = {}
-    for lineno, row in enumerate(rows, 2):
-        if "thread_id" not in row or "success" not in row:
-            raise ConfigError(f"data.threads.success: {path} needs the header 'thread_id,success'")
+    for lineno, row in enumerate(reader, 2):
         value = str(row["success"]).strip().lower()
         if value not in _TRUE | _FALSE:
-            raise ConfigError(
-                f"data.threads.success: {path}:{lineno}: success={row['success']!r}; use true or false"
-            )
+            raise ConfigError(f"{field}: {path}:{lineno}: success={row['success']!r}; use true or false")
         out[str(row["thread_id"]).strip()] = value in _TRUE
     return out
 
@@ -165,6 +164,7 @@ def threads_to_trajectories(
     *,
     platform: str | None = None,
     source: str = "threads",
+    success_field: str = "data.threads.success",
 ) -> tuple[list[Trajectory], ThreadReport]:
     """One trajectory per recorded thread (see the module doc); ``success=None`` marks all successful.
 
@@ -183,7 +183,7 @@ def threads_to_trajectories(
         unknown = sorted(set(success) - set(states))
         if unknown:
             raise ConfigError(
-                f"data.threads.success names {len(unknown)} thread(s) the checkpointer does not hold, e.g. "
+                f"{success_field} names {len(unknown)} thread(s) the checkpointer does not hold, e.g. "
                 f"{unknown[:3]}; fix the ids (the checkpointer has {len(states)} threads)"
             )
     report = ThreadReport(threads=len(states))
