@@ -103,10 +103,16 @@ class ExploringAllocator:
         took = time.perf_counter() - start
         if self.shadow_limit_s is not None and took > self.shadow_limit_s / 3:
             self.shadow_skipped += 1
-            _log.info(
+            first = (
+                self.shadow_skipped == 1
+            )  # the first skip is news: later ones are counted and logged at INFO
+            _log.log(
+                logging.WARNING if first else logging.INFO,
                 "shadow decision of %r skipped at step %d of episode %s: %r's own took %.0f ms of the %.0f ms "
-                "limit; recorded as shadow_selected: null",
+                "limit; recorded as shadow_selected: null%s",
                 other.name, ctx.t, episode, chosen.name, took * 1000, self.shadow_limit_s * 1000,
+                " (causalcache compare judges a comparison with such episodes on all episodes, not the "
+                "triggered ones; raise allocation.selector.timeout_ms to keep shadow decisions)" if first else "",
             )  # fmt: skip
             return replace(allocation, info={**allocation.info, "shadow_selected": None})
         try:

@@ -199,6 +199,12 @@ def test_a_shadow_that_would_overrun_the_time_limit_is_skipped(caplog) -> None:
     assert allocation.allocator == "slow" and allocation.info["shadow_selected"] is None
     assert allocator.shadow_skipped == 1 and allocator.shadow_failures == 0
     assert "shadow decision of 'random' skipped" in caplog.text
+    first = [r for r in caplog.records if "skipped" in r.getMessage()]
+    assert first[0].levelname == "WARNING" and "raise allocation.selector.timeout_ms" in first[0].getMessage()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="causalcache_memory.allocation.explore"):
+        allocator.allocate(AllocationContext(_trace(11, "ep"), 4))
+    assert allocator.shadow_skipped == 2 and [r.levelname for r in caplog.records] == ["INFO"]
     roomy = ExploringAllocator(_Slow(), RandomAllocator(), share=1e-9, shadow=True, shadow_limit_s=1.0)
     assert roomy.allocate(AllocationContext(_trace(10, "ep"), 4)).info["shadow_selected"] is not None
     built = build_allocator(parse_config({"allocation": {"compare": {"share": 0.5}}}).allocation)
