@@ -96,10 +96,10 @@ class ExploringAllocator:
         chosen, other = (self.explorer, self.base) if explored else (self.base, self.explorer)
         if ctx.t <= 1:  # once per episode
             _log.debug("episode %s records with allocator %r", episode, chosen.name)
+        if not self.shadow:
+            return chosen.allocate(ctx)
         start = time.perf_counter()
         allocation = chosen.allocate(ctx)
-        if not self.shadow:
-            return allocation
         took = time.perf_counter() - start
         if self.shadow_limit_s is not None and took > self.shadow_limit_s / 3:
             self.shadow_skipped += 1
