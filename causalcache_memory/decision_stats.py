@@ -1,9 +1,11 @@
-"""Decision counts and the idle-allocator warning: the one place that counts what the allocator did.
+"""A memory's decision counts and its warnings when the allocator is not doing its job.
 
 Every decision of a :class:`~causalcache_memory.controller.MemoryController` is counted here
-(:class:`DecisionMonitor`, one per memory), and the same counting reads decision records back from a
-thread's decision log (:meth:`DecisionStats.from_records`), so ``CausalCacheMemory.stats()``,
-``causalcache report`` and the evaluation harness agree.
+(:class:`DecisionMonitor`, one per memory) with :class:`DecisionStats`
+(:mod:`causalcache_memory.decision_counts`, the rules that classify one decision, re-exported here), and
+the same counting reads decision records back from a thread's decision log
+(:meth:`DecisionStats.from_records`), so ``CausalCacheMemory.stats()``, ``causalcache report`` and the
+evaluation harness agree.
 
 Idle rule: a decision *could swap* when some past event lies outside Recent-B (``B < t - 1``). Over the
 last ``window`` such decisions of a memory (all its threads together), when the share that fell back to
@@ -36,13 +38,19 @@ Every decision is also logged at DEBUG on that logger (one line: t, allocator, k
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+# the counting rules live in decision_counts; re-exported here, where callers have always found them
+from causalcache_memory.decision_counts import (
+    NO_SHADOW,
+    DecisionStats,
+    fallback_kind,
+    shadow_differs,
+    swap_possible,
+    text_missing,
+)
 from causalcache_memory.errors import ConfigError, warn
 
 if TYPE_CHECKING:
@@ -54,10 +62,12 @@ __all__ = [
     "DEFAULT_NO_SWAP_WINDOW",
     "DEFAULT_WINDOW",
     "IDLE_DOCS",
+    "NO_SHADOW",
     "TEXT_DOCS",
     "DecisionMonitor",
     "DecisionStats",
     "fallback_kind",
+    "shadow_differs",
     "swap_possible",
     "text_missing",
 ]
@@ -78,118 +88,6 @@ IDLE_DOCS = (
 
 #: where the missing-screen-text warning sends the user: how to give the memory each screen's text
 TEXT_DOCS = "docs/LANGGRAPH.md#screen-text-what-was-on-the-screen-for-the-selector-never-for-the-prompt"
-
-# the controller's fallback reasons (MemoryController._allocate) -> short kinds
-_KINDS = (
-    (re.compile(r"NonFiniteScoreError"), "non_finite"),
-    (re.compile(r"^allocator '.*' exceeded \d+ ms"), "timeout"),
-    (re.compile(r"^allocator '.*' is still running"), "busy"),
-    (re.compile(r"^allocator '.*' failed: "), "error"),
-)
-
-
-def fallback_kind(reason: object) -> str | None:
-    """The short kind of a decision record's ``fallback`` (None when the decision did not fall back).
-
-    ``"ood"`` (and any other short reason an allocator puts in ``info["fallback"]``) is kept as is; the
-    controller's sentences become ``"timeout"``, ``"busy"``, ``"non_finite"`` or ``"error"``.
-    """
-    if reason is None or reason == "":
-        return None
-    text = str(reason)
-    for pattern, kind in _KINDS:
-        if pattern.search(text):
-            return kind
-    return text if len(text) <= 32 and " " not in text else "other"
-
-
-def text_missing(masked: object) -> bool:
-    """True when a decision's ``masked`` pattern (``info["masked"]``, e.g. ``"app+text"``) names screen text."""
-    return isinstance(masked, str) and "text" in masked.split("+")
-
-
-def swap_possible(t: int, budget: int) -> bool:
-    """True when some past event lies outside Recent-B at decision ``t`` (``B < t - 1``)."""
-    return budget < t - 1
-
-
-@dataclass
-class DecisionStats:
-    """Counts over a set of decisions (one thread, or one memory).
-
-    Attributes:
-        decisions: decisions counted.
-        swaps: decisions whose set displaced a recent event (``k > 0``).
-        second_passes: decisions that ran pass 2.
-        could_swap: decisions where some past event lay outside Recent-B (the idle rule's denominator).
-        fallbacks: Recent-B fallbacks by kind (:func:`fallback_kind`), e.g. ``{"ood": 12}``.
-        without_text: decisions of a selector that reads screen text where no event had any
-            (:func:`text_missing` of the record's ``masked``).
-    """
-
-    decisions: int = 0
-    swaps: int = 0
-    second_passes: int = 0
-    could_swap: int = 0
-    fallbacks: dict[str, int] = field(default_factory=dict)
-    without_text: int = 0
-
-    def add(
-        self, *, t: int, budget: int, k: int, second_pass: bool, fallback: object, masked: object = None
-    ) -> str | None:
-        """Count one decision; returns its fallback kind."""
-        kind = fallback_kind(fallback)
-        self.decisions += 1
-        self.swaps += int(k > 0)
-        self.second_passes += int(bool(second_pass))
-        self.could_swap += int(swap_possible(t, budget))
-        self.without_text += int(text_missing(masked))
-        if kind is not None:
-            self.fallbacks[kind] = self.fallbacks.get(kind, 0) + 1
-        return kind
-
-    def add_record(self, record: Mapping[str, Any]) -> None:
-        """Count one decision record (``StepDecision.to_record()``, an episode-log entry)."""
-        self.add(
-            t=int(record.get("t", 0)),
-            budget=int(record.get("budget", 0)),
-            k=int(record.get("k") or 0),
-            second_pass=bool(record.get("second_pass")),
-            fallback=record.get("fallback"),
-            masked=record.get("masked"),
-        )
-
-    @classmethod
-    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> DecisionStats:
-        """Counts of a decision log (e.g. ``CausalCacheMemory.episode_log(...)``)."""
-        stats = cls()
-        for record in records:
-            stats.add_record(record)
-        return stats
-
-    @property
-    def fallback_total(self) -> int:
-        return sum(self.fallbacks.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decisions": self.decisions,
-            "swaps": self.swaps,
-            "second_passes": self.second_passes,
-            "could_swap": self.could_swap,
-            "fallbacks": dict(sorted(self.fallbacks.items())),
-            "without_text": self.without_text,
-        }
-
-    def copy(self) -> DecisionStats:
-        return DecisionStats(
-            self.decisions,
-            self.swaps,
-            self.second_passes,
-            self.could_swap,
-            dict(self.fallbacks),
-            self.without_text,
-        )
 
 
 class DecisionMonitor:
@@ -281,6 +179,8 @@ class DecisionMonitor:
                 second_pass=decision.second_pass,
                 fallback=decision.fallback,
                 masked=masked,
+                shadow=allocation.info.get("shadow_selected", NO_SHADOW),
+                selected=allocation.selected,
             )
             if swap_possible(t, budget):
                 self._recent.append(kind)

@@ -74,13 +74,20 @@ def _run(args: argparse.Namespace) -> int:
 
 def counts_line(stats: DecisionStats) -> str:
     """``decisions 12 · swaps (k > 0) 3 · pass 2 3 · Recent-B fallbacks 4 (ood 4)`` for one thread, then
-    ``· without screen text 9`` when the selector read no screen text on some decisions."""
+    ``· without screen text 9`` when the selector read no screen text on some decisions, and
+    ``· shadow differs on 2 of 11 (1 missing)`` when the thread ran with shadow decisions
+    (``allocation.compare.shadow``: the compared selector's set differed from the executed one)."""
     reasons = ", ".join(f"{kind} {n}" for kind, n in sorted(stats.fallbacks.items()))
+    shadow = ""
+    if stats.shadow or stats.shadow_missing:
+        shadow = f" · shadow differs on {stats.shadow_disagreed} of {stats.shadow}"
+        shadow += f" ({stats.shadow_missing} missing)" if stats.shadow_missing else ""
     return (
         f"decisions {stats.decisions} · swaps (k > 0) {stats.swaps} · pass 2 {stats.second_passes} · "
         f"Recent-B fallbacks {stats.fallback_total}"
         + (f" ({reasons})" if reasons else "")
         + (f" · without screen text {stats.without_text}" if stats.without_text else "")
+        + shadow
     )
 
 
