@@ -32,6 +32,13 @@ no event had (``info["masked"]``, e.g. ``"app+text"``); a model without text fea
 a memory can get it and one idle warning (fallbacks *or* never-swaps, which share a slot since both mean
 "showing Recent-B only", :attr:`DecisionMonitor.warned`).
 
+Never-disagree rule: under a live comparison with shadow decisions (``allocation.compare.shadow``), when
+``no_swap_window`` decisions that could swap carried a shadow set and **none** differed from the executed
+set, the two selectors have behaved as one: no episode is triggered, so ``causalcache compare`` can only
+say there is nothing to compare. The memory warns once (:attr:`DecisionMonitor.warned_shadow`, a slot of
+its own) with the count and :data:`COMPARE_DOCS`, instead of letting a team wait for a verdict that
+cannot come.
+
 Every decision is also logged at DEBUG on that logger (one line: t, allocator, k, pass 2, fallback).
 """
 
@@ -57,6 +64,7 @@ if TYPE_CHECKING:
     from causalcache_memory.controller import StepDecision
 
 __all__ = [
+    "COMPARE_DOCS",
     "DEFAULT_MAX_FALLBACK_SHARE",
     "DEFAULT_MISSING_TEXT_SHARE",
     "DEFAULT_NO_SWAP_WINDOW",
@@ -85,6 +93,9 @@ IDLE_DOCS = (
     "docs/SELECTOR.md#when-the-selector-is-idle (training on your own data: "
     "docs/DATA.md#pipeline-from-a-teams-data-to-a-deployed-adapter-and-selector)"
 )
+
+#: where the never-disagree warning sends the user: the live comparison and its triggered episodes
+COMPARE_DOCS = "docs/LEARN.md#compare-before-switching"
 
 #: where the missing-screen-text warning sends the user: how to give the memory each screen's text
 TEXT_DOCS = "docs/LANGGRAPH.md#screen-text-what-was-on-the-screen-for-the-selector-never-for-the-prompt"
@@ -140,6 +151,8 @@ class DecisionMonitor:
         self.no_swap_window = no_swap_window
         self._could_swap = 0  # decisions that could swap, and how many of them swapped (all threads)
         self._swapped = 0
+        self._shadowed = 0  # of those, decisions with a shadow set, and how many of them differed
+        self._shadow_differed = 0
         self.max_fallback_share = float(max_fallback_share)
         self.enabled = enabled
         self._max_threads = max_threads
@@ -150,6 +163,7 @@ class DecisionMonitor:
         self._lock = threading.Lock()
         self.warned: str | None = None  #: the idle warning's text (fallbacks or never-swaps) once it fired
         self.warned_text: str | None = None  #: the missing-screen-text warning's text once it fired
+        self.warned_shadow: str | None = None  #: the never-disagree warning's text once it fired
 
     def observe(self, episode_id: str, decision: StepDecision) -> None:
         """Count ``decision`` of thread ``episode_id``; warn (once) when the memory is idle."""
@@ -165,8 +179,9 @@ class DecisionMonitor:
                 decision.second_pass,
                 decision.fallback,
             )
-        message = text_message = None
+        message = text_message = shadow_message = None
         masked = allocation.info.get("masked")
+        shadow = allocation.info.get("shadow_selected", NO_SHADOW)
         with self._lock:
             stats = self._threads.pop(episode_id, None) or DecisionStats()
             self._threads[episode_id] = stats  # most recently used last
@@ -179,7 +194,7 @@ class DecisionMonitor:
                 second_pass=decision.second_pass,
                 fallback=decision.fallback,
                 masked=masked,
-                shadow=allocation.info.get("shadow_selected", NO_SHADOW),
+                shadow=shadow,
                 selected=allocation.selected,
             )
             if swap_possible(t, budget):
@@ -195,7 +210,13 @@ class DecisionMonitor:
                 text_message = self._missing_text_message(allocation.allocator)
                 if text_message is not None:
                     self.warned_text = text_message
-        for text in (message, text_message):
+                if shadow is not None and shadow is not NO_SHADOW:
+                    self._shadowed += 1
+                    self._shadow_differed += int(shadow_differs(shadow, allocation.selected))
+                    shadow_message = self._never_disagree_message()
+                    if shadow_message is not None:
+                        self.warned_shadow = shadow_message
+        for text in (message, text_message, shadow_message):
             if text is not None:
                 warn(text, logger=_log, stacklevel=3)  # points at the caller of decide()
 
@@ -234,6 +255,25 @@ class DecisionMonitor:
             "threshold (allocation.selector.second_pass_budget, or min_gain) or train the selector on your "
             f"own agent. What to do: {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning.no_swap_window sets the rule.)"
+        )
+
+    def _never_disagree_message(self) -> str | None:
+        """The never-disagree warning's text when its rule is crossed for the first time (lock held)."""
+        if (
+            not self.enabled
+            or self.warned_shadow is not None
+            or self.no_swap_window is None
+            or self._shadow_differed
+            or self._shadowed < self.no_swap_window
+        ):
+            return None
+        return (
+            f"the selector and the one it is compared with (allocation.compare) chose the same set on all "
+            f"{self._shadowed} decisions with a shadow decision where a swap was possible: so far no episode "
+            "differs between the two arms, and `causalcache compare` has nothing to judge. If the deployed "
+            "selector is a fine-tune of the compared one, it behaves like it here: keep either, or record "
+            "episodes that explore (allocation.explore) and rerun `causalcache learn`. See "
+            f"{COMPARE_DOCS}. (Warned once per memory; allocation.idle_warning.no_swap_window sets the rule.)"
         )
 
     def _missing_text_message(self, allocator: str) -> str | None:

@@ -100,7 +100,8 @@ class IdleWarningConfig(_Strict):
         "(some past step outside Recent-B) the rule looks at, 1..100000.")  # fmt: skip
     no_swap_window: int | None = Field(
         DEFAULT_NO_SWAP_WINDOW, ge=1, le=100_000, description="Also warn after this many could-swap decisions "
-        "without a single swap (the selector ran but never cleared its threshold), 1..100000; null: never.",
+        "without a single swap (the selector ran but never cleared its threshold), and under allocation.compare "
+        "after this many with a shadow decision that never differed, 1..100000; null: never.",
     )  # fmt: skip
     max_fallback_share: float = Field(
         DEFAULT_MAX_FALLBACK_SHARE,

@@ -95,6 +95,27 @@ def test_compare_decision_world_t200(benchmark, tmp_path, selector_model, shadow
     assert len(allocation.selected) == 4 and allocation.t == N_EVENTS + 1
 
 
+@pytest.mark.parametrize("shadow", [False, True], ids=["plain", "shadow"])
+def test_decision_monitor_observe(benchmark, shadow) -> None:
+    """Counting one decision (``DecisionMonitor.observe``), with and without a shadow set to compare
+    (BENCHMARKS.md section 17): what the per-thread shadow counts add to every step."""
+    from causalcache_memory import Generation, make_allocation
+    from causalcache_memory.controller import StepDecision
+    from causalcache_memory.decision_stats import DecisionMonitor
+
+    info = {"shadow_selected": [150, 198, 199, 200]} if shadow else {}
+    allocation = make_allocation(
+        [197, 198, 199, 200], t=N_EVENTS + 1, budget=4, allocator="selector", info=info
+    )
+    decision = StepDecision(
+        t=N_EVENTS + 1, generation=Generation(response="r", action=None), allocation=allocation
+    )
+    monitor = DecisionMonitor(no_swap_window=None)
+    benchmark(monitor.observe, "thread-0", decision)
+    stats = monitor.stats()["thread-0"]
+    assert stats.shadow_disagreed == (stats.decisions if shadow else 0)
+
+
 def test_naive_step_t200(benchmark, pool) -> None:
     pytest.importorskip("langchain_core")
     memory = NaiveMessageMemory(GOAL, past=4)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+
+import pytest
+
 from causalcache_memory import Action, Trace
 from causalcache_memory.allocation import RandomAllocator, RecentAllocator
 from causalcache_memory.allocation.explore import ExploringAllocator, explores
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.cli.report import counts_line
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats
+from causalcache_memory.decision_stats import COMPARE_DOCS, DecisionMonitor, DecisionStats
+from causalcache_memory.errors import CausalCacheWarning
 from causalcache_memory.policy import Generation
 
 
@@ -49,9 +54,9 @@ def test_a_thread_without_shadow_decisions_prints_no_shadow_counts() -> None:
     assert (stats.shadow, stats.shadow_missing) == (0, 0) and "shadow" not in counts_line(stats)
 
 
-def _run(tmp_path, allocator, make_png, episodes: int = 6, steps: int = 9):
+def _run(tmp_path, allocator, make_png, episodes: int = 6, steps: int = 9, monitor=None):
     archive = LocalArchive(tmp_path / "a")
-    monitor = DecisionMonitor(enabled=False)
+    monitor = monitor or DecisionMonitor(enabled=False)
     ctl = MemoryController(
         policy=_BackPolicy(), archive=archive, allocator=allocator, budget=4, monitor=monitor
     )
@@ -88,3 +93,27 @@ def test_identical_arms_never_disagree_and_a_failing_shadow_counts_as_missing(tm
     monitor, records = _run(tmp_path / "broken", broken, make_png, episodes=2)
     for episode, stats in monitor.stats().items():
         assert (stats.shadow, stats.shadow_missing) == (0, len(records[episode]))
+
+
+def test_selectors_that_never_disagree_are_warned_about_once(tmp_path, make_png, caplog) -> None:
+    # 4 episodes x 4 decisions that could swap (t = 6..9) = 16 shadowed decisions, all the same set
+    same = ExploringAllocator(RecentAllocator(), RecentAllocator(), share=0.5, shadow=True)
+    monitor = DecisionMonitor(no_swap_window=10)
+    with pytest.warns(CausalCacheWarning, match="chose the same set on all 10 decisions") as caught:
+        _run(tmp_path, same, make_png, episodes=4, monitor=monitor)
+    assert len(caught) == 1 and COMPARE_DOCS in str(caught[0].message)
+    assert monitor.warned_shadow is not None and monitor.warned is None  # its own slot
+    assert "nothing to judge" in caplog.text  # also a WARNING record on the logger
+
+
+@pytest.mark.parametrize("arms", ["differ", "no_shadow"])
+def test_no_never_disagree_warning_when_the_arms_differ_or_nothing_is_shadowed(
+    tmp_path, make_png, arms
+) -> None:
+    other = RandomAllocator(seed=2) if arms == "differ" else RecentAllocator()
+    allocator = ExploringAllocator(RecentAllocator(), other, share=0.5, shadow=arms == "differ")
+    monitor = DecisionMonitor(no_swap_window=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CausalCacheWarning)
+        _run(tmp_path, allocator, make_png, episodes=4, monitor=monitor)
+    assert monitor.warned_shadow is None

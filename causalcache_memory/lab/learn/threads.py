@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.decision_counts import shadow_differs
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.loaders._common import StepDraft, assemble
 from causalcache_memory.lab.data.trajectory import Trajectory
@@ -227,7 +228,7 @@ def shadow_disagrees(records: list[dict[str, Any]]) -> bool | None:
         shadow = record.get("shadow_selected")
         if shadow is None:
             return None
-        if sorted(shadow) != sorted(record.get("selected") or []):
+        if shadow_differs(shadow, record.get("selected") or ()):
             return True
     return False
 
