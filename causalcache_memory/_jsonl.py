@@ -1,15 +1,46 @@
-"""JSON Lines helpers shared by the record files (trajectories, replacement groups)."""
+"""JSON helpers: the JSON Lines record files (trajectories, replacement groups) and strict JSON files.
+
+Strict JSON: Python's ``json`` writes a non-finite float as the bare token ``NaN`` (or ``Infinity``), which
+RFC 8259 does not allow and which jq 1.6, JavaScript's ``JSON.parse`` and most other readers reject.
+:func:`finite_json` turns every such figure into ``null`` (a figure that does not exist, e.g. the rate of
+an arm without episodes) before anything the project writes for other programs to read.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["read_jsonl", "write_jsonl"]
+__all__ = ["finite_json", "read_jsonl", "write_json", "write_jsonl"]
 
 T = TypeVar("T")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, ±inf) inside dicts, lists and tuples replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def write_json(path: str | Path, data: Any, *, sort_keys: bool = False) -> None:
+    """Write ``data`` as strict JSON (:func:`finite_json`; other objects as ``str``) atomically: a temporary
+    file beside ``path``, flushed to disk, then renamed over it, so a reader sees the old or the new file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(finite_json(data), fh, indent=1, sort_keys=sort_keys, default=str, allow_nan=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:

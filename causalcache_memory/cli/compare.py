@@ -57,5 +57,5 @@ def _run(args: argparse.Namespace) -> int:
     if result.left_out:
         print("left out: " + ", ".join(f"{k} {v}" for k, v in sorted(result.left_out.items())))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1))
+        print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
     return 1 if args.fail_if_worse and result.verdict == "worse" else 0

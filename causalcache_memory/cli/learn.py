@@ -37,6 +37,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _learn(args: argparse.Namespace) -> int:
+    from causalcache_memory._jsonl import finite_json
     from causalcache_memory.lab.learn import load_learn_config, run_learn
 
     if args.verbose:
@@ -45,8 +46,14 @@ def _learn(args: argparse.Namespace) -> int:
     summary = run_learn(config, stop_after=args.stop_after, progress=not args.no_progress, log=print)
     _print_summary(summary)
     if args.json:
-        print(json.dumps(summary, indent=1, default=str))
+        print(json.dumps(finite_json(summary), indent=1, default=str, allow_nan=False))  # as summary.json
     return 0
+
+
+def _num(value: float | None, spec: str) -> str:
+    """``value`` formatted by ``spec``; a figure that does not exist (null in summary.json, which
+    :func:`~causalcache_memory._jsonl.write_json` writes for NaN, e.g. a gate without dev groups) as nan."""
+    return format(float("nan") if value is None else value, spec)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -75,9 +82,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if model:
         dev = model.get("dev") or {}
         print(
-            f"  dev: value {dev.get('value', float('nan')):.4f} (oracle {dev.get('oracle', float('nan')):.4f}), "
-            f"top-1 {dev.get('top1', float('nan')):.3f}; min_gain {model['calibration']['min_gain']:.4f} "
-            f"on {model['calibration']['split']}; OOD dev flagged {model['ood'].get('dev_flagged', float('nan')):.3f}"
+            f"  dev: value {_num(dev.get('value'), '.4f')} (oracle {_num(dev.get('oracle'), '.4f')}), "
+            f"top-1 {_num(dev.get('top1'), '.3f')}; min_gain {_num(model['calibration']['min_gain'], '.4f')} "
+            f"on {model['calibration']['split']}; OOD dev flagged {_num(model['ood'].get('dev_flagged'), '.3f')}"
         )
         if "text_coverage" in model:
             print(f"  screen text: known for {model['text_coverage']:.0%} of the training states")
@@ -93,13 +100,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
             how = f" with loss {init['loss']} at lr {init['lr']:g}" if init.get("loss") else ""
             if init.get("cross_fit"):
                 gate = init.get("gate") or {}
-                lo, hi = gate.get("ci", [float("nan")] * 2)
+                lo, hi = gate.get("ci") or [None, None]
                 length = (
                     f"a fixed {init['cross_fit_epochs']} epochs, " if init.get("cross_fit_epochs") else ""
                 )
                 how += (
                     f", cross-fitted over {init['cross_fit']} folds ({length}out-of-fold budgeted gain over "
-                    f"the base {gate.get('delta', float('nan')):+.4f} [{lo:+.4f}, {hi:+.4f}]"
+                    f"the base {_num(gate.get('delta'), '+.4f')} [{_num(lo, '+.4f')}, {_num(hi, '+.4f')}]"
                     + ("; shown harmful, so the base ships)" if gate.get("harmful") else ")")
                 )
             print(

@@ -113,6 +113,23 @@ def test_selectors_that_never_disagree_have_nothing_to_compare():
     assert few.verdict == "too few" and few.triggered.ci[1] < 0.0
 
 
+def _strict(text: str) -> dict:
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_figures_that_do_not_exist_are_null_in_json_never_nan():
+    # no triggered episode: the triggered arms' rates, delta and interval do not exist
+    data = _strict(json.dumps(compare_arms(triggered_outcomes((0, 0), (0, 0), (30, 50))).to_dict()))
+    trig = data["triggered"]
+    assert trig["deployed"]["rate"] is None and trig["delta"] is None and trig["ci"] == [None, None]
+    assert data["deployed"]["rate"] == pytest.approx(0.6) and trig["share"] == 0.0
+    empty = _strict(json.dumps(compare_arms(outcomes((0, 0), (3, 5))).to_dict()))
+    assert empty["deployed"]["rate"] is None and empty["compared"]["rate"] == pytest.approx(0.6)
+
+
 def test_shadow_disagreement_is_read_from_the_records_in_step_order():
     from causalcache_memory.lab.learn.threads import shadow_disagrees
 
@@ -173,6 +190,9 @@ def test_recorded_threads_split_by_the_selector_each_episode_ran(thread_recorder
     assert "too few episodes" in capsys.readouterr().out
     assert main([*args, "--success", str(path), "--looks", "3"]) == 0
     assert "(98.3%)" in capsys.readouterr().out
+    assert main([*args, "--success", str(path), "--json"]) == 0  # never disagreeing: no triggered figures
+    printed = capsys.readouterr().out
+    assert _strict(printed[printed.index("{") :])["triggered"]["delta"] is None
     with pytest.raises(ConfigError, match="not 'all'"):
         compare_threads(str(recorded.checkpointer), str(recorded.archive), "all")
     # errors name the command's own option, not learn's setting, and do not offer 'all'

@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory._jsonl import finite_json
 from causalcache_memory.allocation.registry import COMPARED_SELECTOR
 from causalcache_memory.errors import ConfigError
 
@@ -116,6 +117,9 @@ class Comparison:
     looks: int = 1
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as strict JSON-ready data: a figure that does not exist (the rate of an arm
+        without episodes, the interval of an empty triggered analysis) is None, never NaN, which
+        ``json.dumps`` would write as the invalid token ``NaN``."""
         out = asdict(self)
         out["deployed"]["rate"], out["compared"]["rate"] = self.deployed.rate, self.compared.rate
         if self.triggered is not None:
@@ -124,7 +128,7 @@ class Comparison:
                 self.triggered.deployed.rate,
                 self.triggered.compared.rate,
             )
-        return out
+        return finite_json(out)
 
 
 def compare_arms(

@@ -17,13 +17,13 @@ Stages (each resumable and published atomically, :mod:`.stages`), under ``config
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory._jsonl import write_json
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
@@ -394,7 +394,5 @@ def _stage_summary(stage: StageResult) -> dict[str, Any]:
 def _finish(out: Path, summary: dict[str, Any], start: float) -> dict[str, Any]:
     summary["seconds"] = round(time.perf_counter() - start, 2)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    tmp.replace(out / "summary.json")
+    write_json(out / "summary.json", summary)
     return summary

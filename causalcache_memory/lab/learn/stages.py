@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory._jsonl import write_json
+
 __all__ = ["StageResult", "Stages", "file_digest", "inputs_hash"]
 
 logger = logging.getLogger("causalcache_memory.lab.learn.stages")
@@ -42,15 +44,6 @@ def file_digest(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -97,7 +90,7 @@ class Stages:
         if partial.exists() and _partial_hash(partial) != digest:
             shutil.rmtree(partial)  # left by a run with other inputs: not resumable
         partial.mkdir(parents=True, exist_ok=True)
-        _write_json(partial / _INPUTS, {"inputs_hash": digest})
+        write_json(partial / _INPUTS, {"inputs_hash": digest}, sort_keys=True)
         logger.info("stage %s: running (inputs %s)", name, digest)
         start = time.perf_counter()
         result = work(partial)
@@ -109,7 +102,7 @@ class Stages:
             "seconds": round(time.perf_counter() - start, 3),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        _write_json(partial / MANIFEST, manifest)
+        write_json(partial / MANIFEST, manifest, sort_keys=True)
         (partial / _INPUTS).unlink()
         self._publish(partial, final)
         return StageResult(name, final, manifest, False)
