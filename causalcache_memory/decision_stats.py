@@ -187,6 +187,7 @@ class DecisionMonitor:
             self._threads[episode_id] = stats  # most recently used last
             while len(self._threads) > self._max_threads:
                 self._threads.popitem(last=False)
+            shadowed, differed = stats.shadow, stats.shadow_disagreed  # this decision's share, read below
             kind = stats.add(
                 t=t,
                 budget=budget,
@@ -210,9 +211,9 @@ class DecisionMonitor:
                 text_message = self._missing_text_message(allocation.allocator)
                 if text_message is not None:
                     self.warned_text = text_message
-                if shadow is not None and shadow is not NO_SHADOW:
+                if stats.shadow > shadowed:  # a shadow set was counted (compared once, in stats.add)
                     self._shadowed += 1
-                    self._shadow_differed += int(shadow_differs(shadow, allocation.selected))
+                    self._shadow_differed += stats.shadow_disagreed - differed
                     shadow_message = self._never_disagree_message()
                     if shadow_message is not None:
                         self.warned_shadow = shadow_message
