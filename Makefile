@@ -7,7 +7,7 @@ ONE_THREAD = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 .PHONY: test bench bench-quick lint mutate plant-bugs
 
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 bench:
 	$(ONE_THREAD) $(PYTHON) -m pytest tests/benchmarks --benchmark-enable --benchmark-only --benchmark-sort=name \

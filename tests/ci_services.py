@@ -7,6 +7,12 @@ cannot pass as "skipped", and a listed service none of whose tests passed (a tes
 import, a marker lost) fails the session. The terminal summary ends with one line per run: which services ran and
 how their tests ended. Only the outermost pytest session enforces: pytest runs started by tests run
 subsets of the suite.
+
+Under pytest-xdist (the README's test command runs ``-n 2``) the workers turn a listed service's skip into
+a failure (they inherit ``NESTED_ENV`` from the controller but are recognised by ``config.workerinput``),
+each report carries its service in ``user_properties``, and the controller counts the reports it
+receives and decides the run: a worker sees only its share of the tests and never fails a session for a
+service none of its tests needed.
 """
 
 from __future__ import annotations
@@ -23,8 +29,13 @@ SERVICES = ("postgres", "langgraph-server", "transformers-serve", "chromium")
 #: table, pytester) runs a subset and must not demand every service
 NESTED_ENV = "CAUSALCACHE_CI_SERVICES_SESSION"
 
+#: ``user_properties`` key of a report whose test needs a service (travels from xdist workers)
+REPORT_KEY = "ci_service"
+
 _outcomes: defaultdict[str, Counter[str]] = defaultdict(Counter)
 _enforcing: set[str] = set()
+_deciding = False  # this process decides the run (not an xdist worker)
+_ACTIVE = pytest.StashKey[bool]()  # set on the config that filled the module state above
 
 
 def listed_services() -> set[str]:
@@ -40,18 +51,32 @@ def expected_services() -> set[str]:
     return set(_enforcing)
 
 
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker process (its controller decides the run)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get(NESTED_ENV):
+    global _deciding
+    worker = is_xdist_worker(config)
+    if os.environ.get(NESTED_ENV) and not worker:
         return
+    config.stash[_ACTIVE] = True
     _enforcing.update(listed_services())
-    if _enforcing:
+    _deciding = not worker
+    if _enforcing and not worker:
         os.environ[NESTED_ENV] = str(os.getpid())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    global _deciding
+    if not config.stash.get(_ACTIVE, False):
+        return  # a nested run in this process: the outer session's state stays
     if _enforcing and os.environ.get(NESTED_ENV) == str(os.getpid()):
         del os.environ[NESTED_ENV]
     _enforcing.clear()
+    _outcomes.clear()
+    _deciding = False
 
 
 def _service(item: pytest.Item) -> str | None:
@@ -72,8 +97,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.longrepr = (
             f"service {name!r} is listed in CAUSALCACHE_CI_SERVICES (CI=true) but this test skipped: {reason}"
         )
-    if report.when == "call" or report.outcome != "passed":
-        _outcomes[name][report.outcome] += 1
+    report.user_properties.append((REPORT_KEY, name))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count a service test's outcome (here in a serial run; in the xdist controller for workers' reports)."""
+    name = dict(report.user_properties).get(REPORT_KEY)
+    if name is not None and (report.when == "call" or report.outcome != "passed"):
+        _outcomes[str(name)][report.outcome] += 1
 
 
 def missing_services() -> list[str]:
@@ -83,11 +114,13 @@ def missing_services() -> list[str]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if missing_services() and exitstatus == 0:
+    if _deciding and missing_services() and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if is_xdist_worker(config):
+        return
     expected = expected_services()
     if not _outcomes and not expected:
         return

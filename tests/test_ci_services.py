@@ -24,18 +24,23 @@ def test_needs_chromium():
 """
 
 
-def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, services: str):
+#: a serial run, and the README's test command's two xdist workers (the controller decides the run)
+RUNNERS = pytest.mark.parametrize("runner", [(), ("-n", "2")], ids=["serial", "xdist"])
+
+
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, services: str, runner=()):
     monkeypatch.setenv("CI", ci)
     monkeypatch.setenv("CAUSALCACHE_CI_SERVICES", services)
     monkeypatch.setenv("PYTHONPATH", TESTS)
     monkeypatch.delenv(NESTED_ENV, raising=False)  # as the outermost session (CI sets it for children)
     pytester.makeini("[pytest]\nmarkers =\n    service(name): a CI service\n")
     pytester.makepyfile(test_services=SKIPPING)
-    return pytester.runpytest_subprocess("-p", "ci_services", "-p", "no:cacheprovider")
+    return pytester.runpytest_subprocess("-p", "ci_services", "-p", "no:cacheprovider", *runner)
 
 
-def test_a_listed_service_whose_test_skips_fails_under_ci(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, "true", "postgres,chromium")
+@RUNNERS
+def test_a_listed_service_whose_test_skips_fails_under_ci(pytester, monkeypatch, runner):
+    result = _run(pytester, monkeypatch, "true", "postgres,chromium", runner)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -47,14 +52,16 @@ def test_a_listed_service_whose_test_skips_fails_under_ci(pytester, monkeypatch)
     assert result.ret != 0
 
 
-def test_outside_ci_a_skip_stays_a_skip(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, "", "postgres")
+@RUNNERS
+def test_outside_ci_a_skip_stays_a_skip(pytester, monkeypatch, runner):
+    result = _run(pytester, monkeypatch, "", "postgres", runner)
     result.assert_outcomes(passed=1, skipped=1)
     assert result.ret == 0
 
 
-def test_a_listed_service_without_tests_fails_the_run(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, "true", "chromium,langgraph-server")
+@RUNNERS
+def test_a_listed_service_without_tests_fails_the_run(pytester, monkeypatch, runner):
+    result = _run(pytester, monkeypatch, "true", "chromium,langgraph-server", runner)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
         ["*langgraph-server DID NOT RUN (no tests)*", "CI services FAILED: langgraph-server *"]
