@@ -9,13 +9,12 @@ Two-pass re-decision (paper, Method, "Reference actions"; Figure 2b):
    never a choice between samples.
 
 Allocators that take no witness (Recent-B, Random, RGB, summary-only) run a single pass on their own set.
-If the allocator fails (exception, missing model, time limit) the step falls back to Recent-B
-with a :class:`~causalcache_memory.errors.CausalCacheWarning`: never worse than the baseline, never a
-crashed episode. A missing or corrupt screenshot raises :class:`PromptImageError` (never a silently
-different prompt).
+If the allocator fails (exception, missing model, time limit) the step falls back to Recent-B with a
+:class:`~causalcache_memory.errors.CausalCacheWarning` (under a live comparison its record says
+``shadow_selected: null``): never worse than the baseline, never a crashed episode. A missing or corrupt
+screenshot raises :class:`PromptImageError` (never a silently different prompt).
 
-The LangGraph integration (``causalcache_memory.integrations.langgraph``) and the closed-loop harness
-both drive this class.
+The LangGraph integration (``causalcache_memory.integrations.langgraph``) and the closed-loop harness drive it.
 """
 
 from __future__ import annotations
@@ -338,10 +337,11 @@ class MemoryController:
 
     def _fallback(self, trace: Trace, reason: str, start: float) -> tuple[Allocation, float, str]:
         _log.info("%s; falling back to Recent-B for step %d of %s", reason, trace.t, trace.episode_id)
-        warnings.warn(
-            f"{reason}; falling back to Recent-B for step {trace.t}", CausalCacheWarning, stacklevel=5
-        )
-        return self._recent_allocation(trace), time.perf_counter() - start, reason
+        message = f"{reason}; falling back to Recent-B for step {trace.t}"
+        warnings.warn(message, CausalCacheWarning, stacklevel=5)
+        recent = self._recent_allocation(trace)  # a comparison's other arm did not decide either: missing
+        info = {**recent.info, "shadow_selected": None} if getattr(self.allocator, "shadow", False) else None
+        return replace(recent, info=info or recent.info), time.perf_counter() - start, reason
 
     def _single_pass(self, trace: Trace, step: _Step) -> StepDecision:
         allocation, sel_s, fallback = self._allocate(trace, None)

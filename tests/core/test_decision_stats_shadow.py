@@ -14,6 +14,7 @@ from causalcache_memory.cli.report import counts_line
 from causalcache_memory.controller import MemoryController
 from causalcache_memory.decision_stats import COMPARE_DOCS, DecisionMonitor, DecisionStats
 from causalcache_memory.errors import CausalCacheWarning
+from causalcache_memory.lab.learn.threads import shadow_disagrees
 from causalcache_memory.policy import Generation
 
 
@@ -117,3 +118,25 @@ def test_no_never_disagree_warning_when_the_arms_differ_or_nothing_is_shadowed(
         warnings.simplefilter("error", CausalCacheWarning)
         _run(tmp_path, allocator, make_png, episodes=4, monitor=monitor)
     assert monitor.warned_shadow is None
+
+
+def test_a_comparison_step_that_fell_back_to_recent_b_counts_its_shadow_as_missing(
+    tmp_path, make_png
+) -> None:
+    # the arm the episode runs raises, so the controller falls back to Recent-B: neither arm's set was
+    # decided, the record says shadow_selected: null, and the counts and `causalcache compare` agree on it
+    broken = ExploringAllocator(_Broken(), RecentAllocator(), share=1e-9, shadow=True)
+    with pytest.warns(CausalCacheWarning, match="falling back to Recent-B"):
+        monitor, records = _run(tmp_path, broken, make_png, episodes=2)
+    for episode, log in records.items():
+        assert all(r["fallback"] and r["shadow_selected"] is None for r in log)
+        assert monitor.stats()[episode] == DecisionStats.from_records(log)
+        assert (monitor.stats()[episode].shadow, monitor.stats()[episode].shadow_missing) == (0, len(log))
+        assert shadow_disagrees(log) is None  # compare: this episode lacks shadow decisions
+
+
+def test_a_fallback_without_a_comparison_records_no_shadow(tmp_path, make_png) -> None:
+    with pytest.warns(CausalCacheWarning, match="falling back to Recent-B"):
+        monitor, records = _run(tmp_path, _Broken(), make_png, episodes=1)
+    assert all("shadow_selected" not in r for log in records.values() for r in log)
+    assert all(s.shadow_missing == 0 for s in monitor.stats().values())
