@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from data_builders import png, screen_number
@@ -106,3 +107,21 @@ def test_recorded_threads(tmp_path, archive) -> None:
     manifest.write_text(json.dumps({"head": head}) + "\n")
     with pytest.raises(DatasetFormatError, match=r"threads\.jsonl:1: field 'success'"):
         load_causalcache(manifest, archive, source_archive=tmp_path / "deployed")
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [("[1, 2]", "a record must be a JSON object"), ("{not json", "not JSON (Expecting property name")],
+)
+def test_every_jsonl_loader_names_the_file_and_line_of_a_bad_record(tmp_path, archive, line, problem) -> None:
+    from causalcache_memory.lab.data.loaders._common import json_objects
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\n\n' + line + "\n", encoding="utf-8")
+    assert next(json_objects(path)) == (1, {"a": 1})  # blank lines skipped, lines counted from 1
+    with pytest.raises(DatasetFormatError, match=rf"bad\.jsonl:3: field '<line>': {re.escape(problem)}"):
+        list(json_objects(path))
+    path.write_text(line + "\n", encoding="utf-8")  # the loaders read records through it
+    for load in (load_jsonl, lambda p, a: load_causalcache(p, a, source_archive=a)):
+        with pytest.raises(DatasetFormatError, match=r"bad\.jsonl:1: field '<line>'"):
+            load(path, archive)

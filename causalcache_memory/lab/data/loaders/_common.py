@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +37,7 @@ __all__ = [
     "assemble",
     "check_step_ids",
     "format_error",
+    "json_objects",
     "parse_drafts",
 ]
 
@@ -53,6 +54,25 @@ class DatasetFormatError(TraceError):
 def format_error(path: str | Path, line: int | None, field_name: str, problem: str) -> DatasetFormatError:
     where = f"{path}:{line}" if line is not None else str(path)
     return DatasetFormatError(f"{where}: field {field_name!r}: {problem}")
+
+
+def json_objects(path: str | Path, what: str = "a record") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file (numbers count from 1).
+
+    A line that is not JSON, or is JSON but not an object, raises :class:`DatasetFormatError` naming the
+    file and the line (``what`` names the record in the message, e.g. ``"a task record"``).
+    """
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise format_error(path, lineno, "<line>", f"{what} must be a JSON object")
+            yield lineno, record
 
 
 @dataclass

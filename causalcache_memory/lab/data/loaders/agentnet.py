@@ -25,7 +25,6 @@ labels (``app`` is None).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
+    json_objects,
     parse_drafts,
     screen_size_of,
 )
@@ -105,17 +105,10 @@ def load_agentnet(
     dirs = _image_dirs(src, images)
     out: list[Trajectory] = []
     for path in _files(src):
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
-                traj = _trajectory(record, path, lineno, store, report, dirs, platform)
-                report.add(traj)
-                out.append(traj)
+        for lineno, record in json_objects(path, "a task record"):
+            traj = _trajectory(record, path, lineno, store, report, dirs, platform)
+            report.add(traj)
+            out.append(traj)
     report.screens = len(store.sizes)
     return LoadResult(out, report)
 
@@ -129,8 +122,6 @@ def _trajectory(
     dirs: list[Path],
     platform: str,
 ) -> Trajectory:
-    if not isinstance(record, dict):
-        raise format_error(path, lineno, "<line>", "a task record must be a JSON object")
     for key in ("task_id", "instruction", "traj"):
         if key not in record:
             raise format_error(path, lineno, key, "missing")

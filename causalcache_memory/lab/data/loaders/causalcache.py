@@ -19,7 +19,6 @@ the event indices; ``app``, ``screen_size``, ``response`` and ``instruction`` co
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
+    json_objects,
     screen_size_of,
 )
 from causalcache_memory.lab.data.trajectory import Trajectory
@@ -53,32 +53,23 @@ def load_causalcache(src: str | Path, archive: Any, *, source_archive: Any = Non
     store = ScreenStore(archive)
     report = LoadReport("causalcache")
     out = []
-    with open(src, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise format_error(src, lineno, "<line>", f"not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise format_error(src, lineno, "<line>", "must be a JSON object")
-            if not isinstance(rec.get("success"), bool):
-                raise format_error(src, lineno, "success", "required: true or false")
-            if "head" not in rec and not isinstance(rec.get("trace"), dict):
-                raise format_error(src, lineno, "head", "give 'head' (a trace chain) or 'trace'")
-            try:
-                if "head" in rec:
-                    trace = traces.load_trace(str(rec["head"]), episode_id=rec.get("episode_id"))
-                else:
-                    trace = Trace.from_dict(rec["trace"])
-            except DatasetFormatError:
-                raise
-            except (CausalCacheError, KeyError, TypeError) as exc:
-                raise format_error(src, lineno, "head" if "head" in rec else "trace", str(exc)) from exc
-            traj = _trajectory(trace, rec, src, lineno, source, store, report)
-            report.add(traj)
-            out.append(traj)
+    for lineno, rec in json_objects(src):
+        if not isinstance(rec.get("success"), bool):
+            raise format_error(src, lineno, "success", "required: true or false")
+        if "head" not in rec and not isinstance(rec.get("trace"), dict):
+            raise format_error(src, lineno, "head", "give 'head' (a trace chain) or 'trace'")
+        try:
+            if "head" in rec:
+                trace = traces.load_trace(str(rec["head"]), episode_id=rec.get("episode_id"))
+            else:
+                trace = Trace.from_dict(rec["trace"])
+        except DatasetFormatError:
+            raise
+        except (CausalCacheError, KeyError, TypeError) as exc:
+            raise format_error(src, lineno, "head" if "head" in rec else "trace", str(exc)) from exc
+        traj = _trajectory(trace, rec, src, lineno, source, store, report)
+        report.add(traj)
+        out.append(traj)
     report.screens = len(store.sizes)
     return LoadResult(out, report)
 

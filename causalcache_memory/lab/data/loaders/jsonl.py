@@ -40,6 +40,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
+    json_objects,
     parse_drafts,
     screen_size_of,
 )
@@ -61,20 +62,13 @@ def load_jsonl(src: str | Path, archive: Any) -> LoadResult:
     out = []
     seen: set[str] = set()
     for path in files:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
-                traj = _trajectory(rec, path, lineno, store, report)
-                if traj.trajectory_id in seen:
-                    raise format_error(path, lineno, "trajectory_id", f"duplicate id {traj.trajectory_id!r}")
-                seen.add(traj.trajectory_id)
-                report.add(traj)
-                out.append(traj)
+        for lineno, rec in json_objects(path):
+            traj = _trajectory(rec, path, lineno, store, report)
+            if traj.trajectory_id in seen:
+                raise format_error(path, lineno, "trajectory_id", f"duplicate id {traj.trajectory_id!r}")
+            seen.add(traj.trajectory_id)
+            report.add(traj)
+            out.append(traj)
     report.screens = len(store.sizes)
     return LoadResult(out, report)
 
@@ -88,9 +82,9 @@ def _image(path: Path, lineno: int, field_name: str, value: Any, store: ScreenSt
     return store.put_file(file)
 
 
-def _trajectory(rec: Any, path: Path, lineno: int, store: ScreenStore, report: LoadReport) -> Trajectory:
-    if not isinstance(rec, dict):
-        raise format_error(path, lineno, "<line>", "must be a JSON object")
+def _trajectory(
+    rec: dict[str, Any], path: Path, lineno: int, store: ScreenStore, report: LoadReport
+) -> Trajectory:
     for key in ("trajectory_id", "goal", "success", "steps"):
         if key not in rec:
             raise format_error(path, lineno, key, "missing")

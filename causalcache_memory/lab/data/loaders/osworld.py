@@ -39,6 +39,7 @@ from causalcache_memory.lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
+    json_objects,
     parse_drafts,
     screen_size_of,
 )
@@ -135,43 +136,34 @@ def _steps(folder: Path, store: ScreenStore) -> tuple[list[StepDraft], list[str]
     drafts: list[StepDraft] = []
     errors: list[str] = []
     used: Counter[str] = Counter()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise format_error(path, lineno, "<line>", "must be a JSON object")
-            if "Error" in rec and "action" not in rec:
-                errors.append(str(rec["Error"])[:200])
-                continue
-            for key in ("step_num", "action", "screenshot_file"):
-                if key not in rec:
-                    raise format_error(path, lineno, key, "missing")
-            num = rec["step_num"]
-            if isinstance(num, bool) or not isinstance(num, (int, str)):
-                raise format_error(path, lineno, "step_num", f"must be an integer, got {num!r}")
-            used[str(num)] += 1
-            step_id = str(num) if used[str(num)] == 1 else f"{num}#{used[str(num)]}"
-            shot = folder / str(rec["screenshot_file"])
-            if not shot.is_file():
-                raise format_error(path, lineno, "screenshot_file", f"{shot.name!r} not found in {folder}")
-            screen = store.put_file(shot)
-            raw = rec["action"]
-            response = rec.get("response")
-            meta = {k: rec[k] for k in ("action_timestamp", "reward", "done") if k in rec}
-            drafts.append(
-                StepDraft(
-                    step_id=step_id,
-                    action=None,
-                    response=response if isinstance(response, str) and response else str(raw),
-                    screen=screen,
-                    metadata=meta,
-                    raw=raw,
-                    where=f"{path}:{lineno}",
-                )
+    for lineno, rec in json_objects(path):
+        if "Error" in rec and "action" not in rec:
+            errors.append(str(rec["Error"])[:200])
+            continue
+        for key in ("step_num", "action", "screenshot_file"):
+            if key not in rec:
+                raise format_error(path, lineno, key, "missing")
+        num = rec["step_num"]
+        if isinstance(num, bool) or not isinstance(num, (int, str)):
+            raise format_error(path, lineno, "step_num", f"must be an integer, got {num!r}")
+        used[str(num)] += 1
+        step_id = str(num) if used[str(num)] == 1 else f"{num}#{used[str(num)]}"
+        shot = folder / str(rec["screenshot_file"])
+        if not shot.is_file():
+            raise format_error(path, lineno, "screenshot_file", f"{shot.name!r} not found in {folder}")
+        screen = store.put_file(shot)
+        raw = rec["action"]
+        response = rec.get("response")
+        meta = {k: rec[k] for k in ("action_timestamp", "reward", "done") if k in rec}
+        drafts.append(
+            StepDraft(
+                step_id=step_id,
+                action=None,
+                response=response if isinstance(response, str) and response else str(raw),
+                screen=screen,
+                metadata=meta,
+                raw=raw,
+                where=f"{path}:{lineno}",
             )
+        )
     return drafts, errors
