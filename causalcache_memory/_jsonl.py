@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["finite_json", "read_jsonl", "write_json", "write_jsonl"]
+__all__ = ["dumps_json", "finite_json", "read_jsonl", "write_json", "write_jsonl"]
 
 T = TypeVar("T")
 
@@ -31,13 +31,29 @@ def finite_json(value: Any) -> Any:
     return value
 
 
+def _plain(value: Any) -> Any:
+    """``json``'s fallback for objects it cannot write: numbers (numpy scalars) as finite floats or None,
+    anything else as its ``str``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return number if math.isfinite(number) else None
+
+
+def dumps_json(data: Any, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+    """``data`` as strict JSON text: non-finite floats as ``null`` (:func:`finite_json`), numpy scalars as
+    numbers, other objects as their ``str``. It never writes ``NaN`` and never raises for a value."""
+    return json.dumps(finite_json(data), indent=indent, sort_keys=sort_keys, default=_plain, allow_nan=False)
+
+
 def write_json(path: str | Path, data: Any, *, sort_keys: bool = False) -> None:
-    """Write ``data`` as strict JSON (:func:`finite_json`; other objects as ``str``) atomically: a temporary
-    file beside ``path``, flushed to disk, then renamed over it, so a reader sees the old or the new file."""
+    """Write ``data`` as strict JSON (:func:`dumps_json`) atomically: a temporary file beside ``path``,
+    flushed to disk, then renamed over it, so a reader sees the old or the new file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(finite_json(data), fh, indent=1, sort_keys=sort_keys, default=str, allow_nan=False)
+        fh.write(dumps_json(data, sort_keys=sort_keys))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -8,10 +8,10 @@ SCENARIO_NAMES = ("overhead", "selector", "selector_world", "archive", "checkpoi
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
     import sys
     from pathlib import Path
 
+    from causalcache_memory._jsonl import dumps_json
     from causalcache_memory.lab.bench.runner import format_table, run_benchmarks
 
     results = run_benchmarks(
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        path.write_text(dumps_json(results, indent=2, sort_keys=True) + "\n")
         print(f"wrote {path}")
     return 0
 

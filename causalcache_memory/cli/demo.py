@@ -9,12 +9,12 @@ figures follow the protocol (``--seeds 0,1,2``; ``causalcache eval closed-loop``
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory._jsonl import dumps_json
 from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
 
 
@@ -48,7 +48,7 @@ def write_results(results: dict[str, Any], out: Path, *, plots: bool = True) -> 
 
     archive_path = results.pop("_archive", None)
     path = out / "results.json"
-    path.write_text(json.dumps(results, indent=2, default=float) + "\n", encoding="utf-8")
+    path.write_text(dumps_json(results, indent=2) + "\n", encoding="utf-8")  # strict: null, never NaN
     archive = LocalArchive(archive_path) if archive_path else None
     report = write_report(results, out, archive, plots=None if plots else [])
     return path, report

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 
 def _ladder(args: argparse.Namespace) -> int:
+    from causalcache_memory._jsonl import dumps_json
     from causalcache_memory.lab.selector.ladder import format_table, held_out, run_ladder
     from causalcache_memory.lab.selector.recipe import load_recipe, resolve
     from causalcache_memory.selector.onnx_scorer import OnnxScorer
@@ -42,7 +42,7 @@ def _ladder(args: argparse.Namespace) -> int:
     out = args.json or recipe.ladder.json_path
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(report, indent=1))
+        Path(out).write_text(dumps_json(report))
         print(f"wrote {out}")
     return 0
 

@@ -90,3 +90,26 @@ def test_learn_prints_a_summary_read_back_with_null_figures(capsys) -> None:
     out = capsys.readouterr().out
     assert "dev: value nan (oracle nan), top-1 nan; min_gain 0.1000" in out
     assert "out-of-fold budgeted gain over the base +nan [+nan, +nan])" in out
+
+
+def test_numpy_scalars_are_numbers_and_their_nan_is_null() -> None:
+    import numpy as np
+
+    from causalcache_memory._jsonl import dumps_json
+
+    text = dumps_json({"f32": np.float32(0.5), "bad": np.float32("nan"), "n": np.int64(3), "x": object})
+    assert _strict(text) == {"f32": 0.5, "bad": None, "n": 3.0, "x": str(object)}
+
+
+def test_demo_and_eval_results_json_are_strict(tmp_path) -> None:
+    # results.json of `causalcache demo` / `eval closed-loop`: an arm without episodes has a NaN rate
+    from causalcache_memory.cli.demo import write_results
+
+    results = {
+        "meta": {"budget": 4, "rate": math.nan},
+        "arms": {"recent": {"memory_critical": {"success": math.nan, "n": 0}}},
+        "episodes": [],
+    }
+    path, _ = write_results(results, tmp_path, plots=False)
+    data = _strict(path.read_text(encoding="utf-8"))
+    assert data["arms"]["recent"]["memory_critical"] == {"success": None, "n": 0}

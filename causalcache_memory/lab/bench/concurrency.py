@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import multiprocessing
 import os
 import sys
@@ -35,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory._jsonl import dumps_json
 from causalcache_memory.lab.bench.stats import machine_info, owns_workdir
 
 __all__ = ["run_concurrency"]
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(format_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        Path(args.json).write_text(dumps_json(results, indent=2) + "\n")
     return 0
 
 
