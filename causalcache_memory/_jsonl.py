@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["dumps_json", "finite_json", "read_jsonl", "write_json", "write_jsonl"]
+__all__ = ["dumps_json", "finite_json", "json_lines", "read_jsonl", "write_json", "write_jsonl"]
 
 T = TypeVar("T")
 
@@ -69,15 +69,21 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
+def json_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every non-blank line of a JSON Lines file, numbered from 1: the one
+    place the project walks such a file (each reader parses and names its own errors)."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield lineno, line
+
+
 def read_jsonl(
     path: str | Path, parse: Callable[[Any], T], *, what: str, error: type[Exception]
 ) -> Iterator[T]:
     """``parse(obj)`` for every non-blank line; a bad line raises ``error`` naming the file and line."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield parse(json.loads(line))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise error(f"{path}:{lineno}: not a valid {what}: {exc}") from exc
+    for lineno, line in json_lines(path):
+        try:
+            yield parse(json.loads(line))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise error(f"{path}:{lineno}: not a valid {what}: {exc}") from exc

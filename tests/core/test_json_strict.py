@@ -113,3 +113,15 @@ def test_demo_and_eval_results_json_are_strict(tmp_path) -> None:
     path, _ = write_results(results, tmp_path, plots=False)
     data = _strict(path.read_text(encoding="utf-8"))
     assert data["arms"]["recent"]["memory_critical"] == {"success": None, "n": 0}
+
+
+def test_json_lines_numbers_every_line_and_skips_blank_ones(tmp_path) -> None:
+    from causalcache_memory._jsonl import json_lines
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"a": 1}\n\n   \n{"b": 2}\n{"c": 3}', encoding="utf-8")  # last line without newline
+    assert [(n, json.loads(line)) for n, line in json_lines(path)] == [
+        (1, {"a": 1}),
+        (4, {"b": 2}),
+        (5, {"c": 3}),
+    ]

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory._jsonl import json_lines
 from causalcache_memory.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -88,18 +89,15 @@ def evidence_from_links(
 def evidence_from_groups(path: str | Path) -> EvidenceMap:
     """Evidence events from mined groups (``causalcache data mine`` output): ``candidate`` at ``t``."""
     out: EvidenceMap = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                key = (str(rec["trajectory_id"]), int(rec["t"]))
-                out.setdefault(key, set()).add(int(rec["candidate"]))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    f"evidence.groups: {path}:{lineno} needs trajectory_id, t and candidate ({exc})"
-                ) from exc
+    for lineno, line in json_lines(path):
+        try:
+            rec = json.loads(line)
+            key = (str(rec["trajectory_id"]), int(rec["t"]))
+            out.setdefault(key, set()).add(int(rec["candidate"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"evidence.groups: {path}:{lineno} needs trajectory_id, t and candidate ({exc})"
+            ) from exc
     return out
 
 

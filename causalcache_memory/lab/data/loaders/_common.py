@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from causalcache_memory._jsonl import json_lines
 from causalcache_memory.actions.coords import CoordSystem, RawAction, build_action, decide_system
 from causalcache_memory.actions.model import Action
 from causalcache_memory.actions.parse import read_action
@@ -62,17 +63,14 @@ def json_objects(path: str | Path, what: str = "a record") -> Iterator[tuple[int
     A line that is not JSON, or is JSON but not an object, raises :class:`DatasetFormatError` naming the
     file and the line (``what`` names the record in the message, e.g. ``"a task record"``).
     """
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise format_error(path, lineno, "<line>", f"{what} must be a JSON object")
-            yield lineno, record
+    for lineno, line in json_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise format_error(path, lineno, "<line>", f"not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise format_error(path, lineno, "<line>", f"{what} must be a JSON object")
+        yield lineno, record
 
 
 @dataclass
