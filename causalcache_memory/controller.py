@@ -339,9 +339,9 @@ class MemoryController:
         _log.info("%s; falling back to Recent-B for step %d of %s", reason, trace.t, trace.episode_id)
         message = f"{reason}; falling back to Recent-B for step {trace.t}"
         warnings.warn(message, CausalCacheWarning, stacklevel=5)
-        recent = self._recent_allocation(trace)  # a comparison's other arm did not decide either: missing
-        info = {**recent.info, "shadow_selected": None} if getattr(self.allocator, "shadow", False) else None
-        return replace(recent, info=info or recent.info), time.perf_counter() - start, reason
+        recent = self._recent_allocation(trace)  # under a live comparison neither arm decided: shadow missing
+        missing = {"shadow_selected": None} if getattr(self.allocator, "shadow", False) else {}
+        return replace(recent, info={**recent.info, **missing}), time.perf_counter() - start, reason
 
     def _single_pass(self, trace: Trace, step: _Step) -> StepDecision:
         allocation, sel_s, fallback = self._allocate(trace, None)

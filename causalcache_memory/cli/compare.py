@@ -15,7 +15,6 @@ the two selectors disagreed at some step, which needs about half as many episode
 from __future__ import annotations
 
 import argparse
-import json
 
 from causalcache_memory.cli._help import documented_parser
 
@@ -43,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from causalcache_memory._jsonl import dumps_json
     from causalcache_memory.lab.learn.compare import compare_threads
 
     result = compare_threads(
@@ -57,5 +57,5 @@ def _run(args: argparse.Namespace) -> int:
     if result.left_out:
         print("left out: " + ", ".join(f"{k} {v}" for k, v in sorted(result.left_out.items())))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
+        print(dumps_json(result.to_dict()))
     return 1 if args.fail_if_worse and result.verdict == "worse" else 0

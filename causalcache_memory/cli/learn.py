@@ -11,7 +11,6 @@ did not change (docs/LEARN.md).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
@@ -37,7 +36,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from causalcache_memory._jsonl import finite_json
+    from causalcache_memory._jsonl import dumps_json
     from causalcache_memory.lab.learn import load_learn_config, run_learn
 
     if args.verbose:
@@ -46,7 +45,7 @@ def _learn(args: argparse.Namespace) -> int:
     summary = run_learn(config, stop_after=args.stop_after, progress=not args.no_progress, log=print)
     _print_summary(summary)
     if args.json:
-        print(json.dumps(finite_json(summary), indent=1, default=str, allow_nan=False))  # as summary.json
+        print(dumps_json(summary))  # as summary.json
     return 0
 
 
