@@ -3,7 +3,8 @@
 Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
 ``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself
 (:mod:`~causalcache_memory.lab.selector.examples`). The model's prediction is
-``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state:
+``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state (the paper's recipe; the others, and
+every term, in :mod:`.batch_loss`):
 
     L = mean_j Huber(d_j - y_j / s)  +  λ_rank · mean_{(a,b): y_a > y_b + ε} softplus(-(d_a - d_b) / τ)
 
@@ -52,7 +53,7 @@ from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, frozen_copy, load_model, save_model
 from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit, soup_states
-from causalcache_memory.lab.selector.decision_loss import decision_loss
+from causalcache_memory.lab.selector.batch_loss import batch_loss, entry_diffs, needs_base
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
@@ -82,41 +83,6 @@ __all__ = [
 ]
 
 
-def _diffs(model: Scorer, tx: Mapping[str, Any]) -> Any:
-    scores = model(tx["events"], tx["sets"], tx["mask"], tx["context"])
-    return scores[tx["group"], tx["cand"]] - scores[tx["group"], tx["out"]]
-
-
-def _loss(
-    model: Scorer, tx: Mapping[str, Any], scale: float, cfg: TrainConfig, anchor: Scorer | None = None
-) -> Any:
-    """One batch's loss; ``anchor``: the base held by ``decision_anchor_weight`` (None: no anchor term)."""
-    d = _diffs(model, tx)
-    if cfg.loss == "decision":
-        with torch.no_grad():  # the frozen base, built only when decision_anchor_weight > 0
-            d_base = _diffs(anchor, tx) if anchor is not None else None
-        return decision_loss(
-            d,
-            tx,
-            scale,
-            tau=cfg.decision_temperature,
-            min_gain=cfg.decision_min_gain,
-            keep_weight=cfg.decision_keep_weight,
-            state_rank_weight=cfg.decision_state_rank_weight,
-            anchor_weight=cfg.decision_anchor_weight,
-            d_base=d_base,
-            path_weight=cfg.decision_path_weight,
-        )
-    loss = torch.nn.functional.huber_loss(d, tx["y"] / scale, delta=cfg.huber_delta)
-    if cfg.rank_weight > 0 and len(tx["pairs"]):
-        a, b = tx["pairs"][:, 0], tx["pairs"][:, 1]
-        loss = (
-            loss
-            + cfg.rank_weight * torch.nn.functional.softplus(-(d[a] - d[b]) / cfg.rank_temperature).mean()
-        )
-    return loss
-
-
 def _evaluate(
     model: Scorer, data: Sequence[dict[str, Any]], scale: float, cfg: TrainConfig, *, per_group: bool = False
 ) -> dict[str, Any]:
@@ -127,8 +93,8 @@ def _evaluate(
     losses, value, oracle, top1, n, values = [], 0.0, 0.0, 0.0, 0, []
     with torch.no_grad():
         for tx in data:
-            losses.append(_loss(model, tx, scale, cfg).item())
-            d = _diffs(model, tx).numpy()
+            losses.append(batch_loss(model, tx, scale, cfg).item())
+            d = entry_diffs(model, tx).numpy()
             y, g = tx["y"].numpy(), tx["group"].numpy()
             for k in np.unique(g):
                 sel = g == k
@@ -270,7 +236,7 @@ def _fit(
     if base is not None:
         model.load_state_dict(base.member_state(member))
         scale, first = base.target_scale, 0
-        anchor = frozen_copy(model) if cfg.decision_anchor_weight > 0 else None
+        anchor = frozen_copy(model) if needs_base(cfg) else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     best = (-float("inf"), -float("inf"))
     best_state, best_epoch, history, stale = copy.deepcopy(model.state_dict()), 0, [], 0
@@ -306,7 +272,7 @@ def _fit_cross(
     masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
     make_model = lambda: SetScorerModel(_scorer_config(cfg))  # noqa: E731
     make_opt = lambda m: torch.optim.AdamW(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)  # noqa: E731
-    anchor = frozen_copy(make_model(), start) if cfg.decision_anchor_weight > 0 else None
+    anchor = frozen_copy(make_model(), start) if needs_base(cfg) else None
     one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker, anchor)  # noqa: E731
     torch.manual_seed(cfg.seed)
     crossed = cross_fit(
@@ -345,7 +311,7 @@ def _epoch(
         opt.zero_grad()
         batch = [train[j] for j in order[i : i + cfg.batch_states]]
         batch = [masker(ex) for ex in batch] if masker is not None else batch  # MaskDropout: fresh draws
-        loss = _loss(model, collate(batch), scale, cfg, anchor)
+        loss = batch_loss(model, collate(batch), scale, cfg, anchor)
         loss.backward()
         opt.step()
         running.append(loss.item())
@@ -357,7 +323,7 @@ def _state_diffs(model: Scorer, examples: Sequence[StateExample]) -> list[np.nda
     out = []
     with torch.no_grad():
         for ex in examples:
-            out.append(_diffs(model, collate([ex])).numpy())
+            out.append(entry_diffs(model, collate([ex])).numpy())
     return out
 
 

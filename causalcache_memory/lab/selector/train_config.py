@@ -55,6 +55,9 @@ class TrainConfig(BaseModel):
     #: with the decision loss: weight of the later decisions of the search (the teacher path's swaps after
     #: the first, with the same choice and anchor terms; module ``decision_loss``); 0: the first swap alone
     decision_path_weight: float = Field(0.0, ge=0)
+    #: fine-tuning with the decision loss: weight of the term that holds the search's second swap, on the
+    #: base's own path, at the base's predicted gains (module ``later_anchor``); 0: off
+    decision_later_weight: float = Field(0.0, ge=0)
     max_pairs_per_group: int = Field(256, ge=1)
     seed: int = 0
     splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
@@ -146,6 +149,12 @@ class TrainConfig(BaseModel):
                 f"train.decision_anchor_weight={self.decision_anchor_weight} anchors a fine-tune to its base "
                 f"under the decision loss: it needs train.init_from (got {self.init_from!r}) and train.loss: "
                 f"decision (got {self.loss!r}); set both or set train.decision_anchor_weight: 0"
+            )
+        if self.decision_later_weight > 0 and (self.init_from is None or self.loss != "decision"):
+            errors.append(
+                f"train.decision_later_weight={self.decision_later_weight} holds a fine-tune's second swaps at "
+                f"its base's under the decision loss: it needs train.init_from (got {self.init_from!r}) and "
+                f"train.loss: decision (got {self.loss!r}); set both or set train.decision_later_weight: 0"
             )
         if self.decision_path_weight > 0 and self.loss != "decision":
             errors.append(
