@@ -91,7 +91,9 @@ def test_the_term_is_the_mean_absolute_gain_difference_in_tau_units():
 
 
 def test_the_later_weight_needs_a_base_and_the_decision_loss():
-    with pytest.raises(ConfigError, match=r"train\.decision_later_weight=1\.0 .*train\.init_from \(got None\)"):
+    with pytest.raises(
+        ConfigError, match=r"train\.decision_later_weight=1\.0 .*train\.init_from \(got None\)"
+    ):
         TrainConfig(loss="decision", decision_later_weight=1.0)
     with pytest.raises(ConfigError, match=r"train\.loss: decision \(got 'regression'\)"):
         TrainConfig(init_from="bundled", decision_later_weight=1.0)
@@ -129,7 +131,9 @@ def test_a_fine_tune_with_the_term_keeps_the_second_swap_nearer_the_base(trained
         return train_selector(data, cfg, export_onnx=False)
 
     free, held = fine_tune(0.0), fine_tune(5.0)
-    assert free.metadata["init_from"]["epochs_fine_tuned"] > 0 < held.metadata["init_from"]["epochs_fine_tuned"]
+    assert (
+        free.metadata["init_from"]["epochs_fine_tuned"] > 0 < held.metadata["init_from"]["epochs_fine_tuned"]
+    )
     assert base.target_scale == pytest.approx(result.metadata["target_scale"])
     free_gap, held_gap = _second_gap(free.model, frozen, examples), _second_gap(held.model, frozen, examples)
     assert free_gap > 0.02  # the free fine-tune moved the second swap's gains

@@ -82,9 +82,7 @@ def second_decisions(tx: Mapping[str, Any], d_base: Any) -> dict[str, Any] | Non
     }
 
 
-def later_anchor_loss(
-    model: Scorer, base: Scorer, tx: Mapping[str, Any], d_base: Any, *, tau: float
-) -> Any:
+def later_anchor_loss(model: Scorer, base: Scorer, tx: Mapping[str, Any], d_base: Any, *, tau: float) -> Any:
     """``L_later`` of the batch ``tx`` (module doc): the mean absolute difference, in units of ``tau``,
     between the model's and the base's predicted gains of the second swaps on the base's path; 0 (with a
     gradient path) when the batch has no second decision."""

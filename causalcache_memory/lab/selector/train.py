@@ -49,11 +49,11 @@ from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.data.split import trajectory_split
 from causalcache_memory.lab.selector.base_model import BaseSelector, load_base
+from causalcache_memory.lab.selector.batch_loss import batch_loss, entry_diffs, needs_base
 from causalcache_memory.lab.selector.batches import batches, collate
 from causalcache_memory.lab.selector.calibrate import calibrate_ood, calibrate_threshold
 from causalcache_memory.lab.selector.checkpoint import TorchSetScorer, frozen_copy, load_model, save_model
 from causalcache_memory.lab.selector.cross_fit import CrossFit, blend_states, cross_fit, soup_states
-from causalcache_memory.lab.selector.batch_loss import batch_loss, entry_diffs, needs_base
 from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members, fit_members
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
