@@ -125,16 +125,15 @@ def test_the_anchor_holds_unhelped_states_top_gain_at_or_below_the_base():
     assert anchor_only[2] > 0 and np.allclose(np.delete(anchor_only, 2), 0.0)
 
 
-def test_the_anchor_needs_a_base_and_the_decision_loss():
+@pytest.mark.parametrize("field", ["decision_anchor_weight", "decision_later_weight"])
+def test_the_base_terms_need_a_base_and_the_decision_loss(field):
     from causalcache_memory.errors import ConfigError
 
-    with pytest.raises(
-        ConfigError, match=r"train\.decision_anchor_weight=1\.0 .*train\.init_from \(got None\)"
-    ):
-        TrainConfig(loss="decision", decision_anchor_weight=1.0)
-    with pytest.raises(ConfigError, match=r"train\.loss: decision \(got 'regression'\)"):
-        TrainConfig(init_from="bundled", decision_anchor_weight=1.0)
-    TrainConfig(init_from="bundled", loss="decision", decision_anchor_weight=1.0)  # accepted
+    with pytest.raises(ConfigError, match=rf"train\.{field}=1\.0 .*train\.init_from \(got None\)"):
+        TrainConfig(loss="decision", **{field: 1.0})
+    with pytest.raises(ConfigError, match=r"train\.loss: decision \(got 'regression'\).*: 0"):
+        TrainConfig(init_from="bundled", **{field: 1.0})
+    TrainConfig(init_from="bundled", loss="decision", **{field: 1.0})  # accepted
 
 
 def path_block(d, y, state, recent, decision, path):

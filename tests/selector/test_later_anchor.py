@@ -1,5 +1,5 @@
 """The later-swap anchor (lab/selector/later_anchor.py): the base path's second decisions, the term's value
-and gradient, its refusals, and a fine-tune it holds near the base on the second swap."""
+and gradient, and a fine-tune it holds near the base on the second swap (its refusals: test_decision_loss)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ torch = pytest.importorskip("torch")
 
 from example_splits import SMOKE, by_trajectory, negated  # noqa: E402
 
-from causalcache_memory.errors import ConfigError  # noqa: E402
 from causalcache_memory.lab.selector.batches import collate  # noqa: E402
 from causalcache_memory.lab.selector.examples import StateExample  # noqa: E402
 from causalcache_memory.lab.selector.later_anchor import later_anchor_loss, second_decisions  # noqa: E402
@@ -88,16 +87,6 @@ def test_the_term_is_the_mean_absolute_gain_difference_in_tau_units():
     value.backward()
     assert w.grad is not None and float(w.grad.abs().sum()) > 0  # it moves the model
     assert later_anchor_loss(base, base, tx, d_base, tau=TAU).item() == 0.0  # the base itself: no term
-
-
-def test_the_later_weight_needs_a_base_and_the_decision_loss():
-    with pytest.raises(
-        ConfigError, match=r"train\.decision_later_weight=1\.0 .*train\.init_from \(got None\)"
-    ):
-        TrainConfig(loss="decision", decision_later_weight=1.0)
-    with pytest.raises(ConfigError, match=r"train\.loss: decision \(got 'regression'\)"):
-        TrainConfig(init_from="bundled", decision_later_weight=1.0)
-    TrainConfig(init_from="bundled", loss="decision", decision_later_weight=1.0)  # accepted
 
 
 def _second_gap(model, base, examples) -> float:  # type: ignore[no-untyped-def]

@@ -144,18 +144,16 @@ class TrainConfig(BaseModel):
                 f"train.cross_fit_epochs={self.cross_fit_epochs} fixes the length of a cross-fitted "
                 "fine-tune: set train.cross_fit (e.g. 5) or remove train.cross_fit_epochs"
             )
-        if self.decision_anchor_weight > 0 and (self.init_from is None or self.loss != "decision"):
-            errors.append(
-                f"train.decision_anchor_weight={self.decision_anchor_weight} anchors a fine-tune to its base "
-                f"under the decision loss: it needs train.init_from (got {self.init_from!r}) and train.loss: "
-                f"decision (got {self.loss!r}); set both or set train.decision_anchor_weight: 0"
-            )
-        if self.decision_later_weight > 0 and (self.init_from is None or self.loss != "decision"):
-            errors.append(
-                f"train.decision_later_weight={self.decision_later_weight} holds a fine-tune's second swaps at "
-                f"its base's under the decision loss: it needs train.init_from (got {self.init_from!r}) and "
-                f"train.loss: decision (got {self.loss!r}); set both or set train.decision_later_weight: 0"
-            )
+        for field, what in (
+            ("decision_anchor_weight", "anchors a fine-tune to its base"),
+            ("decision_later_weight", "holds a fine-tune's second swaps at its base's"),
+        ):
+            if (weight := getattr(self, field)) > 0 and (self.init_from is None or self.loss != "decision"):
+                errors.append(
+                    f"train.{field}={weight} {what} under the decision loss: it needs train.init_from (got "
+                    f"{self.init_from!r}) and train.loss: decision (got {self.loss!r}); set both or set "
+                    f"train.{field}: 0"
+                )
         if self.decision_path_weight > 0 and self.loss != "decision":
             errors.append(
                 f"train.decision_path_weight={self.decision_path_weight} weights the search's later decisions "
