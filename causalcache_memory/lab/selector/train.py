@@ -3,12 +3,9 @@
 Each labelled group ``(S, r, cands, q)`` gives, under conditioning set ``C = S \\ {r}``, targets
 ``y_j = Q(C ∪ {j}) - Q(S)`` for each candidate and ``y_r = 0`` for the evicted event itself
 (:mod:`~causalcache_memory.lab.selector.examples`). The model's prediction is
-``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``). Loss per state (the paper's recipe; the others, and
-every term, in :mod:`.batch_loss`):
-
-    L = mean_j Huber(d_j - y_j / s)  +  λ_rank · mean_{(a,b): y_a > y_b + ε} softplus(-(d_a - d_b) / τ)
-
-with ``s`` the training-set scale of ``|y|``. Splits are disjoint by trajectory (the one trajectory split
+``d_j = Δ̂(j | C) - Δ̂(r | C)`` (so ``d_r = 0``), in units of ``s``, the training-set scale of ``|y|``;
+the loss of a batch (the paper's regression recipe, the decision loss and their terms) is written out
+once, in :mod:`.batch_loss`. Splits are disjoint by trajectory (the one trajectory split
 of :mod:`causalcache_memory.lab.data.split`, shared with ``data mine``, or the data's own); the checkpoint is chosen on the dev split only, by the mean realized utility of the group's argmax
 (``y`` of the candidate the model ranks first, 0 when it keeps ``r``). After training, the dev split
 also calibrates the swap threshold and the training split fits the out-of-distribution guard
