@@ -49,6 +49,14 @@ def _learn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _headroom_line(room: dict[str, Any] | None) -> str:
+    """The headroom gate's part of the fine-tuning line (``train.fine_tune_headroom``), "" when it is off."""
+    if not room:
+        return ""
+    line = f"; the base realizes {room['share']:.0%} of the label oracle's budgeted value (gate {room['limit']:.0%}"
+    return line + ("; no room, so the base ships)" if room.get("no_room") else ")")
+
+
 def _num(value: float | None, spec: str) -> str:
     """``value`` formatted by ``spec``; a figure that does not exist (null in summary.json, which
     :func:`~causalcache_memory._jsonl.write_json` writes for NaN, e.g. a gate without dev groups) as nan."""
@@ -106,7 +114,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 how += (
                     f", cross-fitted over {init['cross_fit']} folds ({length}out-of-fold budgeted gain over "
                     f"the base {_num(gate.get('delta'), '+.4f')} [{_num(lo, '+.4f')}, {_num(hi, '+.4f')}]"
-                    + ("; shown harmful, so the base ships)" if gate.get("harmful") else ")")
+                    + ("; shown harmful, so the base ships" if gate.get("harmful") else "")
+                    + _headroom_line(gate.get("headroom"))
+                    + ")"
                 )
             print(
                 f"  fine-tuned from {init['spec']} (sha256 {init['sha256'][:12]}…){how}: "

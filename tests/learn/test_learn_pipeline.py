@@ -497,6 +497,31 @@ def test_a_fine_tune_shown_harmful_out_of_fold_ships_the_base_and_says_so(
     assert "compare the two on live episodes" not in printed  # the base ships: nothing to compare
 
 
+def test_a_base_without_headroom_ships_unchanged_and_the_cli_says_why(
+    recorded, tmp_path, small_needs, monkeypatch, capsys
+) -> None:
+    """train.fine_tune_headroom (RESULTS.md 9o): where the base already realizes the gate's share of the
+    label oracle's budgeted value on the team's pool, learn ships it unchanged and prints both figures."""
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    real = cross_module.headroom_share
+    seen = []
+
+    def share(oracle, base, flagged):  # type: ignore[no-untyped-def]
+        seen.append(real(oracle, base, flagged))  # the real computation ran on the pool
+        return {**seen[-1], "share": 0.9}
+
+    monkeypatch.setattr(cross_module, "headroom_share", share)
+    train = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, **_NEEDS, "fine_tune_headroom": 0.5}
+    assert main(["learn", "--config", str(_config(tmp_path, recorded, train=train)), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    model = json.loads((tmp_path / "out/summary.json").read_text())["stages"]["model"]
+    room = model["init_from"]["gate"]["headroom"]
+    assert seen and room["share"] == 0.9 and room["limit"] == 0.5 and room["no_room"]
+    assert room["oracle"] == seen[0]["oracle"] and model["init_from"]["epochs_fine_tuned"] == 0
+    assert "the base realizes 90% of the label oracle's budgeted value (gate 50%; no room" in printed
+
+
 def test_no_harm_warning_without_a_harmful_gate() -> None:
     from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 

@@ -77,6 +77,7 @@ import numpy as np
 from causalcache_memory.lab.selector.calibrate import top_swaps
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
+from causalcache_memory.lab.selector.headroom import headroom_share
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
 __all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of", "soup_states"]
@@ -162,12 +163,15 @@ def cross_fit(
     state_diffs: Callable[[Any, Sequence[StateExample]], list[np.ndarray]],
     scale: float,
     log: Any = None,
+    base_flagged: np.ndarray | None = None,
 ) -> CrossFit:
     """Cross-fit the fine-tuning of ``base_state`` on ``pool`` (module doc); ``cfg`` is the TrainConfig.
 
     The callables keep the training loop in one place (:mod:`.train`): ``make_model()`` a fresh scorer,
     ``make_optimizer(model)``, ``train_epoch(model, opt, examples, rng)`` one epoch, ``state_diffs(model,
     examples)`` the predicted ``d`` per state. ``scale`` is the base's target scale (the gate's unit).
+    ``base_flagged`` ``(N,)``: the base's OOD guard's verdict on each pool state, for the headroom gate
+    (``cfg.fine_tune_headroom``, :mod:`.headroom`; None: nothing flagged).
     """
     k = int(cfg.cross_fit)
     fold = np.array([fold_of(ex.trajectory_id, k, cfg.split_salt) for ex in pool])
@@ -245,7 +249,16 @@ def cross_fit(
     gated = cfg.fine_tune_gate is not None and best_epoch > 0
     lo, hi = evidence["ci"]
     harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
-    ship = best_epoch if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful) else 0
+    room = None
+    if cfg.fine_tune_headroom is not None:
+        oracle = budgeted_values([ex.y for ex in pool], pool)
+        room = {**headroom_share(oracle, values0, base_flagged), "limit": float(cfg.fine_tune_headroom)}
+    no_room = room is not None and room["share"] >= room["limit"]
+    ship = (
+        best_epoch
+        if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful and not no_room)
+        else 0
+    )
     chosen = f"epoch {best_epoch} (fixed length)" if fixed is not None else f"epoch {best_epoch} best"
     chosen += f", blended with the base at {beta:g}" if beta != 1.0 else ""
     needs = "needs the lower end above 0" if gated else "ships unless the upper end is below 0"
@@ -254,6 +267,12 @@ def cross_fit(
         f"cross-fit ({len(members)} folds, {len(pool)} states): {chosen}, out-of-fold "
         f"budgeted gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
         + rule
+        + (
+            f"the base realizes {room['share']:.1%} of the label oracle's budgeted value (headroom gate "
+            f"{room['limit']:.1%}{': no room, ' if no_room else ''}); "
+            if room is not None
+            else ""
+        )
         + (f"fine-tuning for {ship} epochs" if ship else "the base is kept (epochs_fine_tuned 0)")
     )
     logger.info("%s", message)
@@ -269,6 +288,7 @@ def cross_fit(
             "length": "fixed" if fixed is not None else "argmax",
             "harmful": harmful,
             "blend": beta,
+            **({"headroom": {**room, "no_room": no_room}} if room is not None else {}),
         },
         oof_diffs=best_diffs if ship else diffs0,
         history=history,

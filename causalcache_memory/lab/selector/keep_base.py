@@ -25,12 +25,31 @@ from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import load_guard, state_summary
 
-__all__ = ["BASE_GUARD_MAX_FLAGGED", "base_calibration"]
+__all__ = ["BASE_GUARD_MAX_FLAGGED", "base_calibration", "base_guard_flags"]
 
 logger = logging.getLogger("causalcache_memory.lab.selector.keep_base")
 
 #: the base's guard must accept at least 90% of the team's states (issue 24/25's OOD budget: 10%)
 BASE_GUARD_MAX_FLAGGED = 0.10
+
+
+def base_guard_flags(
+    onnx_path: Path, states: Sequence[StateExample]
+) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """``(flags, meta)``: the base's own OOD guard's verdict on each of ``states`` (``(N,)`` bool) and the
+    base's ``metadata.json``; ``flags`` is None, with ``meta["reason"]`` saying why, when the base has no
+    metadata beside its ONNX file or no guard in it."""
+    meta_path = Path(onnx_path).parent / "metadata.json"
+    if not meta_path.is_file():
+        return None, {"reason": f"no metadata.json beside {onnx_path}"}
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    ood = meta.get("ood") or {}
+    if "guard" not in ood:
+        return None, {**meta, "reason": f"{meta_path} has no OOD guard"}
+    guard = load_guard(ood["guard"], [n for n, _ in FEATURE_SCHEMA], source=str(meta_path))
+    drop = [feature_index(n) for n in (meta.get("train") or {}).get("drop_features", ())]
+    flags = np.array([guard.is_ood(state_summary(ex.events, drop))[0] for ex in states], dtype=bool)
+    return flags, meta
 
 
 def base_calibration(
@@ -39,22 +58,16 @@ def base_calibration(
     """``({"calibration", "ood"} of the base or None, report)`` for a model that is its base unchanged;
     ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
     states = [*parts.get("train", ()), *parts.get("dev", ())]
-    meta_path = Path(onnx_path).parent / "metadata.json"
-    if not meta_path.is_file():
-        return None, {"kept": False, "reason": f"no metadata.json beside {onnx_path}"}
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    calibration, ood = meta.get("calibration"), meta.get("ood") or {}
-    if not calibration or "guard" not in ood:
-        return None, {"kept": False, "reason": f"{meta_path} has no calibration or no OOD guard"}
-    guard = load_guard(ood["guard"], [n for n, _ in FEATURE_SCHEMA], source=str(meta_path))
-    drop = [feature_index(n) for n in (meta.get("train") or {}).get("drop_features", ())]
-    flagged = (
-        float(np.mean([guard.is_ood(state_summary(ex.events, drop))[0] for ex in states])) if states else 1.0
-    )
+    flags, meta = base_guard_flags(onnx_path, states)
+    calibration = meta.get("calibration")
+    if flags is None or not calibration:
+        reason = meta.get("reason") or f"{Path(onnx_path).parent / 'metadata.json'} has no calibration"
+        return None, {"kept": False, "reason": reason}
+    flagged = float(flags.mean()) if states else 1.0
     report = {"base_flagged": flagged, "limit": BASE_GUARD_MAX_FLAGGED, "states": len(states)}
     why = f"the base's guard flags {flagged:.1%} of the team's states (limit {BASE_GUARD_MAX_FLAGGED:.0%})"
     if flagged > BASE_GUARD_MAX_FLAGGED:
         logger.info("base shipped unchanged; %s: threshold and guard refitted on the team's data", why)
         return None, {**report, "kept": False, "reason": why + ": threshold and guard refitted"}
     logger.info("base shipped unchanged with its own threshold and guard: %s", why)
-    return {"calibration": calibration, "ood": ood}, {**report, "kept": True}
+    return {"calibration": calibration, "ood": meta["ood"]}, {**report, "kept": True}

@@ -55,7 +55,7 @@ from causalcache_memory.lab.selector.ensemble import Scorer, check_base_members,
 from causalcache_memory.lab.selector.examples import StateExample, build_examples
 from causalcache_memory.lab.selector.export import MODEL_FORMAT_VERSION
 from causalcache_memory.lab.selector.fine_tune_gate import gate_fine_tune
-from causalcache_memory.lab.selector.keep_base import base_calibration
+from causalcache_memory.lab.selector.keep_base import base_calibration, base_guard_flags
 from causalcache_memory.lab.selector.mask_dropout import MaskDropout
 from causalcache_memory.lab.selector.model import ScorerConfig, SetScorerModel
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES, check_split_sizes
@@ -272,9 +272,10 @@ def _fit_cross(
     anchor = frozen_copy(make_model(), start) if needs_base(cfg) else None
     one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker, anchor)  # noqa: E731
     torch.manual_seed(cfg.seed)
+    flagged = base_guard_flags(base.path, pool)[0] if cfg.fine_tune_headroom is not None else None
     crossed = cross_fit(
         pool, cfg, start, make_model=make_model, make_optimizer=make_opt, train_epoch=one_epoch,
-        state_diffs=_state_diffs, scale=scale, log=log,
+        state_diffs=_state_diffs, scale=scale, log=log, base_flagged=flagged,
     )  # fmt: skip
     torch.manual_seed(cfg.seed)
     model, rng = make_model(), random.Random(cfg.seed)

@@ -102,6 +102,9 @@ class TrainConfig(BaseModel):
     #: with ``cross_fit`` and ``cross_fit_epochs``: ship the mean of the fine-tune's weights and its fold
     #: copies' (a uniform soup over ``cross_fit + 1`` fine-tunes of one base; module ``cross_fit``)
     fine_tune_soup: bool = False
+    #: with ``cross_fit``: ship the base unchanged when it already realizes at least this share of the label
+    #: oracle's budgeted value on the pool, its own OOD guard applied (module ``headroom``); ``None``: off
+    fine_tune_headroom: float | None = Field(None, gt=0, le=1)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -164,6 +167,12 @@ class TrainConfig(BaseModel):
             errors.append(
                 f"train.fine_tune_blend={self.fine_tune_blend} blends a cross-fitted fine-tune with its "
                 "base: set train.cross_fit (e.g. 5) and train.init_from, or set train.fine_tune_blend: 1"
+            )
+        if self.fine_tune_headroom is not None and self.cross_fit is None:
+            errors.append(
+                f"train.fine_tune_headroom={self.fine_tune_headroom} gates a cross-fitted fine-tune on its "
+                "base's share of the label oracle's value: set train.cross_fit (e.g. 5) and train.init_from, "
+                "or set train.fine_tune_headroom: null"
             )
         if self.fine_tune_soup and (self.cross_fit is None or self.cross_fit_epochs is None):
             errors.append(

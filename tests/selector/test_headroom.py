@@ -1,0 +1,82 @@
+"""The headroom gate (``train.fine_tune_headroom``): the base's share of the label oracle's budgeted value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from example_splits import SMOKE
+
+from causalcache_memory.errors import ConfigError
+from causalcache_memory.lab.selector.headroom import headroom_share
+
+
+def test_the_share_is_the_base_value_over_the_oracles_with_guarded_states_worth_nothing() -> None:
+    oracle = np.array([2.0, 0.0, 4.0, 0.0])  # mean 1.5
+    base = np.array([1.0, 0.0, 2.0, 0.0])  # mean 0.75
+    assert headroom_share(oracle, base, None) == {"share": 0.5, "base": 0.75, "oracle": 1.5, "flagged": 0.0}
+    guarded = headroom_share(oracle, base, np.array([False, False, True, False]))
+    assert guarded["base"] == 0.25 and guarded["share"] == pytest.approx(1 / 6) and guarded["flagged"] == 0.25
+    # nothing to gain on the labels: the base has all the room there is
+    assert headroom_share(np.zeros(4), base, None)["share"] == 1.0
+
+
+def test_the_share_refuses_mismatched_arrays() -> None:
+    with pytest.raises(ValueError, match="base_values has shape"):
+        headroom_share(np.ones(3), np.ones(2), None)
+    with pytest.raises(ValueError, match="flagged has shape"):
+        headroom_share(np.ones(3), np.ones(3), np.ones(2, bool))
+    with pytest.raises(ValueError, match="at least one pool state"):
+        headroom_share(np.zeros(0), np.zeros(0), None)
+
+
+def test_the_gate_needs_cross_fitting_and_a_share_in_zero_one() -> None:
+    from causalcache_memory.lab.selector.train_config import TrainConfig
+
+    with pytest.raises(ConfigError, match=r"train\.fine_tune_headroom=0\.4 .*set train\.cross_fit"):
+        TrainConfig(init_from="bundled", fine_tune_headroom=0.4)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match=rf"train\.fine_tune_headroom={bad}"):
+            TrainConfig(init_from="bundled", cross_fit=5, fine_tune_headroom=bad)
+
+
+torch = pytest.importorskip("torch")
+
+from causalcache_memory.lab.selector.train import TrainConfig, train_selector  # noqa: E402
+
+
+def _cfg(base_dir, limit: float) -> TrainConfig:
+    return TrainConfig(
+        init_from=str(base_dir), cross_fit=3, cross_fit_epochs=2, lr=0.01, split_by="metadata",
+        fine_tune_gate=None, fine_tune_headroom=limit, **SMOKE,
+    )  # fmt: skip
+
+
+def _no_harm(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    evidence = lambda t, b, **kw: {"keep": False, "ci": [-1.0, 1.0], "delta": 0.0, "groups": len(t), **kw}  # noqa: E731
+    monkeypatch.setattr(cross_module, "fine_tune_evidence", evidence)
+
+
+def test_a_base_with_room_is_fine_tuned_and_one_without_ships_unchanged(
+    trained, bad_base, monkeypatch, caplog
+) -> None:
+    _no_harm(monkeypatch)  # neither shown harmful: only the headroom gate decides
+    data, _, bad_dir = bad_base
+    good_dir = trained[1]  # trained on the labels' own targets: it already ranks the swaps well
+    bad = train_selector(data, _cfg(bad_dir, 1.0), export_onnx=False).metadata
+    good = train_selector(data, _cfg(good_dir, 1.0), export_onnx=False).metadata
+    room_bad, room_good = (m["init_from"]["gate"]["headroom"] for m in (bad, good))
+    assert room_bad["oracle"] == room_good["oracle"] > 0  # one pool, one oracle
+    assert room_bad["share"] < room_good["share"]  # the negated base takes less of it
+    assert bad["best_epoch"] == 2 and not room_bad["no_room"]
+    # a limit just under the good base's share keeps it unchanged; the bad base is still fine-tuned
+    limit = room_good["share"] - 1e-6
+    assert room_bad["share"] < limit
+    with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
+        kept = train_selector(data, _cfg(good_dir, limit), export_onnx=False).metadata
+    assert kept["best_epoch"] == kept["init_from"]["epochs_fine_tuned"] == 0
+    assert kept["init_from"]["gate"]["headroom"]["no_room"] and kept["cross_fit"]["epoch"] == 2
+    assert "of the label oracle's budgeted value" in caplog.text and "no room" in caplog.text
+    still = train_selector(data, _cfg(bad_dir, limit), export_onnx=False).metadata
+    assert still["best_epoch"] == 2
