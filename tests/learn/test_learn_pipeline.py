@@ -321,7 +321,8 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     cfg = _config(tmp_path, recorded, train={"init_from": "models/base"})
     assert load_learn_config(cfg).train_settings()["init_from"] == str(tmp_path / "models/base")
     # fine-tuning fills in cross-fitting without a gate (RESULTS.md 9h), whatever the loss
-    crossed = {"init_from": "bundled", "cross_fit": 5, "cross_fit_epochs": 4, "fine_tune_gate": None}
+    crossed = {"init_from": "bundled", "cross_fit": 5, "cross_fit_epochs": 4, "fine_tune_gate": None,
+               "fine_tune_headroom": 0.37}  # RESULTS.md 9o  # fmt: skip
     cfg = _config(tmp_path, recorded, train={"init_from": "bundled"})
     anchored = {"loss": "decision", "lr": 1e-4, "decision_anchor_weight": 1.0}  # RESULTS.md 9j
     assert load_learn_config(cfg).train_settings() == {**crossed, **anchored}
@@ -334,10 +335,14 @@ def test_init_from_paths_are_relative_to_the_config_file(recorded, tmp_path) -> 
     # keeps TrainConfig's 0.95), a gate the config gives is kept, and an ensemble is not cross-fitted
     cfg = _config(tmp_path, recorded, train={"cross_fit": None})
     assert load_learn_config(cfg).train_settings()["cross_fit"] is None
-    assert not {"fine_tune_gate", "cross_fit_epochs"} & set(load_learn_config(cfg).train_settings())
+    assert not {"fine_tune_gate", "cross_fit_epochs", "fine_tune_headroom"} & set(
+        load_learn_config(cfg).train_settings()
+    )
     assert load_learn_config(cfg).train_config().fine_tune_gate == 0.95
     cfg = _config(tmp_path, recorded, train={"cross_fit_epochs": None})  # the out-of-fold argmax
     assert load_learn_config(cfg).train_config().cross_fit_epochs is None
+    cfg = _config(tmp_path, recorded, train={"fine_tune_headroom": None})  # the headroom gate off, as given
+    assert load_learn_config(cfg).train_config().fine_tune_headroom is None
     cfg = _config(tmp_path, recorded, train={"fine_tune_gate": 0.99})
     assert load_learn_config(cfg).train_config().fine_tune_gate == 0.99
     cfg = _config(tmp_path, recorded, train={"ensemble": 3})

@@ -77,6 +77,12 @@ LEARN_CROSS_FIT_EPOCHS: int | None = 4
 #: within the stated 0.03, none below the bundle; meant for worlds where the bundle already ranks well
 #: (the held-out drift of 9i). 0: off
 LEARN_DECISION_ANCHOR_WEIGHT = 1.0
+#: ``train.fine_tune_headroom`` when cross-fitting and the config does not set it: the base ships unchanged
+#: where it already realizes 37% of the label oracle's budgeted value on the team's pool (lab/selector/
+#: headroom.py). Fixed on the development worlds by a rule stated before its study (RESULTS.md 9o): where
+#: the share is that high (the devmix worlds) a fine-tune moved the closed loop by ±0.06 with no direction;
+#: ``null``: off
+LEARN_FINE_TUNE_HEADROOM: float | None = 0.37
 #: ``train.fine_tune_gate`` when cross-fitting and the config does not set it: none, the best out-of-fold
 #: epoch ships when it beats the base (its evidence is still reported at 95%). Chosen on nine devage
 #: recordings of 200 Recent-4 episodes against a 0.8 gate (RESULTS.md 9h): mean +0.12 over the bundle,
@@ -207,7 +213,8 @@ class LearnConfig(_Strict):
         """The ``train`` section with learn's defaults filled in: ``init_from`` :data:`LEARN_INIT_FROM`
         and, when fine-tuning, ``loss`` :data:`LEARN_FINE_TUNE_LOSS` and its ``lr`` (:data:`LEARN_FINE_TUNE_LR`),
         ``decision_anchor_weight`` :data:`LEARN_DECISION_ANCHOR_WEIGHT` (decision loss),
-        ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``cross_fit_epochs`` :data:`LEARN_CROSS_FIT_EPOCHS`
+        ``cross_fit`` :data:`LEARN_CROSS_FIT` (one scorer) with ``cross_fit_epochs`` :data:`LEARN_CROSS_FIT_EPOCHS`,
+        ``fine_tune_headroom`` :data:`LEARN_FINE_TUNE_HEADROOM`
         and ``fine_tune_gate`` :data:`LEARN_CROSS_FIT_GATE` (:data:`LEARN_CROSS_FIT_GATE_AGREEMENT` when the
         sources include agreement).
         A setting the config gives is used as is."""
@@ -222,6 +229,7 @@ class LearnConfig(_Strict):
             if out.get("cross_fit"):
                 agreement = "agreement" in self.sources
                 out.setdefault("cross_fit_epochs", LEARN_CROSS_FIT_EPOCHS)
+                out.setdefault("fine_tune_headroom", LEARN_FINE_TUNE_HEADROOM)
                 out.setdefault(
                     "fine_tune_gate", LEARN_CROSS_FIT_GATE_AGREEMENT if agreement else LEARN_CROSS_FIT_GATE
                 )
