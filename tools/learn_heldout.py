@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,7 @@ def _record(
     from causalcache_memory.lab.world.family_tasks import generate_world_tasks
 
     start = time.perf_counter()
+    _clear_partial(out)
     out.mkdir(parents=True, exist_ok=True)
     allocation: dict = {"allocator": allocator}
     if explore:
@@ -87,6 +89,32 @@ def _record(
     (out / "success.json").write_text(json.dumps(success, indent=1))
     (out / "explored.json").write_text(json.dumps(explored, indent=1))
     return out / "success.json", time.perf_counter() - start
+
+
+#: what :func:`_record` writes before its ``success.json``
+_PARTIAL = ("archive-recent-b4-s0", "checkpoints-recent-b4-s0.sqlite", "explored.json", "record.json")
+
+
+def _clear_partial(out: Path) -> list[str]:
+    """Remove what an interrupted :func:`_record` left in ``out`` (no ``success.json``), and return its names.
+
+    Recording again on top of it would resume every thread from its old checkpoint (the same thread ids),
+    so the episodes would continue the interrupted ones: a devshift-00 recording resumed that way had 31
+    successes where a clean one has 89 (RESULTS.md 9o)."""
+    if (out / "success.json").exists():
+        raise FileExistsError(
+            f"{out} holds a finished recording (success.json); use --record-dir to reuse it"
+        )
+    removed = []
+    for path in sorted(p for name in _PARTIAL for p in out.glob(name + "*")):  # with SQLite's side files
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed.append(path.name)
+    if removed:
+        print(f"an interrupted recording in {out} was removed ({', '.join(removed)}); recording again")
+    return removed
 
 
 def _learn(
