@@ -40,6 +40,10 @@ proof on harm instead of on gain. ``learn`` cross-fits for a fixed 4 epochs with
 labels: a 0.95 gate): over nine devage recordings +0.18 over the bundle on average against +0.12 for the
 argmax, which had itself replaced a 0.8 gate (RESULTS.md 9h, 9i; docs/results/learn_crossfit_rules.md).
 
+**Headroom** (``fine_tune_headroom: h``; ``learn``'s default 0.37). The base also ships when it already
+realizes at least the share ``h`` of the label oracle's budgeted value on the pool, its own OOD guard
+applied (:mod:`.headroom`; RESULTS.md 9o), whatever the out-of-fold gain.
+
 **Blend** (``fine_tune_blend: β < 1``; WiSE-FT, Wortsman et al. 2022). Every fine-tuned copy is read as the
 weight-space interpolation with its base,
 
