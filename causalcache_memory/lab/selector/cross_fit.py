@@ -273,7 +273,7 @@ def cross_fit(
         + rule
         + (
             f"the base realizes {room['share']:.1%} of the label oracle's budgeted value (headroom gate "
-            f"{room['limit']:.1%}{': no room, ' if no_room else ''}); "
+            f"{room['limit']:.1%}{': no room' if no_room else ''}); "
             if room is not None
             else ""
         )

@@ -14,7 +14,7 @@ gain ``d``, a state contributing that swap's label ``y``),
     share  = base / oracle                          (1 when oracle <= 0: nothing to gain)
 
 A guarded state keeps Recent-B in deployment, so it realizes nothing; that is why a base the team's screens
-are foreign to (devtype: 59% of decisions declined) has a small share and a fine-tune ships there. With
+are foreign to (devtype: its guard declines 69-80% of the states) has a small share and a fine-tune ships there. With
 ``train.fine_tune_headroom: h`` the base ships unchanged when ``share >= h``; the choice of ``h`` on the
 development worlds is in docs/results/learn_crossfit_rules.md (session 15).
 """
