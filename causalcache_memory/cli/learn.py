@@ -53,7 +53,11 @@ def _headroom_line(room: dict[str, Any] | None) -> str:
     """The headroom gate's part of the fine-tuning line (``train.fine_tune_headroom``), "" when it is off."""
     if not room:
         return ""
-    line = f"; the base realizes {room['share']:.0%} of the label oracle's budgeted value (gate {room['limit']:.0%}"
+    ci = (
+        f" [{room['ci'][0]:.0%}, {room['ci'][1]:.0%}]" if "ci" in room else ""
+    )  # absent: a model stage learned before the interval
+    line = f"; the base realizes {room['share']:.0%}{ci} of the label oracle's budgeted value"
+    line += f" (gate: lower end >= {room['limit']:.0%}"
     return line + ("; no room, so the base ships)" if room.get("no_room") else ")")
 
 

@@ -505,16 +505,17 @@ def test_a_fine_tune_shown_harmful_out_of_fold_ships_the_base_and_says_so(
 def test_a_base_without_headroom_ships_unchanged_and_the_cli_says_why(
     recorded, tmp_path, small_needs, monkeypatch, capsys
 ) -> None:
-    """train.fine_tune_headroom (RESULTS.md 9o): where the base already realizes the gate's share of the
-    label oracle's budgeted value on the team's pool, learn ships it unchanged and prints both figures."""
+    """train.fine_tune_headroom (RESULTS.md 9o, 9p): where the base is shown to realize the gate's share of
+    the label oracle's budgeted value on the team's pool (its interval's lower end), learn ships it unchanged
+    and prints the share, its interval and the gate."""
     import causalcache_memory.lab.selector.cross_fit as cross_module
 
     real = cross_module.headroom_share
     seen = []
 
-    def share(oracle, base, flagged):  # type: ignore[no-untyped-def]
-        seen.append(real(oracle, base, flagged))  # the real computation ran on the pool
-        return {**seen[-1], "share": 0.9}
+    def share(oracle, base, flagged, clusters, **kw):  # type: ignore[no-untyped-def]
+        seen.append(real(oracle, base, flagged, clusters, **kw))  # the real computation ran on the pool
+        return {**seen[-1], "share": 0.9, "ci": [0.7, 0.95]}
 
     monkeypatch.setattr(cross_module, "headroom_share", share)
     train = {"epochs": 2, "splits": [0.5, 0.5, 0.0], "patience": 1, **_NEEDS, "fine_tune_headroom": 0.5}
@@ -524,7 +525,11 @@ def test_a_base_without_headroom_ships_unchanged_and_the_cli_says_why(
     room = model["init_from"]["gate"]["headroom"]
     assert seen and room["share"] == 0.9 and room["limit"] == 0.5 and room["no_room"]
     assert room["oracle"] == seen[0]["oracle"] and model["init_from"]["epochs_fine_tuned"] == 0
-    assert "the base realizes 90% of the label oracle's budgeted value (gate 50%; no room" in printed
+    assert seen[0]["clusters"] > 1 and seen[0]["ci"][0] <= seen[0]["share"] <= seen[0]["ci"][1]
+    printed_line = (
+        "the base realizes 90% [70%, 95%] of the label oracle's budgeted value (gate: lower end >= 50%"
+    )
+    assert printed_line + "; no room, so the base ships)" in printed
 
 
 def test_no_harm_warning_without_a_harmful_gate() -> None:

@@ -7,7 +7,7 @@ import pytest
 from example_splits import SMOKE
 
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.lab.selector.headroom import headroom_share
+from causalcache_memory.lab.selector.headroom import headroom_share, no_room
 
 
 def test_the_share_is_the_base_value_over_the_oracles_with_guarded_states_worth_nothing() -> None:
@@ -18,6 +18,29 @@ def test_the_share_is_the_base_value_over_the_oracles_with_guarded_states_worth_
     assert guarded["base"] == 0.25 and guarded["share"] == pytest.approx(1 / 6) and guarded["flagged"] == 0.25
     # nothing to gain on the labels: the base has all the room there is
     assert headroom_share(np.zeros(4), base, None)["share"] == 1.0
+
+
+def test_the_interval_resamples_whole_trajectories() -> None:
+    # every trajectory realizes half of its room: any draw of them gives 0.5, so the interval is a point
+    oracle, base = np.array([2.0, 0.0, 4.0, 6.0]), np.array([1.0, 0.0, 2.0, 3.0])
+    room = headroom_share(oracle, base, None, ["a", "a", "b", "c"], seed=1)
+    assert room["ci"] == [pytest.approx(0.5), pytest.approx(0.5)] and room["clusters"] == 3
+    # one trajectory holds all the base's value, the other none: the draws spread from 0 to 1
+    half = np.repeat([1.0, 0.0], 10)  # 20 states with room 1 each; the base takes the first 10
+    spread = headroom_share(np.ones(20), half, None, ["a"] * 10 + ["b"] * 10, seed=1)
+    assert spread["share"] == 0.5 and spread["ci"][0] == 0.0 and spread["ci"][1] == 1.0
+    # the same states drawn one by one narrow it: the clusters are what the draw keeps together
+    single = headroom_share(np.ones(20), half, None, [str(i) for i in range(20)], seed=1)
+    assert 0.1 < single["ci"][0] < 0.5 < single["ci"][1] < 0.9
+    with pytest.raises(ValueError, match="clusters has 2 keys for 4 pool states"):
+        headroom_share(oracle, base, None, ["a", "b"])
+
+
+def test_the_gate_acts_on_the_lower_end_not_on_the_point_share() -> None:
+    room = {"share": 0.45, "ci": [0.31, 0.59]}
+    assert not no_room(room, 0.37)  # the point share is over the limit, the interval is not
+    assert no_room({"share": 0.55, "ci": [0.41, 0.69]}, 0.37)
+    assert no_room({"share": 0.37, "ci": [0.37, 0.37]}, 0.37)  # at the limit counts, as share >= h did
 
 
 def test_the_share_refuses_mismatched_arrays() -> None:
@@ -70,9 +93,13 @@ def test_a_base_with_room_is_fine_tuned_and_one_without_ships_unchanged(
     assert room_bad["oracle"] == room_good["oracle"] > 0  # one pool, one oracle
     assert room_bad["share"] < room_good["share"]  # the negated base takes less of it
     assert bad["best_epoch"] == 2 and not room_bad["no_room"]
-    # a limit just under the good base's share keeps it unchanged; the bad base is still fine-tuned
-    limit = room_good["share"] - 1e-6
-    assert room_bad["share"] < limit
+    # a limit just under the lower end of the good base's share keeps it unchanged; the bad base is still
+    # fine-tuned, and so is the good one at a limit between its lower end and its point share
+    assert room_good["ci"][0] < room_good["share"] and room_good["clusters"] > 1
+    limit = room_good["ci"][0] - 1e-6
+    assert room_bad["ci"][0] < room_bad["share"] < limit
+    between = (room_good["ci"][0] + room_good["share"]) / 2
+    assert train_selector(data, _cfg(good_dir, between), export_onnx=False).metadata["best_epoch"] == 2
     with caplog.at_level("INFO", logger="causalcache_memory.lab.selector.cross_fit"):
         kept = train_selector(data, _cfg(good_dir, limit), export_onnx=False).metadata
     assert kept["best_epoch"] == kept["init_from"]["epochs_fine_tuned"] == 0

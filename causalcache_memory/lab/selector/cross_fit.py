@@ -40,9 +40,10 @@ proof on harm instead of on gain. ``learn`` cross-fits for a fixed 4 epochs with
 labels: a 0.95 gate): over nine devage recordings +0.18 over the bundle on average against +0.12 for the
 argmax, which had itself replaced a 0.8 gate (RESULTS.md 9h, 9i; docs/results/learn_crossfit_rules.md).
 
-**Headroom** (``fine_tune_headroom: h``; ``learn``'s default 0.37). The base also ships when it already
-realizes at least the share ``h`` of the label oracle's budgeted value on the pool, its own OOD guard
-applied (:mod:`.headroom`; RESULTS.md 9o), whatever the out-of-fold gain.
+**Headroom** (``fine_tune_headroom: h``; ``learn``'s default 0.37). The base also ships when it is shown to
+realize at least the share ``h`` of the label oracle's budgeted value on the pool, its own OOD guard
+applied: the lower end of the share's 95% interval, resampled by trajectory, is at least ``h``
+(:mod:`.headroom`; RESULTS.md 9o, 9p), whatever the out-of-fold gain.
 
 **Blend** (``fine_tune_blend: β < 1``; WiSE-FT, Wortsman et al. 2022). Every fine-tuned copy is read as the
 weight-space interpolation with its base,
@@ -81,7 +82,7 @@ import numpy as np
 from causalcache_memory.lab.selector.calibrate import top_swaps
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
-from causalcache_memory.lab.selector.headroom import headroom_share
+from causalcache_memory.lab.selector.headroom import headroom_share, no_room
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
 __all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of", "soup_states"]
@@ -256,11 +257,12 @@ def cross_fit(
     room = None
     if cfg.fine_tune_headroom is not None:
         oracle = budgeted_values([ex.y for ex in pool], pool)
-        room = {**headroom_share(oracle, values0, base_flagged), "limit": float(cfg.fine_tune_headroom)}
-    no_room = room is not None and room["share"] >= room["limit"]
+        share = headroom_share(oracle, values0, base_flagged, trajectories, seed=cfg.seed)
+        room = {**share, "limit": float(cfg.fine_tune_headroom)}
+    room_gone = room is not None and no_room(room, room["limit"])
     ship = (
         best_epoch
-        if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful and not no_room)
+        if (best_epoch > 0 and (evidence["keep"] or not gated) and not harmful and not room_gone)
         else 0
     )
     chosen = f"epoch {best_epoch} (fixed length)" if fixed is not None else f"epoch {best_epoch} best"
@@ -272,8 +274,9 @@ def cross_fit(
         f"budgeted gain over the base {evidence['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
         + rule
         + (
-            f"the base realizes {room['share']:.1%} of the label oracle's budgeted value (headroom gate "
-            f"{room['limit']:.1%}{': no room' if no_room else ''}); "
+            f"the base realizes {room['share']:.1%} [{room['ci'][0]:.1%}, {room['ci'][1]:.1%}] of the label "
+            f"oracle's budgeted value (headroom gate: lower end >= {room['limit']:.1%}"
+            f"{': no room' if room_gone else ''}); "
             if room is not None
             else ""
         )
@@ -292,7 +295,7 @@ def cross_fit(
             "length": "fixed" if fixed is not None else "argmax",
             "harmful": harmful,
             "blend": beta,
-            **({"headroom": {**room, "no_room": no_room}} if room is not None else {}),
+            **({"headroom": {**room, "no_room": room_gone}} if room is not None else {}),
         },
         oof_diffs=best_diffs if ship else diffs0,
         history=history,
