@@ -78,10 +78,10 @@ LEARN_CROSS_FIT_EPOCHS: int | None = 4
 #: (the held-out drift of 9i). 0: off
 LEARN_DECISION_ANCHOR_WEIGHT = 1.0
 #: ``train.fine_tune_headroom`` when cross-fitting and the config does not set it: the base ships unchanged
-#: where it already realizes 37% of the label oracle's budgeted value on the team's pool (lab/selector/
-#: headroom.py). Fixed on the development worlds by a rule stated before its study (RESULTS.md 9o): where
-#: the share is that high (the devmix worlds) a fine-tune moved the closed loop by ±0.06 with no direction;
-#: ``null``: off
+#: where it is shown to realize 37% of the label oracle's budgeted value on the team's pool (the lower end
+#: of the share's 95% interval; lab/selector/headroom.py). The level was fixed on the development worlds by
+#: a rule stated before its study (RESULTS.md 9o), the lower end in 9p (the share's SD on one recording is
+#: about 0.07); no development recording is gated by it; ``null``: off
 LEARN_FINE_TUNE_HEADROOM: float | None = 0.37
 #: ``train.fine_tune_gate`` when cross-fitting and the config does not set it: none, the best out-of-fold
 #: epoch ships when it beats the base (its evidence is still reported at 95%). Chosen on nine devage

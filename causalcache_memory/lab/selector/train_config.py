@@ -102,8 +102,9 @@ class TrainConfig(BaseModel):
     #: with ``cross_fit`` and ``cross_fit_epochs``: ship the mean of the fine-tune's weights and its fold
     #: copies' (a uniform soup over ``cross_fit + 1`` fine-tunes of one base; module ``cross_fit``)
     fine_tune_soup: bool = False
-    #: with ``cross_fit``: ship the base unchanged when it already realizes at least this share of the label
-    #: oracle's budgeted value on the pool, its own OOD guard applied (module ``headroom``); ``None``: off
+    #: with ``cross_fit``: ship the base unchanged when it is shown to realize at least this share of the label
+    #: oracle's budgeted value on the pool, its own OOD guard applied: the lower end of the share's 95%
+    #: interval, resampled by trajectory (module ``headroom``); ``None``: off
     fine_tune_headroom: float | None = Field(None, gt=0, le=1)
 
     def __init__(self, **data: Any) -> None:
