@@ -53,9 +53,8 @@ def _headroom_line(room: dict[str, Any] | None) -> str:
     """The headroom gate's part of the fine-tuning line (``train.fine_tune_headroom``), "" when it is off."""
     if not room:
         return ""
-    ci = (
-        f" [{room['ci'][0]:.0%}, {room['ci'][1]:.0%}]" if "ci" in room else ""
-    )  # absent: a model stage learned before the interval
+    # a model stage learned before the share had an interval (session 16) records none
+    ci = f" [{room['ci'][0]:.0%}, {room['ci'][1]:.0%}]" if "ci" in room else ""
     line = f"; the base realizes {room['share']:.0%}{ci} of the label oracle's budgeted value"
     line += f" (gate: lower end >= {room['limit']:.0%}"
     return line + ("; no room, so the base ships)" if room.get("no_room") else ")")
