@@ -53,10 +53,12 @@ def _headroom_line(room: dict[str, Any] | None) -> str:
     """The headroom gate's part of the fine-tuning line (``train.fine_tune_headroom``), "" when it is off."""
     if not room:
         return ""
-    # a model stage learned before the share had an interval (session 16) records none
-    ci = f" [{room['ci'][0]:.0%}, {room['ci'][1]:.0%}]" if "ci" in room else ""
-    line = f"; the base realizes {room['share']:.0%}{ci} of the label oracle's budgeted value"
-    line += f" (gate: lower end >= {room['limit']:.0%}"
+    line = f"; the base realizes {room['share']:.0%}"
+    if "ci" in room:  # the gate acts on the interval's lower end
+        line += f" [{room['ci'][0]:.0%}, {room['ci'][1]:.0%}] of the label oracle's budgeted value"
+        line += f" (gate: lower end >= {room['limit']:.0%}"
+    else:  # a model stage learned before the share had an interval (session 16) gated on the point share
+        line += f" of the label oracle's budgeted value (gate {room['limit']:.0%}"
     return line + ("; no room, so the base ships)" if room.get("no_room") else ")")
 
 

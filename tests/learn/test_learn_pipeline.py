@@ -532,6 +532,22 @@ def test_a_base_without_headroom_ships_unchanged_and_the_cli_says_why(
     assert printed_line + "; no room, so the base ships)" in printed
 
 
+def test_the_headroom_line_of_a_model_stage_from_before_the_interval() -> None:
+    """A resumed run may print a model stage learned before the share had an interval: it gated on the
+    point share, and the line says so."""
+    from causalcache_memory.cli.learn import _headroom_line
+
+    old = _headroom_line({"share": 0.41, "limit": 0.37, "no_room": True})
+    assert old.endswith(
+        "realizes 41% of the label oracle's budgeted value (gate 37%; no room, so the base ships)"
+    )
+    assert _headroom_line(None) == ""
+    new = _headroom_line({"share": 0.35, "ci": [0.2, 0.5], "limit": 0.37, "no_room": False})
+    assert new.endswith(
+        "realizes 35% [20%, 50%] of the label oracle's budgeted value (gate: lower end >= 37%)"
+    )
+
+
 def test_no_harm_warning_without_a_harmful_gate() -> None:
     from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 
