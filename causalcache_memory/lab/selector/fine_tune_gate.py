@@ -27,12 +27,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MIN_SHOWN_GAIN", "fine_tune_evidence", "gate_fine_tune"]
+__all__ = ["MIN_SHOWN_GAIN", "cluster_resampled_sums", "fine_tune_evidence", "gate_fine_tune"]
 
 logger = logging.getLogger("causalcache_memory.lab.selector.fine_tune_gate")
 
 #: the smallest dev gain per group worth shipping a fine-tune for, as a share of the target scale
 MIN_SHOWN_GAIN = 0.05
+
+
+def cluster_resampled_sums(
+    clusters: Sequence[str], arrays: Sequence[np.ndarray], *, resamples: int, seed: int
+) -> tuple[list[np.ndarray], int]:
+    """The cluster bootstrap shared by the gates: ``(sums, K)`` where ``sums[j]`` ``(resamples,)`` is, for each
+    draw of ``K`` clusters with replacement (seeded), the sum of ``arrays[j]`` ``(N,)`` over the drawn
+    clusters' members; ``clusters`` ``(N,)`` is each element's key (its trajectory)."""
+    _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
+    per_cluster = [np.bincount(index, weights=np.asarray(a, dtype=np.float64)) for a in arrays]
+    k = int(index.max()) + 1
+    draw = np.random.default_rng(seed).integers(0, k, size=(resamples, k))
+    return [c[draw].sum(axis=1) for c in per_cluster], k
 
 
 def fine_tune_evidence(
@@ -66,18 +79,16 @@ def fine_tune_evidence(
             "keep": False,
         }
     diff = tuned - base
-    rng = np.random.default_rng(seed)
     extra: dict[str, Any] = {}
     if clusters is None:
-        means = diff[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+        means = diff[np.random.default_rng(seed).integers(0, n, size=(resamples, n))].mean(axis=1)
     else:
         if len(clusters) != n:
             raise ValueError(f"clusters has {len(clusters)} keys for {n} groups")
-        _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
-        sums, sizes = np.bincount(index, weights=diff), np.bincount(index).astype(np.float64)
-        draw = rng.integers(0, len(sums), size=(resamples, len(sums)))
-        means = sums[draw].sum(axis=1) / sizes[draw].sum(axis=1)
-        extra["clusters"] = len(sums)
+        (sums, sizes), extra["clusters"] = cluster_resampled_sums(
+            clusters, [diff, np.ones(n)], resamples=resamples, seed=seed
+        )
+        means = sums / sizes
     tail = (1.0 - confidence) / 2.0
     lo, hi = (float(x) for x in np.quantile(means, [tail, 1.0 - tail]))
     return {

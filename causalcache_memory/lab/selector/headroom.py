@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from causalcache_memory.lab.selector.fine_tune_gate import cluster_resampled_sums
+
 __all__ = ["headroom_share", "no_room"]
 
 
@@ -76,14 +78,13 @@ def headroom_share(
         return out
     if len(clusters) != n:
         raise ValueError(f"clusters has {len(clusters)} keys for {n} pool states")
-    _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
-    base_sums, oracle_sums = np.bincount(index, weights=realized), np.bincount(index, weights=oracle_arr)
-    draw = np.random.default_rng(seed).integers(0, len(base_sums), size=(resamples, len(base_sums)))
-    drawn_base, drawn_oracle = base_sums[draw].sum(axis=1), oracle_sums[draw].sum(axis=1)
+    (drawn_base, drawn_oracle), k = cluster_resampled_sums(
+        clusters, [realized, oracle_arr], resamples=resamples, seed=seed
+    )
     shares = np.divide(drawn_base, drawn_oracle, out=np.ones(resamples), where=drawn_oracle > 0.0)
     tail = (1.0 - confidence) / 2.0
     lo, hi = (float(x) for x in np.quantile(shares, [tail, 1.0 - tail]))
-    return {**out, "ci": [lo, hi], "confidence": confidence, "clusters": len(base_sums)}
+    return {**out, "ci": [lo, hi], "confidence": confidence, "clusters": k}
 
 
 def no_room(room: dict[str, Any], limit: float) -> bool:
