@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from example_splits import SMOKE
 
-from causalcache_memory.lab.selector.cross_fit import budgeted_values, fold_of
+from causalcache_memory.lab.selector.cross_fit import budgeted_values, fold_budgeted_values, fold_of
 from causalcache_memory.lab.selector.examples import StateExample
 from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 
@@ -48,6 +48,19 @@ def test_budgeted_value_holds_the_budget_per_memory_budget_and_skips_states_with
     diffs = [np.array([0.0, g]) for g in (0.5, 0.6, 0.2, 0.1, 5.0)]
     v = budgeted_values(diffs, states, budget=0.5)  # one of two per B; the swap-less state never fires
     np.testing.assert_array_equal(v, [0.0, 2.0, 3.0, 0.0, 0.0])
+
+
+def test_fold_budgeted_values_rank_each_fold_within_its_own_budget() -> None:
+    # fold 0 holds ten states whose swaps all gain (labels 10..1), fold 1 ten that gain nothing
+    states = [_state(float(y)) for y in range(10, 0, -1)] + [_state(0.0) for _ in range(10)]
+    labels = [ex.y for ex in states]
+    folds = np.repeat([0, 1], 10)
+    pooled = budgeted_values(labels, states)  # the 15% budget over 20 states: the top 3 of fold 0
+    np.testing.assert_array_equal(np.flatnonzero(pooled), [0, 1, 2])
+    by_fold = fold_budgeted_values(labels, states, folds)  # 15% of each fold's 10: one state, if it gains
+    np.testing.assert_array_equal(by_fold, np.r_[10.0, np.zeros(19)])
+    # one fold is the pool itself
+    np.testing.assert_array_equal(fold_budgeted_values(labels, states, np.zeros(20, int)), pooled)
 
 
 def test_folds_are_stable_and_cover_every_fold() -> None:

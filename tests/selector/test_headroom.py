@@ -107,3 +107,54 @@ def test_a_base_with_room_is_fine_tuned_and_one_without_ships_unchanged(
     assert "of the label oracle's budgeted value" in caplog.text and "no room" in caplog.text
     still = train_selector(data, _cfg(bad_dir, limit), export_onnx=False).metadata
     assert still["best_epoch"] == 2
+
+
+def test_the_oracle_is_ranked_within_the_folds_the_base_is_scored_in(trained, bad_base, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.cross_fit as cross_module
+
+    _no_harm(monkeypatch)
+    seen: dict[str, object] = {}
+    ranked, share = cross_module.fold_budgeted_values, cross_module.headroom_share
+
+    def spy_ranked(diffs, examples, folds):  # type: ignore[no-untyped-def]
+        seen.update(pool=examples, folds=folds)
+        return ranked(diffs, examples, folds)
+
+    def spy_share(oracle, base, flagged, clusters, **kw):  # type: ignore[no-untyped-def]
+        seen.update(oracle=oracle, base=base)
+        return share(oracle, base, flagged, clusters, **kw)
+
+    monkeypatch.setattr(cross_module, "fold_budgeted_values", spy_ranked)
+    monkeypatch.setattr(cross_module, "headroom_share", spy_share)
+    train_selector(bad_base[0], _cfg(trained[1], 1.0), export_onnx=False)
+    pool, folds = seen["pool"], np.asarray(seen["folds"])
+    assert len(set(folds.tolist())) == 3 and len(folds) == len(pool)
+    expected = np.zeros(len(pool))  # each fold's 15% of its own states, by their labels
+    for f in range(3):
+        held = np.flatnonzero(folds == f)
+        expected[held] = cross_module.budgeted_values([pool[i].y for i in held], [pool[i] for i in held])
+    np.testing.assert_array_equal(seen["oracle"], expected)
+    assert seen["oracle"].sum() > 0
+
+
+def test_the_base_guard_is_read_once_when_the_gate_ships_the_base(trained, bad_base, monkeypatch) -> None:
+    import causalcache_memory.lab.selector.keep_base as keep_module
+    import causalcache_memory.lab.selector.train as train_module
+    from causalcache_memory.lab.selector.keep_base import base_calibration
+
+    _no_harm(monkeypatch)
+    reads = []
+    read = keep_module.base_guard_flags
+
+    def counted(path, states):  # type: ignore[no-untyped-def]
+        reads.append(len(states))
+        return read(path, states)
+
+    monkeypatch.setattr(keep_module, "base_guard_flags", counted)
+    monkeypatch.setattr(train_module, "base_guard_flags", counted)
+    kept = train_selector(bad_base[0], _cfg(trained[1], 1e-9), export_onnx=False).metadata  # no room
+    assert kept["best_epoch"] == 0 and kept["init_from"]["gate"]["headroom"]["no_room"]
+    assert kept["init_from"]["base_calibration"]["kept"] and len(reads) == 1  # the gate's read, reused
+    parts = {"train": [], "dev": bad_base[0][:3]}
+    with pytest.raises(ValueError, match="guard has 2 verdicts for 3 train and dev states"):
+        base_calibration(trained[1] / "selector.onnx", parts, (np.zeros(2, bool), {}))

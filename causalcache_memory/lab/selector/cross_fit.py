@@ -43,7 +43,8 @@ argmax, which had itself replaced a 0.8 gate (RESULTS.md 9h, 9i; docs/results/le
 **Headroom** (``fine_tune_headroom: h``; ``learn``'s default 0.37). The base also ships when it is shown to
 realize at least the share ``h`` of the label oracle's budgeted value on the pool, its own OOD guard
 applied: the lower end of the share's 95% interval, resampled by trajectory, is at least ``h``
-(:mod:`.headroom`; RESULTS.md 9o, 9p), whatever the out-of-fold gain.
+(:mod:`.headroom`; RESULTS.md 9o, 9p), whatever the out-of-fold gain. The base's values and the oracle's
+are both ranked within each fold (:func:`fold_budgeted_values`), as the fold copies are scored.
 
 **Blend** (``fine_tune_blend: β < 1``; WiSE-FT, Wortsman et al. 2022). Every fine-tuned copy is read as the
 weight-space interpolation with its base,
@@ -85,7 +86,15 @@ from causalcache_memory.lab.selector.fine_tune_gate import fine_tune_evidence
 from causalcache_memory.lab.selector.headroom import headroom_share, no_room
 from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
 
-__all__ = ["CrossFit", "blend_states", "budgeted_values", "cross_fit", "fold_of", "soup_states"]
+__all__ = [
+    "CrossFit",
+    "blend_states",
+    "budgeted_values",
+    "cross_fit",
+    "fold_budgeted_values",
+    "fold_of",
+    "soup_states",
+]
 
 logger = logging.getLogger("causalcache_memory.lab.selector.cross_fit")
 
@@ -135,6 +144,20 @@ def budgeted_values(
         top = sel[np.argsort(-gains[sel], kind="stable")[:m]]
         top = top[gains[top] > 0.0]
         out[rows_arr[top]] = utils[top]
+    return out
+
+
+def fold_budgeted_values(
+    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], folds: np.ndarray
+) -> np.ndarray:
+    """``(N,)`` :func:`budgeted_values` with each fold's states ranked among themselves (``folds`` ``(N,)``:
+    each example's fold): the budget ``m = floor(b · n)`` is each fold's own, as when that fold is scored
+    by the copy that did not train on it. The base's out-of-fold values and the label oracle's of the
+    headroom share are both computed this way, so the share compares them on one footing."""
+    out = np.zeros(len(examples))
+    for f in np.unique(folds):
+        held = np.flatnonzero(folds == f)
+        out[held] = budgeted_values([diffs[i] for i in held], [examples[i] for i in held])
     return out
 
 
@@ -206,14 +229,12 @@ def cross_fit(
         return blended.eval()
 
     def score() -> tuple[np.ndarray, list[np.ndarray]]:
-        values, diffs = np.zeros(len(pool)), [np.zeros(0)] * len(pool)
+        diffs = [np.zeros(0)] * len(pool)
         for m in members:
-            held = [pool[i] for i in m["held"]]
-            d = state_diffs(scored(m["model"]), held)
-            values[m["held"]] = budgeted_values(d, held)
+            d = state_diffs(scored(m["model"]), [pool[i] for i in m["held"]])
             for i, di in zip(m["held"], d, strict=True):
                 diffs[i] = di
-        return values, diffs
+        return fold_budgeted_values(diffs, pool, fold), diffs
 
     values0, diffs0 = score()
     by_epoch, history = [values0], [{"epoch": 0, "budgeted_value": float(values0.mean())}]
@@ -256,7 +277,7 @@ def cross_fit(
     harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
     room = None
     if cfg.fine_tune_headroom is not None:
-        oracle = budgeted_values([ex.y for ex in pool], pool)
+        oracle = fold_budgeted_values([ex.y for ex in pool], pool, fold)  # ranked as values0 is
         share = headroom_share(oracle, values0, base_flagged, trajectories, seed=cfg.seed)
         room = {**share, "limit": float(cfg.fine_tune_headroom)}
     room_gone = room is not None and no_room(room, room["limit"])

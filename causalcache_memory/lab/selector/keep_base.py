@@ -53,12 +53,18 @@ def base_guard_flags(
 
 
 def base_calibration(
-    onnx_path: Path, parts: Mapping[str, Sequence[StateExample]]
+    onnx_path: Path,
+    parts: Mapping[str, Sequence[StateExample]],
+    guard: tuple[np.ndarray | None, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """``({"calibration", "ood"} of the base or None, report)`` for a model that is its base unchanged;
-    ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged)."""
+    ``parts`` are the team's split states (its ``train`` and ``dev`` ones are judged). ``guard``: what
+    :func:`base_guard_flags` already returned on those states, in that order (the headroom gate reads it
+    first); None: read here."""
     states = [*parts.get("train", ()), *parts.get("dev", ())]
-    flags, meta = base_guard_flags(onnx_path, states)
+    flags, meta = guard if guard is not None else base_guard_flags(onnx_path, states)
+    if flags is not None and len(flags) != len(states):
+        raise ValueError(f"guard has {len(flags)} verdicts for {len(states)} train and dev states")
     calibration = meta.get("calibration")
     if flags is None or not calibration:
         reason = meta.get("reason") or f"{Path(onnx_path).parent / 'metadata.json'} has no calibration"

@@ -140,9 +140,11 @@ def train_selector(
         parts = _split(examples, cfg)
         base = _base(cfg)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
-        crossed = None
+        crossed, guard = None, None  # guard: the base's OOD verdicts on train+dev, read once
+        needs_guard = cfg.fine_tune_headroom is not None
         if cfg.cross_fit and base is not None:  # the epoch, gate and threshold from every pool state
-            model, scale, crossed = _fit_cross(parts, cfg, base, log)
+            guard = base_guard_flags(base.path, [*parts["train"], *parts["dev"]]) if needs_guard else None
+            model, scale, crossed = _fit_cross(parts, cfg, base, log, guard[0] if guard else None)
             best_epoch, history, gate = crossed.ship_epoch, crossed.history, crossed.evidence
             ensemble = {"members": 1, "seeds": [cfg.seed], "epochs": [best_epoch]}
         else:
@@ -160,7 +162,7 @@ def train_selector(
         if base is not None:
             init = {**base.provenance(str(cfg.init_from)), "epochs_fine_tuned": best_epoch, "gate": gate}
             if best_epoch == 0 and cfg.ensemble == 1:  # the base unchanged: its own calibration if it fits
-                kept, init["base_calibration"] = base_calibration(base.path, parts)
+                kept, init["base_calibration"] = base_calibration(base.path, parts, guard)
             metadata["init_from"] = init
         if crossed is not None:
             metadata["cross_fit"] = {"folds": crossed.folds, "epoch": crossed.epoch, "pool": "train+dev"}
@@ -262,9 +264,14 @@ def _fit(
 
 
 def _fit_cross(
-    parts: Mapping[str, list[StateExample]], cfg: TrainConfig, base: BaseSelector, log: Any
+    parts: Mapping[str, list[StateExample]],
+    cfg: TrainConfig,
+    base: BaseSelector,
+    log: Any,
+    flagged: np.ndarray | None,
 ) -> tuple[SetScorerModel, float, CrossFit]:
-    """Cross-fitted fine-tuning (:mod:`.cross_fit`): the base fine-tuned on train+dev for the chosen epochs."""
+    """Cross-fitted fine-tuning (:mod:`.cross_fit`): the base fine-tuned on train+dev for the chosen epochs;
+    ``flagged``: the base's guard's verdict on the pool (train+dev), for the headroom gate."""
     pool, scale, start = [*parts["train"], *parts["dev"]], base.target_scale, base.member_state(0)
     masker = MaskDropout(cfg.mask_dropout, cfg.seed) if cfg.mask_dropout else None
     make_model = lambda: SetScorerModel(_scorer_config(cfg))  # noqa: E731
@@ -272,7 +279,6 @@ def _fit_cross(
     anchor = frozen_copy(make_model(), start) if needs_base(cfg) else None
     one_epoch = lambda m, o, ex, rng: _epoch(m, o, ex, rng, scale, cfg, masker, anchor)  # noqa: E731
     torch.manual_seed(cfg.seed)
-    flagged = base_guard_flags(base.path, pool)[0] if cfg.fine_tune_headroom is not None else None
     crossed = cross_fit(
         pool, cfg, start, make_model=make_model, make_optimizer=make_opt, train_epoch=one_epoch,
         state_diffs=_state_diffs, scale=scale, log=log, base_flagged=flagged,
