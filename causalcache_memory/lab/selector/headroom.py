@@ -8,7 +8,7 @@ the base already realizes a large share of what the labels say the deployment's 
 **Share.** On the pool states (training and dev; :mod:`.cross_fit`), with the budgeted value ``v`` of
 :func:`~.cross_fit.fold_budgeted_values` (within each cross-fit fold, each ``B``'s top 15% of states by
 their best first swap's predicted gain ``d``, a state contributing that swap's label ``y``; one ranking
-for both terms, session 17),
+for both terms, RESULTS.md 9p),
 
     oracle = mean_i v_i(d := y)                    (the labels rank the states and choose the swap)
     base   = mean_i v_i(d := d_base) · [i not flagged by the base's OOD guard]
@@ -58,8 +58,9 @@ def headroom_share(
 
     ``oracle_values`` ``(N,)``: the budgeted values with the labels as predictions
     (``fold_budgeted_values([ex.y for ex in pool], pool, folds)``); ``base_values`` ``(N,)``: the base's
-    (cross-fitting's epoch 0, ranked in the same folds); ``flagged`` ``(N,)`` bool: the base's OOD guard's verdict on each state (None: a base without
-    a guard, nothing flagged); ``clusters`` ``(N,)``: each state's trajectory (seeded by ``seed``)."""
+    (cross-fitting's epoch 0, ranked in the same folds); ``flagged`` ``(N,)`` bool: the base's OOD guard's
+    verdict on each state (None: a base without a guard, nothing flagged); ``clusters`` ``(N,)``: each
+    state's trajectory (seeded by ``seed``)."""
     oracle_arr = np.asarray(oracle_values, dtype=np.float64)
     n = len(oracle_arr)
     if n == 0:

@@ -141,9 +141,9 @@ def train_selector(
         base = _base(cfg)
         tensors = {k: batches(v, cfg.batch_states) for k, v in parts.items()}
         crossed, guard = None, None  # guard: the base's OOD verdicts on train+dev, read once
-        needs_guard = cfg.fine_tune_headroom is not None
         if cfg.cross_fit and base is not None:  # the epoch, gate and threshold from every pool state
-            guard = base_guard_flags(base.path, [*parts["train"], *parts["dev"]]) if needs_guard else None
+            if cfg.fine_tune_headroom is not None:  # the headroom gate reads it; a kept base reuses it
+                guard = base_guard_flags(base.path, [*parts["train"], *parts["dev"]])
             model, scale, crossed = _fit_cross(parts, cfg, base, log, guard[0] if guard else None)
             best_epoch, history, gate = crossed.ship_epoch, crossed.history, crossed.evidence
             ensemble = {"members": 1, "seeds": [cfg.seed], "epochs": [best_epoch]}
