@@ -296,6 +296,10 @@ def test_learn_fine_tunes_the_bundled_selector_by_default_and_records_it(
     # a fixed 4 epochs (RESULTS.md 9i): the folds train exactly 4, the out-of-fold value checks for harm
     assert init["cross_fit_epochs"] == 4 and init["gate"]["length"] == "fixed" and init["gate"]["epoch"] == 4
     assert [h["epoch"] for h in meta["history"]] == [0, 1, 2, 3, 4]
+    # the headroom gate (RESULTS.md 9o, 9p) ranks over the whole pool: folds of one or two of these 8
+    # trajectories, each ranked alone, would have a budget of 0 states, an oracle of 0 and "no room"
+    room = init["gate"]["headroom"]
+    assert room["oracle"] > 0 and not room["no_room"] and room["limit"] == 0.37
     assert meta["best_epoch"] == (0 if init["gate"]["harmful"] else 4)
     assert meta["calibration"]["split"] == "train+dev, out of fold" or meta["best_epoch"] == 0
 

@@ -109,7 +109,7 @@ def test_a_base_with_room_is_fine_tuned_and_one_without_ships_unchanged(
     assert still["best_epoch"] == 2
 
 
-def test_the_oracle_is_ranked_within_the_folds_the_base_is_scored_in(trained, bad_base, monkeypatch) -> None:
+def test_the_share_ranks_the_base_and_the_oracle_over_the_whole_pool(trained, bad_base, monkeypatch) -> None:
     import causalcache_memory.lab.selector.cross_fit as cross_module
 
     _no_harm(monkeypatch)
@@ -117,7 +117,7 @@ def test_the_oracle_is_ranked_within_the_folds_the_base_is_scored_in(trained, ba
     ranked, share = cross_module.fold_budgeted_values, cross_module.headroom_share
 
     def spy_ranked(diffs, examples, folds):  # type: ignore[no-untyped-def]
-        seen.update(pool=examples, folds=folds)
+        seen.setdefault("epoch0", (diffs, examples, folds))  # the first scoring is the base's
         return ranked(diffs, examples, folds)
 
     def spy_share(oracle, base, flagged, clusters, **kw):  # type: ignore[no-untyped-def]
@@ -127,14 +127,14 @@ def test_the_oracle_is_ranked_within_the_folds_the_base_is_scored_in(trained, ba
     monkeypatch.setattr(cross_module, "fold_budgeted_values", spy_ranked)
     monkeypatch.setattr(cross_module, "headroom_share", spy_share)
     train_selector(bad_base[0], _cfg(trained[1], 1.0), export_onnx=False)
-    pool, folds = seen["pool"], np.asarray(seen["folds"])
-    assert len(set(folds.tolist())) == 3 and len(folds) == len(pool)
-    expected = np.zeros(len(pool))  # each fold's 15% of its own states, by their labels
-    for f in range(3):
-        held = np.flatnonzero(folds == f)
-        expected[held] = cross_module.budgeted_values([pool[i].y for i in held], [pool[i] for i in held])
-    np.testing.assert_array_equal(seen["oracle"], expected)
+    diffs, pool, folds = seen["epoch0"]
+    labels = [ex.y for ex in pool]
+    # the base is one model: its predictions and the labels are ranked over all pool states at once
+    np.testing.assert_array_equal(seen["oracle"], cross_module.budgeted_values(labels, pool))
+    np.testing.assert_array_equal(seen["base"], cross_module.budgeted_values(diffs, pool))
     assert seen["oracle"].sum() > 0
+    # which is not what ranking fold by fold gives on this pool (each fold's own 15% budget)
+    assert (ranked(labels, pool, folds) != seen["oracle"]).any()
 
 
 def test_the_base_guard_is_read_once_when_the_gate_ships_the_base(trained, bad_base, monkeypatch) -> None:

@@ -43,8 +43,9 @@ argmax, which had itself replaced a 0.8 gate (RESULTS.md 9h, 9i; docs/results/le
 **Headroom** (``fine_tune_headroom: h``; ``learn``'s default 0.37). The base also ships when it is shown to
 realize at least the share ``h`` of the label oracle's budgeted value on the pool, its own OOD guard
 applied: the lower end of the share's 95% interval, resampled by trajectory, is at least ``h``
-(:mod:`.headroom`; RESULTS.md 9o, 9p), whatever the out-of-fold gain. The base's values and the oracle's
-are both ranked within each fold (:func:`fold_budgeted_values`), as the fold copies are scored.
+(:mod:`.headroom`; RESULTS.md 9o, 9p), whatever the out-of-fold gain. The base is one model, so its
+predictions and the labels are both ranked over the whole pool there, not fold by fold as the fold copies
+are scored: a fold's own 15% budget can hold no state at all in a small pool.
 
 **Blend** (``fine_tune_blend: β < 1``; WiSE-FT, Wortsman et al. 2022). Every fine-tuned copy is read as the
 weight-space interpolation with its base,
@@ -152,8 +153,7 @@ def fold_budgeted_values(
 ) -> np.ndarray:
     """``(N,)`` :func:`budgeted_values` with each fold's states ranked among themselves (``folds`` ``(N,)``:
     each example's fold): the budget ``m = floor(b · n)`` is each fold's own, as when that fold is scored
-    by the copy that did not train on it. The base's out-of-fold values and the label oracle's of the
-    headroom share are both computed this way, so the share compares them on one footing."""
+    by the copy that did not train on it (the out-of-fold values of every epoch)."""
     out = np.zeros(len(examples))
     for f in np.unique(folds):
         held = np.flatnonzero(folds == f)
@@ -277,8 +277,11 @@ def cross_fit(
     harmful = fixed is not None and hi < 0.0  # shown worse than the base out of fold
     room = None
     if cfg.fine_tune_headroom is not None:
-        oracle = fold_budgeted_values([ex.y for ex in pool], pool, fold)  # ranked as values0 is
-        share = headroom_share(oracle, values0, base_flagged, trajectories, seed=cfg.seed)
+        # the base is one model: its predictions and the labels are ranked over the whole pool (module doc)
+        oracle = budgeted_values([ex.y for ex in pool], pool)
+        share = headroom_share(
+            oracle, budgeted_values(diffs0, pool), base_flagged, trajectories, seed=cfg.seed
+        )
         room = {**share, "limit": float(cfg.fine_tune_headroom)}
     room_gone = room is not None and no_room(room, room["limit"])
     ship = (

@@ -6,9 +6,9 @@ out-of-fold check can see, and on heldout-03 it lost twice. What those recording
 the base already realizes a large share of what the labels say the deployment's budget could realize.
 
 **Share.** On the pool states (training and dev; :mod:`.cross_fit`), with the budgeted value ``v`` of
-:func:`~.cross_fit.fold_budgeted_values` (within each cross-fit fold, each ``B``'s top 15% of states by
-their best first swap's predicted gain ``d``, a state contributing that swap's label ``y``; one ranking
-for both terms, RESULTS.md 9p),
+:func:`~.cross_fit.budgeted_values` over the whole pool (each ``B``'s top 15% of states by their best first
+swap's predicted gain ``d``, a state contributing that swap's label ``y``; one ranking for both terms, the
+base being one model, RESULTS.md 9p),
 
     oracle = mean_i v_i(d := y)                    (the labels rank the states and choose the swap)
     base   = mean_i v_i(d := d_base) · [i not flagged by the base's OOD guard]
@@ -57,8 +57,8 @@ def headroom_share(
     ``clusters`` also ``"ci"`` (the share's interval), ``"confidence"`` and ``"clusters"`` (their number).
 
     ``oracle_values`` ``(N,)``: the budgeted values with the labels as predictions
-    (``fold_budgeted_values([ex.y for ex in pool], pool, folds)``); ``base_values`` ``(N,)``: the base's
-    (cross-fitting's epoch 0, ranked in the same folds); ``flagged`` ``(N,)`` bool: the base's OOD guard's
+    (``budgeted_values([ex.y for ex in pool], pool)``); ``base_values`` ``(N,)``: the base's, ranked over the
+    same pool (``budgeted_values(d_base, pool)``); ``flagged`` ``(N,)`` bool: the base's OOD guard's
     verdict on each state (None: a base without a guard, nothing flagged); ``clusters`` ``(N,)``: each
     state's trajectory (seeded by ``seed``)."""
     oracle_arr = np.asarray(oracle_values, dtype=np.float64)
