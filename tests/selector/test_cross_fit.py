@@ -61,6 +61,8 @@ def test_fold_budgeted_values_rank_each_fold_within_its_own_budget() -> None:
     np.testing.assert_array_equal(by_fold, np.r_[10.0, np.zeros(19)])
     # one fold is the pool itself
     np.testing.assert_array_equal(fold_budgeted_values(labels, states, np.zeros(20, int)), pooled)
+    with pytest.raises(ValueError, match=r"20 examples, folds of shape \(19,\), 20 diffs"):
+        fold_budgeted_values(labels, states, np.zeros(19, int))
 
 
 def test_folds_are_stable_and_cover_every_fold() -> None:

@@ -154,6 +154,12 @@ def fold_budgeted_values(
     """``(N,)`` :func:`budgeted_values` with each fold's states ranked among themselves (``folds`` ``(N,)``:
     each example's fold): the budget ``m = floor(b · n)`` is each fold's own, as when that fold is scored
     by the copy that did not train on it (the out-of-fold values of every epoch)."""
+    folds = np.asarray(folds)
+    if folds.shape != (len(examples),) or len(diffs) != len(examples):
+        raise ValueError(
+            f"fold_budgeted_values needs one fold and one diffs entry per example: {len(examples)} examples, "
+            f"folds of shape {folds.shape}, {len(diffs)} diffs"
+        )
     out = np.zeros(len(examples))
     for f in np.unique(folds):
         held = np.flatnonzero(folds == f)
