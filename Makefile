@@ -10,7 +10,7 @@ test:
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 bench:
-	$(ONE_THREAD) $(PYTHON) -m pytest tests/benchmarks --benchmark-enable --benchmark-only --benchmark-sort=name \
+	$(ONE_THREAD) $(PYTHON) -m pytest lab/tests/benchmarks --benchmark-enable --benchmark-only --benchmark-sort=name \
 		--benchmark-columns=min,median,max,rounds -q
 	$(ONE_THREAD) causalcache bench --json BENCHMARKS.json
 

@@ -7,7 +7,7 @@ Two operations (paper: Q(S) is the policy's mean target-token log-likelihood):
   prompt, batched: selector labels and adapter training score many prompts that differ only in which
   history screenshots are present.
 
-Implementations: the simulated policy of the synthetic world (``causalcache_memory.lab.world``), and the VLM
+Implementations: the simulated policy of the synthetic world (``causalcache_lab.world``), and the VLM
 runtimes in ``causalcache_memory.runtime`` (transformers, SGLang, OpenAI-compatible).
 """
 

@@ -9,10 +9,13 @@ to register one. The project's registries all are instances of it:
 * runtimes (the policy, i.e. the VLM): ``causalcache_memory.runtime.registry.RUNTIMES``
   (``policy.kind``); the synthetic world's ``simulated`` runtime is registered by the lab;
 * chat formats of text-prompt servers: ``causalcache_memory.runtime.chat_format.CHAT_FORMATS``;
-* dataset loaders: ``causalcache_memory.lab.data.loaders.LOADERS`` (``causalcache data import FORMAT``).
+* dataset loaders: ``causalcache_lab.data.loaders.LOADERS`` (``causalcache data import FORMAT``).
 
 Entries are callables or objects, never import-path strings: a built-in entry whose module is heavy is a
 small function that imports it when called, so the layer rule (docs/ARCHITECTURE.md) sees every import.
+Other installed distributions add entries through a registry's ``entry_point_group`` (standard Python
+entry points, ``name = "module:attribute"``), loaded the first time a name is looked up or listed; this is
+how the lab's ``simulated`` runtime reaches ``policy.kind`` without the library importing the lab.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class Registry(Generic[T]):
         renamed: names that were replaced during development -> their current name. A renamed name is
             never accepted; the error names the current one (a clear message, not a compatibility alias).
         hint: a sentence appended to the unknown-name error (e.g. where optional entries come from).
+        entry_point_group: an entry-point group whose entries (``name = "module:attribute"``) are
+            registered on first lookup or listing; a name registered in code wins over an entry point.
     """
 
     def __init__(
@@ -49,6 +54,7 @@ class Registry(Generic[T]):
         error: type[CausalCacheError] = ConfigError,
         renamed: Mapping[str, str] | None = None,
         hint: str = "",
+        entry_point_group: str | None = None,
     ) -> None:
         self.kind = kind
         self.field = field
@@ -56,7 +62,20 @@ class Registry(Generic[T]):
         self.error = error
         self.renamed = dict(renamed or {})
         self.hint = hint
+        self.entry_point_group = entry_point_group
         self._entries: dict[str, T] = {}
+        self._plugins_loaded = entry_point_group is None
+
+    def _load_plugins(self) -> None:
+        """Register the entries of :attr:`entry_point_group` once (names already registered are kept)."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from importlib.metadata import entry_points
+
+        for entry in entry_points(group=self.entry_point_group or ""):
+            if entry.name not in self._entries:
+                self._entries[entry.name] = entry.load()
 
     def register(self, name: str, entry: T, *, overwrite: bool = False) -> None:
         """Add ``entry`` under ``name`` (a non-empty identifier; ``-`` allowed); a taken name needs ``overwrite``."""
@@ -68,10 +87,14 @@ class Registry(Generic[T]):
 
     def available(self) -> list[str]:
         """The registered names, sorted."""
+        self._load_plugins()
         return sorted(self._entries)
 
     def lookup(self, name: object) -> T:
         """The entry of ``name``, else ``error`` naming the field, the value and the registered names."""
+        if isinstance(name, str) and name in self._entries:
+            return self._entries[name]
+        self._load_plugins()
         if isinstance(name, str) and name in self._entries:
             return self._entries[name]
         hint = ""
@@ -92,15 +115,20 @@ class Registry(Generic[T]):
             error=self.error,
             renamed=self.renamed,
             hint=self.hint,
+            entry_point_group=self.entry_point_group,
         )
+        self._load_plugins()
         out._entries = dict(self._entries)
         return out
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._entries:
+            self._load_plugins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.available())
 
     def __len__(self) -> int:
+        self._load_plugins()
         return len(self._entries)

@@ -6,8 +6,9 @@ names a runtime: :func:`causalcache_memory.factory.build_controller` takes a bui
 the LangGraph integration and the lab build it here with :func:`build_policy`. A builder takes the
 validated :class:`PolicyConfig` and returns a :class:`~causalcache_memory.policy.Policy`; the built-in
 ones import their module (and its heavy dependencies) only when called. Register your own with
-:func:`register_runtime`; its options go under ``policy.options``. The synthetic world's ``simulated``
-runtime is registered by the lab (importing :mod:`causalcache_memory.lab` registers it).
+:func:`register_runtime`; its options go under ``policy.options``. Installed distributions add runtimes
+through the entry-point group ``causalcache.runtimes``: the lab registers the synthetic world's
+``simulated`` runtime there, so ``policy.kind: simulated`` builds once the lab is installed.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ RUNTIMES: Registry[Builder] = Registry(
     field="policy.kind",
     register_with="causalcache_memory.runtime.registry.register_runtime",
     error=ConfigError,
-    hint="the synthetic world's `simulated` runtime is registered by `import causalcache_memory.lab`",
+    hint="the synthetic world's `simulated` runtime comes with the lab (`pip install -e ./lab`)",
+    entry_point_group="causalcache.runtimes",
 )
 RUNTIMES.register("transformers", _transformers)
 RUNTIMES.register("sglang", _sglang)

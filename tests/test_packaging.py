@@ -35,6 +35,21 @@ def test_every_package_folder_is_listed() -> None:
     assert not missing, f"add these packages to [tool.setuptools] packages in pyproject.toml: {missing}"
 
 
+def test_every_lab_package_folder_is_listed() -> None:
+    """The lab is its own distribution (``lab/pyproject.toml``) with its own package list."""
+    lab = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(lab["tool"]["setuptools"]["packages"])
+    base = ROOT / "lab" / "causalcache_lab"
+    found = {
+        ".".join(["causalcache_lab", *i.parent.relative_to(base).parts]) for i in base.rglob("__init__.py")
+    }
+    assert found == listed, (
+        f"lab/pyproject.toml packages: missing {sorted(found - listed)}, extra {sorted(listed - found)}"
+    )
+    commands = lab["project"]["entry-points"]["causalcache.commands"]
+    assert all((ROOT / "lab" / (module.replace(".", "/") + ".py")).is_file() for module in commands.values())
+
+
 def test_no_generic_top_level_modules_installed() -> None:
     mapping = _pyproject()["tool"]["setuptools"]["package-dir"]
     assert all(name.startswith("causalcache_memory") for name in mapping)
@@ -109,6 +124,7 @@ def test_wheel_ships_namespaced_packages_and_the_bundled_selector(tmp_path) -> N
     assert "causalcache_memory/runtime/sglang_client.py" in names
     assert "causalcache_memory/integrations/langgraph/memory.py" in names
     assert not [n for n in names if n.split("/")[0] in ("runtime", "integrations")]
+    assert not [n for n in names if n.startswith(("causalcache_lab/", "causalcache_memory/lab/"))]
     target = tmp_path / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],

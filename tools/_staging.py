@@ -58,9 +58,11 @@ def stage(dest: Path, root: Path = ROOT) -> Path:
 
 
 def env_for(dest: Path) -> dict[str, str]:
-    """Environment that imports ``causalcache_memory`` from ``dest`` (no bytecode written there)."""
+    """Environment that imports ``causalcache_memory`` and the lab (``causalcache_lab``, from ``lab/``) from
+    ``dest`` (no bytecode written there)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(dest) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    paths = [str(dest), str(dest / "lab")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # one core per test run
         env.setdefault(var, "1")

@@ -65,7 +65,7 @@ PLANTS = (
     Plant(
         "contrast-sign",
         "closed-loop contrasts have the right sign (treatment and control swapped)",
-        "causalcache_memory/lab/eval/summary.py",
+        "lab/causalcache_lab/eval/summary.py",
         r"(treat = task_scores\(\[o for o in outcomes if o\.arm == )arm( and .*\n\s+"
         r"ctrl = task_scores\(\[o for o in outcomes if o\.arm == )base",
         r"\1base\2arm",
@@ -74,7 +74,7 @@ PLANTS = (
     Plant(
         "split-filter",
         "per-split success is computed on the right split (filter inverted)",
-        "causalcache_memory/lab/eval/summary.py",
+        "lab/causalcache_lab/eval/summary.py",
         r"(def split_rows\(.*\n\s+return \[o for o in outcomes if split == \"all\" or o\.split )==( split\])",
         r"\1!=\2",
         ("tests/invariants/test_inv_eval_summary.py",),

@@ -12,7 +12,6 @@ def _validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.file)
     if config.policy.kind is not None:  # runtimes live in the runtime layer: checked here, not in the core
-        import causalcache_memory.lab  # noqa: F401 - registers the lab's `simulated` runtime
         from causalcache_memory.runtime.registry import lookup_runtime
 
         lookup_runtime(config.policy.kind)

@@ -1,7 +1,7 @@
 """``causalcache report``: what an agent's model was shown, step by step, for any recorded thread.
 
 Writes one self-contained HTML file with the event-card timeline of the demo report
-(:mod:`causalcache_memory.lab.eval.report`): for every decision ``t``, every past event as a card
+(:mod:`causalcache_memory.timeline_html`): for every decision ``t``, every past event as a card
 (dashed grey = summary only, blue = recent event with its screenshot, orange = promoted distant event),
 the current screen, ``k``, whether pass 2 fired and what it replaced, Recent-B fallbacks and parse errors;
 and the thread's counts (decisions, swaps, pass-2 calls, fallbacks by reason: :class:`DecisionStats` over
@@ -207,25 +207,25 @@ def write_thread_report(
     thumb_width: int = 240,
 ) -> Path:
     """Write the thread's timeline to ``out`` (one self-contained HTML file) and return its path."""
-    from causalcache_memory.lab.eval.report import _CSS, _Images, _legend, _step
+    from causalcache_memory.timeline_html import TIMELINE_CSS, Thumbnails, legend_html, step_html
 
     if last is not None and last < 1:
         raise ValueError(f"--last={last} must be >= 1")
     steps = thread_steps(trace, log)
     shown = steps[-last:] if last else steps
-    images = _Images(archive, thumb_width)
+    images = Thumbnails(archive, thumb_width)
     esc = html.escape
     parts = [
         f"<h1>CausalCache thread report: {esc(thread)}</h1>",
         f"<p>Goal: <q>{esc(trace.goal)}</q> · {len(trace)} events · "
         f"{esc(counts_line(DecisionStats.from_records(log)))} · unparsed replies "
         f"{sum(1 for e in trace.events if e.unparsed)}</p>",
-        _legend(),
+        legend_html(),
     ]
     if len(shown) < len(steps):
         parts.append(f"<p>Showing the last {len(shown)} of {len(steps)} decisions.</p>")
     for step in shown:
-        block = _step(step, images)
+        block = step_html(step, images)
         notes = []
         if step["fallback"]:
             notes.append(f'<p class="fallback">Recent-B fallback: {esc(str(step["fallback"]))}</p>')
@@ -238,7 +238,7 @@ def write_thread_report(
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>CausalCache report: {esc(thread)}</title>"
-        f"<style>{_CSS}\n.fallback,.parse-error{{color:#b71c1c}}\n{images.css()}</style></head>"
+        f"<style>{TIMELINE_CSS}\n.fallback,.parse-error{{color:#b71c1c}}\n{images.css()}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
     path = Path(out)

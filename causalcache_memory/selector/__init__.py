@@ -2,7 +2,7 @@
 
 Inference only: per-event features, onnxruntime scoring of conditioning sets, the exact-B beam from
 Recent-B and :class:`SelectorAllocator`. Labels, the PyTorch scorer, training, ONNX export and the
-allocation ladder live in :mod:`causalcache_memory.lab.selector`. Importing this package loads neither torch
+allocation ladder live in :mod:`causalcache_lab.selector`. Importing this package loads neither torch
 nor onnxruntime.
 """
 

@@ -3,7 +3,7 @@
 A :class:`ScreenTextSource` answers ``get_text(sha256) -> str | None``: the text drawn on the screenshot
 with that content hash (an accessibility-tree dump or OCR output), lines separated by ``"\\n"``; None when
 unknown. Every archive that stores screen text has ``get_text``; the lab reads the synthetic world's
-screens with its exact OCR (:mod:`causalcache_memory.lab.selector.world_text`). A source may also offer
+screens with its exact OCR (:mod:`causalcache_lab.selector.world_text`). A source may also offer
 ``get_lines(sha256) -> [(text, (x0, y0, x1, y1))] | None`` with boxes relative to the screen size, which
 lets the features name the element under the witness's point; without it only the witness's own text
 is used.

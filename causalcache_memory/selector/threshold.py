@@ -1,7 +1,7 @@
 """The swap threshold a deployment uses: an explicit ``min_gain``, or one chosen for a pass-2 budget.
 
 Pass 2 (the second model call) runs when the beam's best first swap out of Recent-B has a predicted gain
-``d > min_gain``. At training time :mod:`causalcache_memory.lab.selector.calibrate` measures, on the dev
+``d > min_gain``. At training time :mod:`causalcache_lab.selector.calibrate` measures, on the dev
 split's decision states, the **frontier** of every useful threshold ``τ``:
 
     fire(τ) = #{states: d_top > τ} / N          gain(τ) = Σ_{states: d_top > τ} y_top / N

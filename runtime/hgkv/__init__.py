@@ -1,6 +1,6 @@
 """The history-gated K/V adapter at run time: gate, gated layer, adapter, safetensors I/O.
 
-Torch is imported only when a name is first used. Training lives in :mod:`causalcache_memory.lab.hgkv`.
+Torch is imported only when a name is first used. Training lives in :mod:`causalcache_lab.hgkv`.
 """
 
 from __future__ import annotations

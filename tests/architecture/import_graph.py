@@ -1,7 +1,8 @@
 """The package's import graph, read from source with ``ast`` (function-level imports count too).
 
 Module names follow ``pyproject.toml``'s ``package-dir``: ``integrations/`` is
-``causalcache_memory.integrations`` and ``runtime/`` is ``causalcache_memory.runtime``. Imports inside an
+``causalcache_memory.integrations`` and ``runtime/`` is ``causalcache_memory.runtime``; the lab
+(``lab/causalcache_lab``, its own distribution) is ``causalcache_lab``. Imports inside an
 ``if TYPE_CHECKING:`` block are type-only and do not count. ``from pkg import name`` counts as an import of
 ``pkg.name`` when that is a module, else of ``pkg``.
 """
@@ -18,11 +19,12 @@ ROOTS = {
     "causalcache_memory": REPO / "causalcache_memory",
     "causalcache_memory.integrations": REPO / "integrations",
     "causalcache_memory.runtime": REPO / "runtime",
+    "causalcache_lab": REPO / "lab" / "causalcache_lab",
 }
 
 
 def module_files() -> dict[str, Path]:
-    """Every module of the package: dotted name -> file."""
+    """Every module of the library and the lab: dotted name -> file."""
     out: dict[str, Path] = {}
     for base, root in ROOTS.items():
         for path in sorted(root.rglob("*.py")):
@@ -74,7 +76,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 
 #: a string that is a module path, optionally with ``:attribute`` (importlib / entry-point style)
-IMPORT_PATH = re.compile(r"^causalcache_memory(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
+IMPORT_PATH = re.compile(r"^causalcache_(memory|lab)(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

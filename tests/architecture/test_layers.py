@@ -2,13 +2,15 @@
 
 Rule (docs/ARCHITECTURE.md, "Which layer may import which"):
 
-* the run-time core (everything under ``causalcache_memory`` except ``lab``, ``cli``, ``integrations`` and
+* the run-time core (everything under ``causalcache_memory`` except ``cli``, ``integrations`` and
   ``runtime``) imports only the core;
-* ``runtime`` imports the core and itself; ``integrations`` the core, ``runtime`` and itself;
-* ``lab`` (training, evaluation, benchmarks, the synthetic world) anything but ``cli``; ``cli`` anything.
+* ``runtime`` imports the core and itself; ``integrations`` the core, ``runtime`` and itself; ``cli`` (the
+  library's commands) anything of the library;
+* the lab (``causalcache_lab``: training, evaluation, benchmarks, the synthetic world, its commands) may
+  import anything; nothing of the library imports it (``test_lab_boundary.py``).
 
 Import-path strings (``importlib.import_module("causalcache_memory.x")``, registry entries such as
-``"causalcache_memory.lab.world.sim_policy:policy_from_config"``) follow the same rule.
+``"causalcache_lab.world.sim_policy:policy_from_config"``) follow the same rule.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from pathlib import Path
 
 from import_graph import cycles, graph, import_strings_of, imports_of, module_files
 
-LAYERS = ("lab", "cli", "integrations", "runtime")
+LAYERS = ("cli", "integrations", "runtime")
 ALLOWED = {
     "core": {"core"},
     "runtime": {"core", "runtime"},
     "integrations": {"core", "runtime", "integrations"},
-    "lab": {"core", "runtime", "integrations", "lab"},
-    "cli": {"core", "runtime", "integrations", "lab", "cli"},
+    "cli": {"core", "runtime", "integrations", "cli"},
+    "lab": {"core", "runtime", "integrations", "cli", "lab"},
 }
 
 
@@ -33,6 +35,8 @@ FACADE = {("causalcache_memory", "causalcache_memory.integrations.langgraph")}
 
 
 def layer_of(module: str) -> str:
+    if module == "causalcache_lab" or module.startswith("causalcache_lab."):
+        return "lab"
     for name in LAYERS:
         prefix = f"causalcache_memory.{name}"
         if module == prefix or module.startswith(prefix + "."):
@@ -45,7 +49,7 @@ def violations(modules: dict[str, Path]) -> list[str]:
     out = []
     for name, path in sorted(modules.items()):
         for target in sorted(imports_of(name, path, modules)):
-            if target not in modules or not target.startswith("causalcache_memory"):
+            if target not in modules:
                 continue
             if layer_of(target) not in ALLOWED[layer_of(name)]:
                 out.append(f"{name} ({layer_of(name)}) -> {target} ({layer_of(target)})")
@@ -76,14 +80,14 @@ def test_the_guard_catches_an_import_path_string_into_the_lab(tmp_path) -> None:
     probe = tmp_path / "probe.py"
     # a registry entry by import path, as the core's runtime registry once held for the simulated policy
     probe.write_text(
-        '"""Docstrings may name causalcache_memory.lab.world freely."""\n'
-        '_REGISTRY = {"simulated": "causalcache_memory.lab.world.sim_policy:policy_from_config"}\n'
+        '"""Docstrings may name causalcache_lab.world freely."""\n'
+        '_REGISTRY = {"simulated": "causalcache_lab.world.sim_policy:policy_from_config"}\n'
         'MODULE = "causalcache_memory.runtime.sglang_client"\n',
         encoding="utf-8",
     )
     modules = {**module_files(), "causalcache_memory.probe": probe}
     assert string_violations(modules) == [
-        "causalcache_memory.probe (core) -> 'causalcache_memory.lab.world.sim_policy' (lab)",
+        "causalcache_memory.probe (core) -> 'causalcache_lab.world.sim_policy' (lab)",
         "causalcache_memory.probe (core) -> 'causalcache_memory.runtime.sglang_client' (runtime)",
     ]
 
@@ -92,12 +96,10 @@ def test_the_guard_catches_a_core_module_importing_the_lab(tmp_path) -> None:
     modules = module_files()
     probe = tmp_path / "probe.py"
     # a lazy import inside a function counts as much as a top-level one
-    probe.write_text(
-        "def f():\n    from causalcache_memory.lab.world import generate_tasks\n", encoding="utf-8"
-    )
+    probe.write_text("def f():\n    from causalcache_lab.world import generate_tasks\n", encoding="utf-8")
     modules["causalcache_memory.allocation.probe"] = probe
     assert violations(modules) == [
-        "causalcache_memory.allocation.probe (core) -> causalcache_memory.lab.world (lab)"
+        "causalcache_memory.allocation.probe (core) -> causalcache_lab.world (lab)"
     ]
     type_only = tmp_path / "type_only.py"
     type_only.write_text(

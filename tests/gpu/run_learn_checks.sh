@@ -16,13 +16,13 @@ unset TRITON_INTERPRET
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || true
 
 echo "[run_learn_checks] label throughput (timeout 300 s)" >&2
-PYTHONUNBUFFERED=1 timeout 300 "$PY" "$ROOT/tests/gpu/bench_label_throughput.py" ${BENCH_ARGS:-} \
+PYTHONUNBUFFERED=1 timeout 300 "$PY" "$ROOT/lab/tests/gpu/bench_label_throughput.py" ${BENCH_ARGS:-} \
     --out "$OUT/label_throughput.json" > "$OUT/label_throughput.log" 2>&1
 BENCH_RC=$?
 
 echo "[run_learn_checks] pytest -m gpu (timeout 150 s)" >&2
 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" -W default -m gpu \
-    --rootdir "$ROOT" "$ROOT/tests/gpu" "$ROOT/tests/hgkv/test_kernel.py" "$ROOT/tests/hgkv/test_train.py" \
+    --rootdir "$ROOT" "$ROOT/tests/gpu" "$ROOT/tests/hgkv/test_kernel.py" "$ROOT/lab/tests/hgkv/test_train.py" \
     "$ROOT/tests/runtime/test_transformers_policy.py" "$ROOT/tests/runtime/test_vision_cache.py" --junitxml="$OUT/pytest_gpu.xml" > "$OUT/pytest_gpu.log" 2>&1
 PYTEST_RC=$?
 

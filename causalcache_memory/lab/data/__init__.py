@@ -1,5 +1,0 @@
-"""Trajectory records: the common format of demonstrations for selector labels and HGKV groups."""
-
-from causalcache_memory.lab.data.trajectory import Step, Trajectory, load_trajectories, save_trajectories
-
-__all__ = ["Step", "Trajectory", "load_trajectories", "save_trajectories"]

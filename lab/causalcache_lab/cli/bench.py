@@ -1,0 +1,65 @@
+"""``causalcache bench``: per-step overhead benchmarks, printed as a table and written as JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+SCENARIO_NAMES = ("overhead", "selector", "selector_world", "archive", "checkpoint", "two_pass", "agent")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from causalcache_lab.bench.runner import format_table, run_benchmarks
+    from causalcache_memory._jsonl import dumps_json
+
+    results = run_benchmarks(
+        quick=args.quick,
+        scenarios=args.scenarios or SCENARIO_NAMES,
+        policy=args.policy,
+        model_path=args.model_path,
+        workdir=args.workdir,
+        progress=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    results["meta"]["command"] = "causalcache bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    print(format_table(results))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dumps_json(results, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure what the memory adds to each agent step (table + JSON)",
+        description="Per-step overhead, selector latency (random traces; selector_world: the full decision on "
+        "a 200-event world trace), archive throughput, checkpoint growth and two-pass "
+        "accounting. Timings use one CPU thread where the code allows it.",
+    )
+    parser.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run under a minute")
+    parser.add_argument(
+        "--policy",
+        default="simulated",
+        metavar="RUNTIME|CONFIG.yaml",
+        help="policy runtime of the two-pass scenario: simulated (default), transformers (with --model-path), "
+        "or a CausalCache config YAML whose `policy` section names any runtime (sglang, openai, transformers)",
+    )
+    parser.add_argument(
+        "--model-path", metavar="DIR", help="local Qwen-VL directory for --policy transformers"
+    )
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=SCENARIO_NAMES,
+        metavar="NAME",
+        help=f"subset to run (default: all of {', '.join(SCENARIO_NAMES)})",
+    )
+    parser.add_argument(
+        "--workdir", metavar="DIR", help="where archives and databases go (default: a temp dir)"
+    )
+    parser.set_defaults(handler=_run)

@@ -1,0 +1,28 @@
+"""Decision records keep the learned selector's facts (``INFO_RECORD_KEYS``), the pass-2 budget's included."""
+
+from __future__ import annotations
+
+from decision_runs import run
+
+from causalcache_lab.world.sim_policy import SimulatedPolicy
+from causalcache_memory.allocation.base import INFO_RECORD_KEYS
+from causalcache_memory.config import parse_config
+from causalcache_memory.factory import build_controller
+from causalcache_memory.selector import SelectorAllocator
+
+
+def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archive) -> None:
+    allocator = SelectorAllocator(ood_guard=False, budget_window=5)  # warm-up min(5, 20) = 5 decisions
+    ctl = build_controller(
+        parse_config({"budget": 2}), policy=SimulatedPolicy(seed=0), archive=archive, allocator=allocator
+    )
+    ctl.selector_timeout_s = None
+    records = run(ctl, archive, 20)
+    scored = [r for r in records if "top_gain" in r]
+    assert len(scored) >= 10 and all(
+        set(INFO_RECORD_KEYS) - {"ood_distance", "ood_masked", "shadow_selected"} <= set(r) for r in scored
+    )  # no guard here, and shadow sets come only with allocation.compare (tests/allocation/test_explore.py)
+    assert [r["threshold_from"] for r in scored[:5]] == ["dev"] * 5
+    assert {r["threshold_from"] for r in scored[5:]} == {"deployment"}
+    for r in scored:  # a swap only when the top gain beat the threshold of that decision
+        assert (r["k"] > 0) <= (r["min_gain"] != "inf" and r["top_gain"] > r["min_gain"])
