@@ -22,7 +22,7 @@ disk is reused; use a new ``--out`` after a code change that affects them, e.g. 
    given: required after a change of the threshold rule) and, with ``--scratch``, the selectors learned from
    scratch on the same 600-episode recording.
 
-Writes ``<out>/warmstart.json`` (all reports) and a compact ``docs/results/learn_heldout02_warmstart.json``
+Writes ``<out>/warmstart.json`` (all reports) and a compact ``docs/notebook/results/learn_heldout02_warmstart.json``
 (``--results``).
 """
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bundled", help="bundled-selector results.json on the same tasks (else evaluated)")
     p.add_argument("--scratch", help="an earlier learn_heldout --out of from-scratch selectors (600)")
     p.add_argument("--sources", default=",".join(SOURCES))
-    p.add_argument("--results", default="docs/results/learn_heldout02_warmstart.json")
+    p.add_argument("--results", default="docs/notebook/results/learn_heldout02_warmstart.json")
     args = p.parse_args(argv)
     out = Path(args.out)
     from causalcache_lab.learn.config import LEARN_INIT_FROM
