@@ -156,10 +156,10 @@ def test_every_action_type_has_a_family():
     assert not [n for n in names if "type_id" in n or n.startswith("verb")]  # no raw verb ids
 
 
-def test_allocator_reads_text_from_the_archive_or_a_given_source(trained):
-    from causalcache_memory.selector.allocator import SelectorAllocator
+def test_allocator_reads_text_from_the_archive_or_a_given_source():
+    from causalcache_memory.selector.allocator import SelectorAllocator, bundled_model_path
 
-    model = trained[1]
+    model = bundled_model_path()
 
     class TextArchive:
         def get_text(self, sha256: str) -> str | None:
