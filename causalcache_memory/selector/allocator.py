@@ -80,8 +80,8 @@ class SelectorAllocator:
         inverted: negate every predicted marginal (specificity control of the allocation ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
         min_gain: smallest predicted gain for which a swap is taken: ``"auto"`` (default) = the threshold
-            chosen for ``second_pass_budget`` from the dev frontier stored in the model (a format-2 model:
-            its stored threshold); ``0`` = the paper's rule (every positive predicted gain); larger values
+            chosen for ``second_pass_budget`` from the dev frontier stored in the model; ``0`` = the
+            paper's rule (every positive predicted gain); larger values
             decline near-neutral swaps (:mod:`~causalcache_memory.selector.threshold`).
         second_pass_budget: with ``min_gain="auto"``, the largest share of decisions that may run pass 2,
             in ``[0, 1]`` (default 0.15).

@@ -14,8 +14,8 @@ fires more often at larger ``B``). ``min_gain: auto`` then picks, for the deploy
 ``fire(τ) <= b`` (ties: the lower fire rate) — from the stored frontiers, without retraining; a decision
 at a ``B`` with its own frontier uses that one's choice, any other ``B`` the pooled choice.
 
-Models of format 2 have no frontier: ``auto`` uses their stored threshold. ``min_gain`` given as a
-number overrides both (``0`` = the paper's rule: every positive predicted gain).
+A model without calibration (exported without a dev split) gets ``0`` under ``auto``. ``min_gain``
+given as a number overrides both (``0`` = the paper's rule: every positive predicted gain).
 
 **The budget held on the deployment** (``selector.budget_window``, default 200). A dev-calibrated
 threshold is an absolute predicted gain; on screens unlike the dev worlds the scorer's gains shift and the
@@ -111,8 +111,8 @@ class Thresholds:
     """The swap thresholds of one deployment: per memory budget ``B`` where the model has a frontier for it.
 
     Attributes:
-        default: ``min_gain`` for budgets without their own (the pooled frontier's choice, the format-2
-            stored threshold, or the explicit number).
+        default: ``min_gain`` for budgets without their own (the pooled frontier's choice, or the
+            explicit number).
         by_budget: ``{B: min_gain}`` chosen from the per-``B`` dev frontiers (empty unless ``auto``).
         source: which rule set them (also logged).
     """
@@ -143,13 +143,6 @@ def _auto(model: _Calibrated, budget: float) -> Thresholds:
             + (per_b if by_b else "")
             + "; from the model's dev frontiers",
         )
-    if cal.get("min_gain") is not None:
-        return Thresholds(
-            float(cal["min_gain"]),
-            {},
-            "auto: the model's stored threshold (no frontier, second_pass_budget not applied; retrain to "
-            "use it): " + str(cal.get("rule", "calibrated on dev")),
-        )
     return Thresholds(0.0, {}, "auto: model has no calibration, the paper's rule (0)")
 
 
@@ -159,8 +152,7 @@ def resolve_thresholds(
     """The :class:`Thresholds` for ``min_gain``: a number >= 0, or ``"auto"`` (see module doc).
 
     ``auto``: the budget's choice from the model's stored frontiers (one per memory budget ``B`` where
-    stored, the pooled one otherwise); a model without frontier (format 2) uses its stored threshold; one
-    without calibration falls back to 0 (the paper's rule). A number applies to every ``B``. Which rule
+    stored, the pooled one otherwise); a model without calibration falls back to 0 (the paper's rule). A number applies to every ``B``. Which rule
     set the thresholds is in ``source`` and logged (INFO, ``causalcache_memory.selector.threshold``).
     """
     budget = check_budget(second_pass_budget)

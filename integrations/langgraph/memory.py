@@ -207,20 +207,21 @@ class CausalCacheMemory(ThreadReading):
 
     # ------------------------------------------------------------------ resolution
     def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
-        ctx = context_from_runtime(runtime)
-        if ctx is not None and ctx.archive is not None:
-            return ctx.archive
-        if self._archive is None:
-            self._archive = build_archive(self.config.archive)
-        return self._archive
+        """The run context's archive, else the constructor's, else opened from ``config.archive`` once."""
+        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))  # type: ignore[no-any-return]
 
     def resolve_policy(self, runtime: Any = None) -> Policy:
-        ctx = context_from_runtime(runtime)
-        if ctx is not None and ctx.policy is not None:
-            return ctx.policy
-        if self._policy is None:
-            self._policy = build_policy(self.config.policy)
-        return self._policy
+        """The run context's policy, else the constructor's, else built from ``config.policy`` once."""
+        return self._resolve(runtime, "policy", lambda: build_policy(self.config.policy))  # type: ignore[no-any-return]
+
+    def _resolve(self, runtime: Any, name: str, build: Callable[[], Any]) -> Any:
+        """The one precedence of the archive and the policy: run context, then this memory's (built once)."""
+        given = getattr(context_from_runtime(runtime), name, None)
+        if given is not None:
+            return given
+        if getattr(self, f"_{name}") is None:
+            setattr(self, f"_{name}", build())
+        return getattr(self, f"_{name}")
 
     def trace_store(self, runtime: Any = None) -> TraceStore:
         """The :class:`TraceStore` over the resolved archive (one per archive object, cache kept)."""
@@ -302,9 +303,7 @@ class CausalCacheMemory(ThreadReading):
         if len(self._warm_threads) > 65536:
             self._warm_threads.clear()
         self._warm_threads.add(key)  # a thread started here warms as it goes (prepare() per screenshot)
-        if not len(trace) or not getattr(allocator, "uses_witness", False):
-            return
-        if isinstance(allocator, UnavailableAllocator):
+        if not len(trace) or not allocator.uses_witness or isinstance(allocator, UnavailableAllocator):
             return
         ctx = AllocationContext(trace, self.budget, self.resolve_archive(runtime))
         try:

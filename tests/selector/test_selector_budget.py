@@ -171,44 +171,35 @@ def test_budget_is_rechosen_at_load_without_retraining(trained, caplog):
     assert fixed.min_gain == 0.25 and fixed.min_gain_source.startswith("fixed")
 
 
-def test_format_2_model_loads_with_its_stored_threshold_and_guard(trained, tmp_path):
+@pytest.mark.parametrize("version", ["2", None])
+def test_a_model_of_another_format_is_refused_naming_the_format_and_the_fix(trained, tmp_path, version):
     onnx = pytest.importorskip("onnx")
-    from selector_synth import make_trajectories
-
-    from causalcache_memory.allocation import AllocationContext
+    from causalcache_memory.errors import SchemaMismatchError
     from causalcache_memory.selector.allocator import SelectorAllocator
-    from causalcache_memory.selector.ood import OodGuard
 
     _, out, _ = trained
-    names = SelectorAllocator(out).model.feature_names
-    legacy = {  # what format 2 wrote: a threshold without frontier, the Mahalanobis guard
-        "causalcache.model_format_version": "2",
-        "causalcache.calibration": json.dumps(
-            {"min_gain": 0.4321, "rule": "smallest min_gain >= 0 admitting 1%"}
-        ),
-        "causalcache.ood": json.dumps(
-            {
-                "rule": "Mahalanobis",
-                "features": names,
-                "mean": [0.0] * len(names),
-                "precision": np.eye(len(names)).tolist(),
-                "threshold": 1e6,
-            }
-        ),
-    }
     proto = onnx.load(str(out / "selector.onnx"))
-    for p in proto.metadata_props:
-        if p.key in legacy:
-            p.value = legacy[p.key]
-    old = tmp_path / "format2.onnx"
+    props = [p for p in proto.metadata_props if p.key != "causalcache.model_format_version"]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(props)
+    if version is not None:
+        proto.metadata_props.add(key="causalcache.model_format_version", value=version)
+    old = tmp_path / "old.onnx"
     onnx.save(proto, str(old))
-    for budget in (0.0, 0.15, 1.0):
-        sel = SelectorAllocator(old, second_pass_budget=budget)
-        assert sel.min_gain == 0.4321 and "stored threshold" in sel.min_gain_source
-    assert isinstance(sel.model.ood, OodGuard) and sel.model.format_version == 2
-    trajs, _ = make_trajectories(1, length=14, seed=5)
-    allocation = sel.allocate(AllocationContext(trajs[0].trace_at(12), 2, witness=trajs[0].steps[11].action))
-    assert allocation.info["min_gain"] == 0.4321 and "fallback" not in allocation.info
+    found = version or "0"
+    with pytest.raises(SchemaMismatchError, match=rf"model format {found} .*reads format 3.*re-export"):
+        SelectorAllocator(old)
+
+
+def test_a_format_2_guard_is_refused_naming_the_format_and_the_fix():
+    from causalcache_memory.selector.ood import load_guard
+    from causalcache_memory.selector.schema import FEATURE_SCHEMA
+
+    names = [name for name, _ in FEATURE_SCHEMA]
+    format_2 = {"rule": "Mahalanobis", "features": names, "mean": [0.0] * len(names), "threshold": 1e6}
+    format_2["precision"] = np.eye(len(names)).tolist()
+    with pytest.raises(SelectorError, match=r"guard of selector model format 2.*re-export"):
+        load_guard(json.dumps(format_2), names)
 
 
 def test_resolve_refuses_bad_min_gain():

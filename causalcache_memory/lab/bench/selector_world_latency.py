@@ -174,8 +174,7 @@ def _check_and_count(selector: Any, contexts: Sequence[Any]) -> dict[str, Any]:
             per_decision.append(calls[0])
     finally:
         del model.score_sets  # back to the class's method
-    judge = getattr(guard, "judge", None)  # a format-2 guard has one threshold
-    threshold = float(judge(_summary(selector, contexts[0]))[2]) if judge else float(guard.threshold)
+    threshold = float(guard.judge(_summary(selector, contexts[0]))[2])
     return {
         "ood_distance": [round(min(distances), 3), round(max(distances), 3)],
         "ood_threshold": round(threshold, 3),

@@ -35,13 +35,12 @@ from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableErro
 from causalcache_memory.lab.selector.label_budget import CandidatePrior, make_prior
 from causalcache_memory.lab.selector.label_reference import check_reference_labeller
 from causalcache_memory.lab.selector.labels import (
-    LABELS_FORMAT,
-    LABELS_VERSION,
     LabelConfig,
     _open_for_append,
     _planned,
     check_labeller,
     label_state,
+    labels_header,
     state_key,
 )
 
@@ -105,16 +104,7 @@ def run_labelling_fleet(
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
     check_reference_labeller(policy, config.reference)
-    header = {
-        "kind": "header",
-        "format": LABELS_FORMAT,
-        "version": LABELS_VERSION,
-        "labeller": getattr(policy, "name", type(policy).__name__),
-        "config_hash": config.config_hash(),
-        "config": config.model_dump(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    done, fh = _open_for_append(Path(output), header)
+    done, fh = _open_for_append(Path(output), labels_header(policy, config))
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     if max_states is not None:

@@ -60,6 +60,7 @@ __all__ = [
     "decision_states",
     "label_source",
     "label_state",
+    "labels_header",
     "policy_of",
     "read_labels",
     "run_labelling",
@@ -286,6 +287,20 @@ def _check_header(path: str | Path, header: dict[str, Any]) -> None:
         )
 
 
+def labels_header(policy: Any, config: LabelConfig) -> dict[str, Any]:
+    """The first line of a labels file: format, labeller, config (and its hash), source, time written."""
+    return {
+        "kind": "header",
+        "format": LABELS_FORMAT,
+        "version": LABELS_VERSION,
+        "labeller": getattr(policy, "name", type(policy).__name__),
+        "config_hash": config.config_hash(),
+        "config": config.model_dump(),
+        "source": label_source(policy),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
 def _open_for_append(path: Path, header: dict[str, Any]) -> tuple[set[str], Any]:
     done: set[str] = set()
     if path.exists() and path.stat().st_size > 0:
@@ -339,17 +354,7 @@ def run_labelling(
     config = config or LabelConfig()
     check_reference_labeller(policy, config.reference)
     path = Path(output)
-    header = {
-        "kind": "header",
-        "format": LABELS_FORMAT,
-        "version": LABELS_VERSION,
-        "labeller": getattr(policy, "name", type(policy).__name__),
-        "config_hash": config.config_hash(),
-        "config": config.model_dump(),
-        "source": label_source(policy),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    done, fh = _open_for_append(path, header)
+    done, fh = _open_for_append(path, labels_header(policy, config))
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
