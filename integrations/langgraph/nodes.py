@@ -196,7 +196,7 @@ def _decide_step(
     if session.trace is None:
         raise TraceError("decide ran before any screenshot was observed; put the observe node first")
     node = _node_policy(memory, state, label, call, parse) if call is not None else None
-    decision = session.decide(node or memory.resolve_policy(runtime))
+    decision = session.decide(node or memory._resolve_policy(runtime))
     if node is not None and node.last is not None:
         update = strip_images(node.last.payload, session.put)[0]
     else:
