@@ -253,7 +253,7 @@ class DecisionMonitor:
             f"the allocator {allocator!r} swapped on none of the {self._could_swap} decisions where a swap "
             "was possible: it ran (no majority of fallbacks) but its predicted gains never reached its swap "
             "threshold, so the memory is showing Recent-B only. If your tasks need older screens, lower the "
-            "threshold (allocation.selector.second_pass_budget, or min_gain) or train the selector on your "
+            "threshold (allocation.selector.second_pass_share, or min_gain) or train the selector on your "
             f"own agent. What to do: {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning.no_swap_window sets the rule.)"
         )

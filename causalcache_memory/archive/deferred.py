@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
 from causalcache_memory.archive._text_memo import ABSENT, TextMemo
-from causalcache_memory.archive._texts import encode_text
+from causalcache_memory.archive._texts import encode_sidecar
 from causalcache_memory.archive.images import check_pixels, open_image_bytes
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ class DeferredArchive:
     def put_text(self, sha256: str, text: str) -> None:
         """Check ``text`` now (``ScreenTextError``); store it (``inner.put_text``) in the background,
         after the screenshot handed over before it. See :meth:`flush`."""
-        encode_text(sha256, text)
+        encode_sidecar(sha256, text)
         with self._lock:
             self._text_puts += 1
         self._submit(self.inner.put_text, sha256, text, text=(sha256, text))

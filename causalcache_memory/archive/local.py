@@ -70,7 +70,7 @@ from causalcache_memory.archive._localfs import (
 from causalcache_memory.archive._texts import (
     TEXTS,
     decode_text,
-    encode_text,
+    encode_sidecar,
     missing_blob,
     text_is_intact,
     text_relpath,
@@ -162,7 +162,7 @@ class LocalArchive(LocalRetention, LocalCollection):
         :data:`~causalcache_memory.archive._texts.MAX_TEXT_BYTES`. A second call for a blob whose text
         is intact keeps that text and refreshes its mtime (rules: :mod:`causalcache_memory.archive._texts`).
         """
-        raw = encode_text(sha256, text)
+        raw = encode_sidecar(sha256, text)
         if sha256 not in self:
             raise BlobNotFoundError(missing_blob(sha256, self.url))
         self._store(self.root / text_relpath(sha256), raw, sha256, "text", intact=text_is_intact)

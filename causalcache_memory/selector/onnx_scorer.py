@@ -187,7 +187,7 @@ class OnnxScorer:
     def calibrated_min_gain(self) -> float | None:
         """The swap threshold stored at training (for the training budget); None when the model has none.
 
-        ``min_gain: auto`` re-chooses from ``calibration["frontier"]`` for the deployment's budget
+        ``min_gain: auto`` re-chooses from ``calibration["frontier"]`` for the deployment's share
         (:func:`~causalcache_memory.selector.threshold.resolve_min_gain`).
         """
         value = self.calibration.get("min_gain")

@@ -11,7 +11,7 @@ One object configures the memory (budget ``B``, allocator, archive, prompt text)
 
 Arguments are validated when given (an allocator name is resolved through the registry at once); the
 allocator is built and warmed at construction (:meth:`warmup`), so a run's first timed decision (a resumed
-run's too) makes the same allocation as any later one. Screen text: :mod:`.screen_text`.
+run's too) makes the same allocation as any later one. Screen text: :mod:`.text_intake`.
 
 Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
 chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and

@@ -8,7 +8,7 @@
 * ``wrap_tool_call`` archives the screenshot a GUI tool returns, replaces it by a reference in the
   ``ToolMessage`` and records the executed step with it as the post-action screen. The screen's text,
   when the tool gives it (``Command`` update key ``screen_text``, or ``ToolMessage.artifact=
-  {"screen_text": ...}``), is taken out and stored beside the screenshot (:mod:`.screen_text`).
+  {"screen_text": ...}``), is taken out and stored beside the screenshot (:mod:`.text_intake`).
 
 State stays O(1) in the episode length: only ``cc_head``/``cc_episode``/``cc_t``/``cc_screenshot``/``cc_pending`` (see
 :mod:`.state`); the trace and log are read through the memory's trace store.
@@ -41,7 +41,7 @@ from langgraph.types import Command
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser
-from causalcache_memory.integrations.langgraph.screen_text import take_tool_screen_text
+from causalcache_memory.integrations.langgraph.text_intake import take_tool_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession
 from causalcache_memory.integrations.langgraph.state import CausalCacheState
 

@@ -41,7 +41,7 @@ from causalcache_memory.integrations.langgraph.policies import (
     prompt_screen_size,
     response_text,
 )
-from causalcache_memory.integrations.langgraph.screen_text import text_for_archive
+from causalcache_memory.integrations.langgraph.text_intake import text_for_archive
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace, state_update
 from causalcache_memory.policy import Generation
 from causalcache_memory.trace import Trace
@@ -165,7 +165,7 @@ class StepSession:
 
     def screen_text(self, screenshot: StoredImage | str, text: str | None) -> None:
         """Store the screen's text beside its blob, off the decision path (OCR'd in the background when
-        ``text`` is None and ``archive.ocr`` is set; :mod:`.screen_text`). Never part of a prompt."""
+        ``text`` is None and ``archive.ocr`` is set; :mod:`.text_intake`). Never part of a prompt."""
         sha = screenshot if isinstance(screenshot, str) else screenshot.sha256
         text = text_for_archive(text, self.memory.screen_texts.warned)
         self.memory.screen_texts.submit(self._controller.archive, sha, text)

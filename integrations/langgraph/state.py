@@ -57,7 +57,7 @@ class CausalCacheState(TypedDict, total=False):
     screen_text: str | None
     """Input only: the text of the screen a screenshot node returns beside the image (accessibility
     tree or OCR). The memory takes it out of the update and stores it in the archive beside the
-    screenshot (:mod:`.screen_text`); state never holds it and no prompt shows it."""
+    screenshot (:mod:`.text_intake`); state never holds it and no prompt shows it."""
 
 
 STATE_KEYS: tuple[str, ...] = tuple(k for k in CausalCacheState.__annotations__ if k.startswith("cc_"))

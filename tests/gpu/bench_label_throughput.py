@@ -8,7 +8,7 @@ the memory stores ``screen_text``), at ``B = 4``:
 
 * ``teacher_forced_full``: every prompt the label defaults plan (anchor, every recent slot x distant
   event, greedy teacher path);
-* ``teacher_forced_budget``: ``labels.prompt_budget`` at its defaults (at most 10 prompts per state);
+* ``teacher_forced_budget``: ``labels.prompt_cap`` at its defaults (at most 10 prompts per state);
 * ``agreement_budget``: agreement labels under the same budget, ``k`` greedy generations of at most 32
   new tokens per prompt (random weights: a generation usually runs to the cap, an upper bound);
 * ``teacher_forced_budget_full_history`` (``--full-history-states N``): the budgeted labels scored against
@@ -323,7 +323,7 @@ def main() -> int:
 
     from causalcache_memory.archive.local import LocalArchive
     from causalcache_memory.lab.learn.agreement import AgreementScorer, make_sampler
-    from causalcache_memory.lab.selector.label_budget import LabelBudget
+    from causalcache_memory.lab.selector.label_budget import PromptCap
     from causalcache_memory.lab.selector.labels import LabelConfig
 
     work = Path(tempfile.mkdtemp(prefix="label-throughput-"))
@@ -352,10 +352,10 @@ def main() -> int:
     trajectory = build_trajectory(archive, args.steps)
     meter = PromptMeter(policy, policy.tokens.image_pad)
     base = LabelConfig(budgets=(4,), batch_size=args.batch_size)
-    budget = LabelBudget()
+    budget = PromptCap()
     agreement = AgreementScorer(make_sampler(policy), k=args.k, temperature=None)
     parts = [
-        ("warmup", policy, base.model_copy(update={"max_states_per_trajectory": 1, "prompt_budget": budget})),
+        ("warmup", policy, base.model_copy(update={"max_states_per_trajectory": 1, "prompt_cap": budget})),
         (
             "teacher_forced_full",
             policy,
@@ -365,7 +365,7 @@ def main() -> int:
             "teacher_forced_budget",
             policy,
             base.model_copy(
-                update={"max_states_per_trajectory": args.budget_states, "prompt_budget": budget}
+                update={"max_states_per_trajectory": args.budget_states, "prompt_cap": budget}
             ),
         ),
         (
@@ -374,7 +374,7 @@ def main() -> int:
             base.model_copy(
                 update={
                     "max_states_per_trajectory": args.agreement_states,
-                    "prompt_budget": budget,
+                    "prompt_cap": budget,
                     "target": "action_json",
                 }
             ),

@@ -8,7 +8,7 @@ refuse a model whose features it would compute differently; and the swap thresho
 on dev with its rule (``causalcache.calibration``), the out-of-distribution guard's statistics
 (``causalcache.ood``) and whether the model uses thumbnail features (``causalcache.image_features``).
 Format 3: the calibration also holds the dev pass-2 frontier and the budget it was chosen for (a
-deployment re-chooses the threshold for its own ``second_pass_budget``), and the guard is the robust
+deployment re-chooses the threshold for its own ``second_pass_share``), and the guard is the robust
 shrinkage guard with a dev false-alarm rate (:mod:`causalcache_memory.selector.ood`).
 """
 

@@ -15,7 +15,7 @@ independent, so :func:`run_labelling_fleet` keeps ``concurrency`` of them in fli
 * **reporting**: a progress bar with error and retry counts, and returned counts with the throughput.
 
 Labels are identical to the sequential ones: every state is labelled by the same
-:func:`~causalcache_memory.lab.selector.labels.label_state` (or, with ``labels.prompt_budget``, the same
+:func:`~causalcache_memory.lab.selector.labels.label_state` (or, with ``labels.prompt_cap``, the same
 budgeted labeller). Each state's prompts carry the trajectory's
 episode id, so through the gateway one state's calls stay on one worker (its prefix cache) while states
 spread over the fleet.
@@ -118,7 +118,7 @@ def run_labelling_fleet(
         "prompts": 0,
         "errors": [],
     }
-    prior = make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
+    prior = make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
     bar = _progress(len(todo), progress)
     refs: dict = {}  # one full-history reference per state, whatever its budgets (label_reference.py)
     start = time.perf_counter()

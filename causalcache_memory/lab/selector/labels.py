@@ -31,9 +31,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from causalcache_memory.allocation.base import make_allocation, recent_b
+from causalcache_memory.config.strict import refuse_renamed
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector import label_budget as lb
 from causalcache_memory.lab.selector.label_reference import check_reference_labeller, reference_target
@@ -87,7 +88,7 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
-        prompt_budget: cheaper labels (:mod:`~causalcache_memory.lab.selector.label_budget`; replaces
+        prompt_cap: cheaper labels (:mod:`~causalcache_memory.lab.selector.label_budget`; replaces
             ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
         reference: the action every allocation is scored against. ``recorded`` (default): the recorded
             step (sensible only for successful episodes). ``full_history``: the labeller's own action
@@ -109,13 +110,18 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
-    prompt_budget: lb.LabelBudget | None = None
+    prompt_cap: lb.PromptCap | None = None
     reference: Literal["recorded", "full_history"] = "recorded"
     reference_images: int = Field(16, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return refuse_renamed(data, {"prompt_budget": "prompt_cap"})  # refused by name
+
     def config_hash(self) -> str:
         # fields at the defaults they were added with stay out, so older label files still resume
-        exclude = {"prompt_budget"} if self.prompt_budget is None else set()
+        exclude = {"prompt_cap"} if self.prompt_cap is None else set()
         if self.reference == "recorded":
             exclude |= {"reference", "reference_images"}
         dump = self.model_dump(exclude=exclude)
@@ -180,13 +186,13 @@ def label_state(
     prior: lb.CandidatePrior | None = None,
     references: dict | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record.
+    """Label one ``(state, B)`` (in full, or under ``config.prompt_cap`` with ``prior``); the JSON record.
     ``references`` caches a full-history reference across the budgets of one state."""
     trace = trajectory.trace_at(t)
     target, reference = reference_target(policy, archive, trajectory, t, config, cache=references)
     score = _SetScorer(policy, archive, trace, budget, target, config.batch_size)
     recent = recent_b(t, budget)
-    cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
+    cheap, extra = lb.budgeted(score, config.prompt_cap, prior, archive, trajectory, t, trace, _group)
     anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
     return {
         "kind": "state",
@@ -358,7 +364,7 @@ def run_labelling(
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
-    prior = lb.make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
+    prior = lb.make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
     bar = _progress(len(todo), progress)
     refs: dict = {}  # one full-history reference per state, whatever its budgets
     try:
