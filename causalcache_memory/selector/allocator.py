@@ -37,8 +37,8 @@ from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_masks import state_pattern
 from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
-    DEFAULT_SHARE_WINDOW,
     DEFAULT_SECOND_PASS_SHARE,
+    DEFAULT_SHARE_WINDOW,
     DeploymentThreshold,
     check_window,
     resolve_min_gain,

@@ -45,9 +45,9 @@ from typing import Any, Protocol
 from causalcache_memory.errors import SelectorError
 
 __all__ = [
-    "SHARE_RULE",
-    "DEFAULT_SHARE_WINDOW",
     "DEFAULT_SECOND_PASS_SHARE",
+    "DEFAULT_SHARE_WINDOW",
+    "SHARE_RULE",
     "DeploymentThreshold",
     "Thresholds",
     "check_share",

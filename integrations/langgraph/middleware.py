@@ -41,9 +41,9 @@ from langgraph.types import Command
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser
-from causalcache_memory.integrations.langgraph.text_intake import take_tool_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession
 from causalcache_memory.integrations.langgraph.state import CausalCacheState
+from causalcache_memory.integrations.langgraph.text_intake import take_tool_screen_text
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import StoredImage

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser, message_text
-from causalcache_memory.integrations.langgraph.text_intake import take_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession, new_trace
 from causalcache_memory.integrations.langgraph.state import merge_schema
+from causalcache_memory.integrations.langgraph.text_intake import take_screen_text
 
 if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory

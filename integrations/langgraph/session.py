@@ -41,8 +41,8 @@ from causalcache_memory.integrations.langgraph.policies import (
     prompt_screen_size,
     response_text,
 )
-from causalcache_memory.integrations.langgraph.text_intake import text_for_archive
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace, state_update
+from causalcache_memory.integrations.langgraph.text_intake import text_for_archive
 from causalcache_memory.policy import Generation
 from causalcache_memory.trace import Trace
 

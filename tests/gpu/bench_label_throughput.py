@@ -364,9 +364,7 @@ def main() -> int:
         (
             "teacher_forced_budget",
             policy,
-            base.model_copy(
-                update={"max_states_per_trajectory": args.budget_states, "prompt_cap": budget}
-            ),
+            base.model_copy(update={"max_states_per_trajectory": args.budget_states, "prompt_cap": budget}),
         ),
         (
             f"agreement_budget_k{args.k}",

@@ -199,13 +199,9 @@ def test_config_hash_of_full_labelling_is_unchanged_and_budget_is_validated(tmp_
     assert LabelConfig(prompt_cap=PromptCap()).config_hash() != "de601761a832233a"
     path = tmp_path / "recipe.yaml"
     path.write_text("labels: {prompt_cap: {prior: selector, max_prompts: 8}}\n")
-    assert load_recipe(path).labels.label_config().prompt_cap == PromptCap(
-        prior="selector", max_prompts=8
-    )
+    assert load_recipe(path).labels.label_config().prompt_cap == PromptCap(prior="selector", max_prompts=8)
     path.write_text("labels: {prompt_cap: {prior: ocr, max_prompts: 1}}\n")
-    with pytest.raises(
-        ConfigError, match=r"labels\.prompt_cap\.prior.*labels\.prompt_cap\.max_prompts"
-    ):
+    with pytest.raises(ConfigError, match=r"labels\.prompt_cap\.prior.*labels\.prompt_cap\.max_prompts"):
         load_recipe(path)
 
 

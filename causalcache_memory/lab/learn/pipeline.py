@@ -30,8 +30,8 @@ from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
 from causalcache_memory.lab.learn.recording_check import recording_warning
-from causalcache_memory.lab.learn.text_source import coverage_warning, learn_screen_text, text_coverage
 from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
+from causalcache_memory.lab.learn.text_source import coverage_warning, learn_screen_text, text_coverage
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 
 __all__ = ["STAGES", "run_learn"]

@@ -35,8 +35,8 @@ from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import FALSE_ALARM_RATE, GuardFitError, RobustGuard, state_summary
 from causalcache_memory.selector.ood_masks import mask_summary
 from causalcache_memory.selector.threshold import (
-    SHARE_RULE,
     DEFAULT_SECOND_PASS_SHARE,
+    SHARE_RULE,
     check_share,
     choose_threshold,
 )
