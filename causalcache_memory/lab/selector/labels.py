@@ -275,11 +275,10 @@ def read_labels(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
             if not line.endswith("\n"):
                 break  # torn write
             data = json.loads(line)
-            if lineno == 1:
-                header = data
-                _check_header(path, header)
-            else:
+            if lineno > 1:
                 records.append(data)
+            else:
+                _check_header(path, header := data)
     if header is None:
         raise ConfigError(f"labels file {path} is empty; it has no header line")
     return header, records
