@@ -37,10 +37,10 @@ from causalcache_memory.allocation.base import (
 )
 from causalcache_memory.allocation.simple import RecentAllocator
 from causalcache_memory.archive.base import StoredImage
-from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.decisions.stats import DecisionMonitor
+from causalcache_memory.decisions.step import StepDecision
 from causalcache_memory.errors import CausalCacheWarning, PolicyError, PromptImageError
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
-from causalcache_memory.step_decision import StepDecision
 from causalcache_memory.summarize import unparsed_summary
 from causalcache_memory.warmup import warm_allocator, warm_on_trace
 
@@ -80,7 +80,7 @@ class MemoryController:
             on a worker thread this controller owns (:mod:`causalcache_memory._worker`); ``None`` = on the
             caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
         monitor: counts every decision and warns once when the allocator mostly falls back
-            (:mod:`causalcache_memory.decision_stats`); default: one of its own with the default rule.
+            (:mod:`causalcache_memory.decisions.stats`); default: one of its own with the default rule.
     """
 
     def __init__(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.render.prompt import RenderOptions
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ record's hash is computed on the caller's thread and its bytes kept for reads un
 itself (the exclusive create of a complete claim file, which decides between two processes) is made
 on the caller's thread: a conflict is raised by the commit, as without this view. A power loss before
 the flush may leave a claim whose bytes never reached the disk (a torn claim); a claim matters only for
-the head a checkpoint names, and :mod:`causalcache_memory.trace_owner` takes a torn claim over.
+the head a checkpoint names, and :mod:`causalcache_memory.trace.owner` takes a torn claim over.
 
 Screen text (:meth:`DeferredArchive.put_text`) is checked (type, size cap) on the caller's thread and
 stored by the inner archive's ``put_text`` on the same writer thread, after the screenshot it belongs to

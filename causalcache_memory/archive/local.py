@@ -6,7 +6,7 @@ see partial blobs, and two writers of the same bytes race harmlessly (both renam
 Retention uses one empty marker file per (episode, blob), so ``retain`` from many processes needs no lock
 and no read-modify-write.
 
-Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.trace_store`) use the same
+Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.trace.store`) use the same
 atomic write, de-duplication and integrity check under ``root/records/ab/<sha256>``, without image
 validation; ``retain`` and ``gc`` treat a record hash exactly like a blob hash.
 

@@ -19,7 +19,7 @@ workers on different machines can share one archive:
   (:class:`~causalcache_memory.errors.ArchiveUnavailableError`, ``ArchivePermissionError``);
 * retention markers are empty objects ``refs/<episode>/<sha256>``; ``gc`` lists ``blobs/``, ``records/``
   and ``refs/``.
-* small JSON records (trace chain nodes, :mod:`causalcache_memory.trace_store`) live under
+* small JSON records (trace chain nodes, :mod:`causalcache_memory.trace.store`) live under
   ``records/ab/<sha256>`` with the same whole-object write, de-duplication and re-hash on read, without
   image validation; retention and ``gc`` treat them like blobs.
   Blob age comes from the store's modification/creation time; objects without one are treated as old.

@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.config.strict import _registered, _Strict
-from causalcache_memory.decision_stats import (
+from causalcache_memory.decisions.stats import (
     DEFAULT_MAX_FALLBACK_SHARE,
     DEFAULT_MISSING_TEXT_SHARE,
     DEFAULT_NO_SWAP_WINDOW,

@@ -14,7 +14,7 @@ allocator is built and warmed at construction (:meth:`warmup`), so a run's first
 run's too) makes the same allocation as any later one. Screen text: :mod:`.text_intake`.
 
 Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
-chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and
+chain of small JSON records in the archive (:class:`~causalcache_memory.trace.store.TraceStore`), and
 state keeps the chain's head hash. One :class:`TraceStore` (with its in-process cache) is kept per archive
 object, so a step appends to a cached head without reading the archive.
 
@@ -39,7 +39,7 @@ from causalcache_memory.archive.deferred import DeferredArchive, can_defer
 from causalcache_memory.archive.text_writer import ScreenTextWriter
 from causalcache_memory.config import CausalCacheConfig, load_config
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.errors import warn
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
@@ -56,7 +56,7 @@ from causalcache_memory.integrations.langgraph.validation import (
 )
 from causalcache_memory.runtime.registry import build_policy
 from causalcache_memory.trace import Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive

@@ -2,7 +2,7 @@
 
 Every key is prefixed ``cc_`` so it merges into a user's schema without clashing:
 
-* ``cc_head``: sha256 of the head of the episode's trace chain (:mod:`causalcache_memory.trace_store`);
+* ``cc_head``: sha256 of the head of the episode's trace chain (:mod:`causalcache_memory.trace.store`);
   the trace (summaries, verbatim responses, screenshot hashes) and the per-decision log live in the
   archive as content-addressed JSON records, one small record per append;
 * ``cc_episode``: the episode id (the run's ``thread_id``, made archive-safe), named in error messages;

@@ -1,4 +1,4 @@
-"""The idle-allocator rule, decision counts and the logging of decisions (causalcache_memory.decision_stats)."""
+"""The idle-allocator rule, decision counts and the logging of decisions (causalcache_memory.decisions.stats)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from causalcache_memory import Action, Generation, Trace, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats, fallback_kind
+from causalcache_memory.decisions.stats import DecisionMonitor, DecisionStats, fallback_kind
 from causalcache_memory.errors import CausalCacheWarning, ConfigError
 from causalcache_memory.factory import build_controller
 

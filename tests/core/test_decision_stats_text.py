@@ -1,4 +1,4 @@
-"""The missing-screen-text warning of the decision monitor (causalcache_memory.decision_stats, issue 24).
+"""The missing-screen-text warning of the decision monitor (causalcache_memory.decisions.stats, issue 24).
 
 The bundled selector was trained reading each screen's text; a deployment that never gives it text runs
 it degraded. The allocator reports the groups its model reads that no event had (``info["masked"]``) and
@@ -18,7 +18,7 @@ from causalcache_memory import Action, Generation, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import TEXT_DOCS, DecisionMonitor, DecisionStats
+from causalcache_memory.decisions.stats import TEXT_DOCS, DecisionMonitor, DecisionStats
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.factory import build_controller
 from causalcache_memory.selector import SelectorAllocator

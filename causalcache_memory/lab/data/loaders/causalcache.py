@@ -44,7 +44,7 @@ __all__ = ["load_causalcache"]
 def load_causalcache(src: str | Path, archive: Any, *, source_archive: Any = None) -> LoadResult:
     """Load recorded threads listed in the JSONL manifest ``src`` (see the module docstring)."""
     from causalcache_memory.archive.factory import open_archive
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     src = Path(src)
     if source_archive is None:

@@ -2,7 +2,7 @@
 
 :class:`~causalcache_memory.controller.MemoryController` returns one per :meth:`decide
 <causalcache_memory.controller.MemoryController.decide>`; :meth:`StepDecision.to_record` is what the
-stream events, the episode log and the decision counts (:mod:`causalcache_memory.decision_counts`) read.
+stream events, the episode log and the decision counts (:mod:`causalcache_memory.decisions.counts`) read.
 """
 
 from __future__ import annotations
