@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._worker import BoundedWorker, WorkerBusy, WorkerTimeout
 from causalcache_memory.allocation.base import (
-    INFO_RECORD_KEYS,
     Allocation,
     AllocationContext,
     Allocator,
@@ -38,9 +37,12 @@ from causalcache_memory.allocation.base import (
 )
 from causalcache_memory.allocation.simple import RecentAllocator
 from causalcache_memory.archive.base import StoredImage
-from causalcache_memory.decision_stats import DecisionMonitor
-from causalcache_memory.errors import CausalCacheWarning, PromptImageError
+from causalcache_memory.decisions.stats import DecisionMonitor
+from causalcache_memory.decisions.step import StepDecision
+from causalcache_memory.errors import CausalCacheWarning, PolicyError, PromptImageError
 from causalcache_memory.render.prompt import RenderOptions, render_prompt
+from causalcache_memory.summarize import unparsed_summary
+from causalcache_memory.warmup import warm_allocator, warm_on_trace
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -50,18 +52,9 @@ if TYPE_CHECKING:
     from causalcache_memory.policy import Generation, Policy
     from causalcache_memory.trace import Event, Trace
 
-__all__ = ["MemoryController", "StepDecision", "unparsed_summary"]
+__all__ = ["MemoryController", "StepDecision", "unparsed_summary"]  # the last two: re-exported
 
-_CLIP = 60
 _log = logging.getLogger("causalcache_memory.controller")
-
-
-def unparsed_summary(index: int, response: str, app: str | None = None) -> str:
-    """The one-line summary of an executed step whose reply held no parsable action."""
-    text = " ".join(str(response).split())
-    text = text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
-    where = f" [{app}]" if app else ""
-    return f"{index}. (reply not parsed) {text!r}{where}" if text else f"{index}. (reply not parsed){where}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,77 +65,12 @@ class _Step:
     present: set[str] = field(default_factory=set)
 
 
-@dataclass(frozen=True)
-class StepDecision:
-    """Outcome of one decision.
-
-    Attributes:
-        t: decision index.
-        generation: the emitted generation (``a_2`` when pass 2 fired, else ``a_1``).
-        allocation: the final set ``S*`` the emitted action was decided on.
-        proposal: the pass-1 generation (``a_1``) when two passes were planned, else None.
-        second_pass: whether pass 2 ran.
-        pass_latency_s: wall time of each model call, in order.
-        selector_latency_s: wall time of the allocation decision.
-        fallback: why the step fell back to Recent-B (None when it did not).
-    """
-
-    t: int
-    generation: Generation
-    allocation: Allocation
-    proposal: Generation | None = None
-    second_pass: bool = False
-    pass_latency_s: tuple[float, ...] = ()
-    selector_latency_s: float = 0.0
-    fallback: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def action(self) -> Action | None:
-        return self.generation.action
-
-    @property
-    def response(self) -> str:
-        return self.generation.response
-
-    def to_record(self) -> dict[str, Any]:
-        """Small JSON-serializable record (no pixels) for stream events and the episode log."""
-        record: dict[str, Any] = {
-            "t": self.t,
-            "budget": self.allocation.budget,
-            "allocator": self.allocation.allocator,
-            "selected": list(self.allocation.selected),
-            "recent": list(self.allocation.recent),
-            "k": self.allocation.k,
-            "second_pass": self.second_pass,
-            "pass_latency_ms": [round(x * 1000.0, 3) for x in self.pass_latency_s],
-            "selector_latency_ms": round(self.selector_latency_s * 1000.0, 3),
-            "action": self.generation.action.to_dict() if self.generation.action else None,
-            "parse_error": self.generation.parse_error,
-            "fallback": self.fallback,
-        }
-        if self.proposal is not None:
-            record["proposal"] = self.proposal.action.to_dict() if self.proposal.action else None
-        for key in INFO_RECORD_KEYS:  # the learned selector's facts
-            if key in self.allocation.info:
-                record[key] = self.allocation.info[key]
-        # prefix-cache reuse per model call (pass 1, then pass 2), when the runtime reports it
-        passes = (
-            [self.proposal, self.generation]
-            if self.second_pass and self.proposal is not None
-            else [self.generation]
-        )
-        if any(g.cached_tokens is not None for g in passes):
-            record["cached_tokens"] = [g.cached_tokens for g in passes]
-            record["prompt_tokens"] = [g.meta.get("prompt_tokens") for g in passes]
-        return record
-
-
 class MemoryController:
     """Runs the memory side of an agent step around a :class:`~causalcache_memory.policy.Policy`.
 
     Args:
-        policy: the (frozen) GUI policy.
+        policy: the (frozen) GUI policy; None when every :meth:`decide` passes its own (a memory's
+            controller: the step's model is an adapter of the user's model node or handler).
         archive: where screenshots live.
         allocator: chooses ``S``; an allocator with ``uses_witness`` triggers the two-pass protocol.
         budget: ``B``.
@@ -152,13 +80,13 @@ class MemoryController:
             on a worker thread this controller owns (:mod:`causalcache_memory._worker`); ``None`` = on the
             caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
         monitor: counts every decision and warns once when the allocator mostly falls back
-            (:mod:`causalcache_memory.decision_stats`); default: one of its own with the default rule.
+            (:mod:`causalcache_memory.decisions.stats`); default: one of its own with the default rule.
     """
 
     def __init__(
         self,
         *,
-        policy: Policy,
+        policy: Policy | None = None,
         archive: ScreenshotArchive,
         allocator: Allocator,
         budget: int,
@@ -178,6 +106,7 @@ class MemoryController:
         self._recent = RecentAllocator()
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
+        self._warmed: set[str] = set()  # threads whose caches warm() filled (episode ids)
 
     # ------------------------------------------------------------------ trace bookkeeping
     def put(self, screenshot: bytes | Image.Image) -> StoredImage:
@@ -280,6 +209,32 @@ class MemoryController:
                 stacklevel=4,
             )
 
+    # ------------------------------------------------------------------ untimed allocations
+    @staticmethod
+    def warm_allocator(allocator: Allocator, budget: int) -> None:
+        """Load ``allocator`` before any timed decision (:func:`~causalcache_memory.warmup.warm_allocator`).
+
+        Static: a memory's controllers (one per archive) share one allocator, warmed when the memory is
+        built, before any archive is opened. :meth:`warmup` is the same for this controller's allocator.
+        """
+        warm_allocator(allocator, budget)
+
+    def warmup(self) -> None:
+        """Load this controller's allocator before its first timed decision (see :meth:`warm_allocator`)."""
+        warm_allocator(self.allocator, self.budget)
+
+    def warm(self, trace: Trace) -> None:
+        """Once per thread (episode id) in this process: one untimed allocation on ``trace`` before its
+        first timed decision, filling the caches of a resumed thread's screenshots (result discarded;
+        witness-taking allocators only; :func:`~causalcache_memory.warmup.warm_on_trace`)."""
+        with self._worker_lock:
+            if trace.episode_id in self._warmed:
+                return
+            if len(self._warmed) > 65536:
+                self._warmed.clear()
+            self._warmed.add(trace.episode_id)  # a thread started here warms as it goes (prepare())
+        warm_on_trace(self.allocator, AllocationContext(trace, self.budget, self.archive))
+
     # ------------------------------------------------------------------ decisions
     def decide(self, trace: Trace, *, policy: Policy | None = None) -> StepDecision:
         """Choose the allocation and the action for decision ``t = trace.t``.
@@ -287,7 +242,10 @@ class MemoryController:
         ``policy`` overrides the controller's own for this decision (one controller serves every step
         of a memory, whose model may be a per-call adapter such as a graph node).
         """
-        step = _Step(policy if policy is not None else self.policy)  # prompt images checked once a step
+        chosen = policy if policy is not None else self.policy
+        if chosen is None:
+            raise PolicyError("this controller has no policy: pass decide(trace, policy=...)")
+        step = _Step(chosen)  # prompt images checked once a step
         run = self._two_pass if self.allocator.uses_witness and self.two_pass else self._single_pass
         decision = run(trace, step)
         self.monitor.observe(trace.episode_id, decision)

@@ -79,7 +79,7 @@ class TraceError(CausalCacheError, ValueError):
 class TraceConflictError(TraceError):
     """Two writers extended one episode's trace: the head a writer extended is no longer the head.
 
-    Raised by :meth:`~causalcache_memory.trace_store.TraceStore.commit` (compare-and-swap on the head per
+    Raised by :meth:`~causalcache_memory.trace.store.TraceStore.commit` (compare-and-swap on the head per
     episode); the message names the episode (the LangGraph ``thread_id``) and nothing recorded is lost.
     """
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.models import ArchiveConfig, CausalCacheConfig
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.render.prompt import RenderOptions
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def render_options(config: CausalCacheConfig) -> RenderOptions:
 def build_controller(
     config: CausalCacheConfig,
     *,
-    policy: Policy,
+    policy: Policy | None = None,
     archive: ScreenshotArchive | None = None,
     allocator: Allocator | None = None,
     **overrides: Any,
@@ -61,7 +61,7 @@ def build_controller(
     """A :class:`MemoryController` around ``policy`` from config; ``archive``/``allocator`` objects override it.
 
     ``policy`` is the built VLM (``causalcache_memory.runtime.registry.build_policy(config.policy)``
-    builds the configured runtime). The controller's :class:`DecisionMonitor` follows
+    builds the configured runtime), or None when each ``decide`` passes its own (a memory's controller). The controller's :class:`DecisionMonitor` follows
     ``config.allocation.idle_warning`` unless ``monitor=`` is given (one monitor per memory).
     """
     if overrides.get("monitor") is None:

@@ -16,9 +16,17 @@ from typing import Any, Protocol
 
 from causalcache_memory.actions.model import Action
 
-__all__ = ["Summarizer", "action_text", "default_summarizer", "instruction_summarizer", "summarize_action"]
+__all__ = [
+    "Summarizer",
+    "action_text",
+    "default_summarizer",
+    "instruction_summarizer",
+    "summarize_action",
+    "unparsed_summary",
+]
 
 _MAX_TEXT = 40
+_CLIP = 60
 
 
 class Summarizer(Protocol):
@@ -117,3 +125,11 @@ def instruction_summarizer(
         line = f"{index}. {' '.join(instruction.split())}"
         return line + (f" [{app}]" if app else "")
     return default_summarizer(index, action, app=app, screen_size=screen_size)
+
+
+def unparsed_summary(index: int, response: str, app: str | None = None) -> str:
+    """The one-line summary of an executed step whose reply held no parsable action (60 characters)."""
+    text = " ".join(str(response).split())
+    text = text if len(text) <= _CLIP else text[: _CLIP - 1] + "…"
+    where = f" [{app}]" if app else ""
+    return f"{index}. (reply not parsed) {text!r}{where}" if text else f"{index}. (reply not parsed){where}"

@@ -2,7 +2,8 @@
 
 Screenshots travel in ``messages`` as base64 image blocks and the model sees the current screen plus the
 last four past ones (older screenshots are trimmed before each call), like most public computer-use
-agents. The environment is a tiny fake desktop and the model a scripted "vision" chat model that reads
+agents (the two helpers, ``data_url_message`` and ``keep_last_images``, are the library's statement of
+this baseline, which its benchmarks measure against). The environment is a tiny fake desktop and the model a scripted "vision" chat model that reads
 the screens it is shown, so the example runs anywhere in well under a second.
 
 The task needs a code shown early in the episode; by the time the form asks for it, that screen has been
@@ -21,13 +22,15 @@ import re
 from typing import Annotated, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from PIL import Image, ImageDraw
 from typing_extensions import TypedDict
+
+from causalcache_memory.integrations.langgraph.baseline import data_url_message, keep_last_images
 
 GOAL = "Open Codes and remember the code, read the six news pages, then type the code into the form."
 KEEP_PAST_SCREENSHOTS = 4
@@ -123,34 +126,6 @@ def parse_action(text: str) -> dict[str, Any] | None:
     return json.loads(match.group(0)) if match else None
 
 
-def screenshot_message(png: bytes) -> HumanMessage:
-    url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    return HumanMessage(
-        content=[
-            {"type": "text", "text": "Current screen:"},
-            {"type": "image_url", "image_url": {"url": url}},
-        ]
-    )
-
-
-def keep_last_screenshots(messages: list[AnyMessage], past: int) -> list[AnyMessage]:
-    """Drop image blocks except the newest ``past + 1`` (the current screen and ``past`` past ones)."""
-    keep = past + 1
-    out: list[AnyMessage] = []
-    for message in reversed(messages):
-        if isinstance(message.content, list):
-            blocks = []
-            for block in reversed(message.content):
-                if isinstance(block, dict) and block.get("type") == "image_url":
-                    if keep == 0:
-                        continue
-                    keep -= 1
-                blocks.append(block)
-            message = message.model_copy(update={"content": blocks[::-1]})
-        out.append(message)
-    return out[::-1]
-
-
 # ----------------------------------------------------------------------------- the agent graph
 class AgentState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
@@ -161,12 +136,12 @@ class AgentState(TypedDict, total=False):
 
 def build_agent(env: FakeDesktop, model: BaseChatModel, *, checkpointer: Any = None) -> Any:
     def screenshot(state: AgentState) -> dict[str, Any]:
-        return {"messages": [screenshot_message(env.screenshot())]}
+        return {"messages": [data_url_message(env.screenshot())]}
 
     def call_model(state: AgentState) -> dict[str, Any]:
         prompt = [
             SystemMessage(f"Task: {state['goal']}"),
-            *keep_last_screenshots(state["messages"], KEEP_PAST_SCREENSHOTS),
+            *keep_last_images(state["messages"], KEEP_PAST_SCREENSHOTS),
         ]
         reply = model.invoke(prompt)
         return {"messages": [reply], "action": parse_action(reply.text)}

@@ -34,25 +34,24 @@ from langgraph_agent_baseline import (
     AgentState,
     FakeDesktop,
     ScriptedVisionModel,
-    keep_last_screenshots,
     parse_action,
-    screenshot_message,
 )
 
 from causalcache_memory.config import CausalCacheConfig
 from causalcache_memory.integrations.langgraph import CausalCacheMemory
+from causalcache_memory.integrations.langgraph.baseline import data_url_message, keep_last_images
 
 
 def build_agent(
     env: FakeDesktop, model: BaseChatModel, memory: CausalCacheMemory, *, checkpointer: Any = None
 ) -> Any:
     def screenshot(state: AgentState) -> dict[str, Any]:
-        return {"messages": [screenshot_message(env.screenshot())]}
+        return {"messages": [data_url_message(env.screenshot())]}
 
     def call_model(state: AgentState) -> dict[str, Any]:
         prompt = [
             SystemMessage(f"Task: {state['goal']}"),
-            *keep_last_screenshots(state["messages"], KEEP_PAST_SCREENSHOTS),
+            *keep_last_images(state["messages"], KEEP_PAST_SCREENSHOTS),
         ]
         reply = model.invoke(prompt)
         return {"messages": [reply], "action": parse_action(reply.text)}

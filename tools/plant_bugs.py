@@ -48,7 +48,7 @@ PLANTS = (
     Plant(
         "trace-append",
         "the trace is append-only, indices contiguous (!= -> >)",
-        "causalcache_memory/trace.py",
+        "causalcache_memory/trace/events.py",
         r"if event\.index != len\(self\._events\) \+ 1:",
         "if event.index > len(self._events) + 1:",
         ("tests/invariants/test_inv_trace.py", "tests/core/test_trace.py"),
@@ -56,7 +56,7 @@ PLANTS = (
     Plant(
         "chain-index",
         "a trace chain loaded from the archive has contiguous indices",
-        "causalcache_memory/trace_chain.py",
+        "causalcache_memory/trace/chain.py",
         r"if event\.index != n_events \+ 1:(?=\s+raise TraceError\(\s+f\"trace record \{sha\} of episode "
         r"\{meta\['episode_id'\]!r\} holds event)",
         "if False:",

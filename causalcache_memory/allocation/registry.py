@@ -46,8 +46,8 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         beam_width=sel.beam_width,
         inverted=sel.inverted,
         min_gain=sel.min_gain,
-        second_pass_budget=sel.second_pass_budget,
-        budget_window=sel.budget_window,
+        second_pass_share=sel.second_pass_share,
+        share_window=sel.share_window,
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
     )

@@ -6,7 +6,7 @@ Layout, identical for every backend (relative to the archive root)::
     records/<sha256[:2]>/<sha256>  small JSON records (trace chain nodes), addressed by their sha256
     texts/<sha256[:2]>/<sha256>    screen text of blob <sha256> (``_texts.py``), addressed by the blob's hash
     refs/<episode_id>/<sha256>     empty marker: the episode references the blob or record (retention)
-    refs/<episode_id>/head.<sha>   claim of a trace head's successor (``trace_store``; ``head.root``)
+    refs/<episode_id>/head.<sha>   claim of a trace head's successor (``trace/store.py``; ``head.root``)
     tmp/                           temporary files of in-flight writes (rename-based backends)
     gc/<sha256>.<ms>.<uuid>        empty marker: a ``gc`` is deciding whether to delete that object
 

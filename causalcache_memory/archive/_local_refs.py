@@ -102,7 +102,7 @@ class LocalRetention:
         ``sync=False`` leaves both ``fsync`` calls (the claim's bytes, and the episode folder that makes
         its name survive a power loss) to a later :meth:`sync_claim`; the claim is visible to every
         process at once, whole. A power loss before that sync may leave the name with empty bytes: a
-        torn claim, which :mod:`causalcache_memory.trace_owner` takes over (its writer did not survive)."""
+        torn claim, which :mod:`causalcache_memory.trace.owner` takes over (its writer did not survive)."""
         folder = self.root / REFS / check_episode_id(episode_id)
         final = folder / check_claim_name(name)
         refuse_symlink(folder)

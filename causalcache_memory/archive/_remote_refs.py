@@ -1,7 +1,7 @@
 """Retention of :class:`~causalcache_memory.archive.remote.FsspecArchive`: one empty object per reference.
 
 ``refs/<episode>/<sha256>`` marker objects need no lock and no read-modify-write across processes; beside
-them, ``refs/<episode>/head.<sha>`` claims of :mod:`causalcache_memory.trace_owner`. Every listing or
+them, ``refs/<episode>/head.<sha>`` claims of :mod:`causalcache_memory.trace.owner`. Every listing or
 existence check here goes to the storage itself (``_ls_names``, ``_exists_fresh``), never to fsspec's
 listing cache: each decides liveness or deletion for some collector.
 """

@@ -31,7 +31,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "TEXTS",
     "decode_text",
-    "encode_text",
+    "encode_sidecar",
     "missing_blob",
     "text_is_intact",
     "text_relpath",
@@ -48,7 +48,7 @@ def text_relpath(sha256: str) -> str:
     return f"{TEXTS}/{sha256[:2]}/{sha256}"
 
 
-def encode_text(sha256: str, text: object) -> bytes:
+def encode_sidecar(sha256: str, text: object) -> bytes:
     """The sidecar bytes of ``text`` for blob ``sha256`` (both validated; nothing written)."""
     check_hash(sha256)
     if not isinstance(text, str):

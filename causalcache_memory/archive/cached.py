@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_hash, digest, is_hash
 from causalcache_memory.archive._text_memo import ABSENT, TextMemo
-from causalcache_memory.archive._texts import decode_text, encode_text, text_is_intact
+from causalcache_memory.archive._texts import decode_text, encode_sidecar, text_is_intact
 from causalcache_memory.archive.images import open_image_bytes, to_bytes
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class CachedArchive:
             self.misses += 1
             text = self.inner.get_text(sha256)
             if text is not None:
-                self._keep("texts", sha256, encode_text(sha256, text))
+                self._keep("texts", sha256, encode_sidecar(sha256, text))
         self._text_memo.put(sha256, text)
         return text
 

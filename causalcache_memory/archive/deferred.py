@@ -28,7 +28,7 @@ record's hash is computed on the caller's thread and its bytes kept for reads un
 itself (the exclusive create of a complete claim file, which decides between two processes) is made
 on the caller's thread: a conflict is raised by the commit, as without this view. A power loss before
 the flush may leave a claim whose bytes never reached the disk (a torn claim); a claim matters only for
-the head a checkpoint names, and :mod:`causalcache_memory.trace_owner` takes a torn claim over.
+the head a checkpoint names, and :mod:`causalcache_memory.trace.owner` takes a torn claim over.
 
 Screen text (:meth:`DeferredArchive.put_text`) is checked (type, size cap) on the caller's thread and
 stored by the inner archive's ``put_text`` on the same writer thread, after the screenshot it belongs to
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._keys import check_episode_id, check_hashes, check_record_bytes, digest
 from causalcache_memory.archive._text_memo import ABSENT, TextMemo
-from causalcache_memory.archive._texts import encode_text
+from causalcache_memory.archive._texts import encode_sidecar
 from causalcache_memory.archive.images import check_pixels, open_image_bytes
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ class DeferredArchive:
     def put_text(self, sha256: str, text: str) -> None:
         """Check ``text`` now (``ScreenTextError``); store it (``inner.put_text``) in the background,
         after the screenshot handed over before it. See :meth:`flush`."""
-        encode_text(sha256, text)
+        encode_sidecar(sha256, text)
         with self._lock:
             self._text_puts += 1
         self._submit(self.inner.put_text, sha256, text, text=(sha256, text))

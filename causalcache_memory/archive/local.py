@@ -6,7 +6,7 @@ see partial blobs, and two writers of the same bytes race harmlessly (both renam
 Retention uses one empty marker file per (episode, blob), so ``retain`` from many processes needs no lock
 and no read-modify-write.
 
-Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.trace_store`) use the same
+Small JSON records (the nodes of a hash-chained trace, :mod:`causalcache_memory.trace.store`) use the same
 atomic write, de-duplication and integrity check under ``root/records/ab/<sha256>``, without image
 validation; ``retain`` and ``gc`` treat a record hash exactly like a blob hash.
 
@@ -70,7 +70,7 @@ from causalcache_memory.archive._localfs import (
 from causalcache_memory.archive._texts import (
     TEXTS,
     decode_text,
-    encode_text,
+    encode_sidecar,
     missing_blob,
     text_is_intact,
     text_relpath,
@@ -162,7 +162,7 @@ class LocalArchive(LocalRetention, LocalCollection):
         :data:`~causalcache_memory.archive._texts.MAX_TEXT_BYTES`. A second call for a blob whose text
         is intact keeps that text and refreshes its mtime (rules: :mod:`causalcache_memory.archive._texts`).
         """
-        raw = encode_text(sha256, text)
+        raw = encode_sidecar(sha256, text)
         if sha256 not in self:
             raise BlobNotFoundError(missing_blob(sha256, self.url))
         self._store(self.root / text_relpath(sha256), raw, sha256, "text", intact=text_is_intact)

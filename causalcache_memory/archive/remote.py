@@ -19,7 +19,7 @@ workers on different machines can share one archive:
   (:class:`~causalcache_memory.errors.ArchiveUnavailableError`, ``ArchivePermissionError``);
 * retention markers are empty objects ``refs/<episode>/<sha256>``; ``gc`` lists ``blobs/``, ``records/``
   and ``refs/``.
-* small JSON records (trace chain nodes, :mod:`causalcache_memory.trace_store`) live under
+* small JSON records (trace chain nodes, :mod:`causalcache_memory.trace.store`) live under
   ``records/ab/<sha256>`` with the same whole-object write, de-duplication and re-hash on read, without
   image validation; retention and ``gc`` treat them like blobs.
   Blob age comes from the store's modification/creation time; objects without one are treated as old.
@@ -59,7 +59,7 @@ from causalcache_memory.archive._remote_refs import FsspecRetention
 from causalcache_memory.archive._texts import (
     TEXTS,
     decode_text,
-    encode_text,
+    encode_sidecar,
     missing_blob,
     text_is_intact,
     text_relpath,
@@ -200,7 +200,7 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
         cap. An intact text already there is written again unchanged (that refreshes its age, as every
         ``put`` does here); a damaged one is replaced (rules: :mod:`causalcache_memory.archive._texts`).
         """
-        raw = encode_text(sha256, text)
+        raw = encode_sidecar(sha256, text)
         if sha256 not in self:
             raise BlobNotFoundError(missing_blob(sha256, self.url))
         held = self._read_text(sha256)

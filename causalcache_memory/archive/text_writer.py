@@ -83,9 +83,9 @@ class ScreenTextWriter:
             if isinstance(archive, DeferredArchive):
                 archive.put_text(sha256, text)  # queued behind the screenshot; checked now
             else:
-                from causalcache_memory.archive._texts import encode_text
+                from causalcache_memory.archive._texts import encode_sidecar
 
-                encode_text(sha256, text)  # refuse bad text now, on the caller's thread
+                encode_sidecar(sha256, text)  # refuse bad text now, on the caller's thread
                 self._run(self._store, archive, sha256, text)
             return
         if self.engine is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from causalcache_memory.cli._help import documented_parser
-from causalcache_memory.decision_stats import DecisionStats
+from causalcache_memory.decisions.stats import DecisionStats
 from causalcache_memory.summarize import action_text
 
 __all__ = ["counts_line", "find_thread_head", "register", "thread_steps", "write_thread_report"]
@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
     from causalcache_memory.archive import open_archive
     from causalcache_memory.config import load_config
     from causalcache_memory.errors import ConfigError
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     if not args.archive and not args.config:
         raise ConfigError("give --archive URL (the memory's archive) or --config causalcache.yaml")

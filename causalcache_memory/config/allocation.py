@@ -6,24 +6,30 @@ small; :class:`~causalcache_memory.config.models.CausalCacheConfig` holds an :cl
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from causalcache_memory.allocation.registry import lookup_allocator
 from causalcache_memory.config.strict import _registered, _Strict
-from causalcache_memory.decision_stats import (
+from causalcache_memory.decisions.stats import (
     DEFAULT_MAX_FALLBACK_SHARE,
     DEFAULT_MISSING_TEXT_SHARE,
     DEFAULT_NO_SWAP_WINDOW,
     DEFAULT_WINDOW,
 )
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
+from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW, check_share, check_window
 
 __all__ = ["AllocationConfig", "CompareConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
 
 
 class SelectorConfig(_Strict):
+    RENAMED: ClassVar[Mapping[str, str]] = {
+        "second_pass_budget": "second_pass_share",  # refused by name
+        "budget_window": "share_window",  # refused by name
+    }
+
     model_path: str | None = Field(
         None,
         description="Directory or .onnx file of a trained selector; null = the scorer bundled with the package.",
@@ -41,17 +47,17 @@ class SelectorConfig(_Strict):
         "data and stored in the model (docs/SELECTOR.md); 0 = the paper's rule (every positive gain); "
         "larger = fewer second passes.",
     )
-    second_pass_budget: float = Field(
+    second_pass_share: float = Field(
         0.15,
         description="With min_gain: auto, the largest share of decisions that may run pass 2, in [0, 1]: "
         "the threshold is the one with the most dev gain within it, chosen from the frontier stored in "
         "the model (docs/SELECTOR.md); a number in min_gain overrides it.",
     )
-    budget_window: int | None = Field(
-        DEFAULT_BUDGET_WINDOW,
-        description="With min_gain: auto, hold second_pass_budget on the memory's own latest this-many "
+    share_window: int | None = Field(
+        DEFAULT_SHARE_WINDOW,
+        description="With min_gain: auto, hold second_pass_share on the memory's own latest this-many "
         "decisions per B (dev threshold for the first min(window, 20)); null = the dev threshold only "
-        "(docs/SELECTOR.md, 'The pass-2 budget on your screens').",
+        "(docs/SELECTOR.md, 'The pass-2 share on your screens').",
     )
     ood_guard: bool = Field(
         True,
@@ -62,19 +68,14 @@ class SelectorConfig(_Strict):
         1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
     )
 
-    @field_validator("second_pass_budget", mode="before")
+    @field_validator("second_pass_share", mode="before")
     @classmethod
-    def _budget(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ValueError(
-                f"second_pass_budget={value!r} must be a share of decisions in [0, 1], e.g. 0.15 (at most "
-                "15% of decisions run pass 2); 1 = no budget limit, or set min_gain to a number instead"
-            )
-        return float(value)
+    def _second_pass_share(cls, value: Any) -> Any:
+        return _registered(check_share, value)  # the allocator's own rule (selector/threshold.py)
 
-    @field_validator("budget_window", mode="before")
+    @field_validator("share_window", mode="before")
     @classmethod
-    def _budget_window(cls, value: Any) -> Any:
+    def _share_window(cls, value: Any) -> Any:
         return _registered(check_window, value)  # the allocator's own rule (selector/threshold.py)
 
     @field_validator("min_gain", mode="before")

@@ -4,19 +4,39 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
 
 from causalcache_memory.errors import CausalCacheError
 
-__all__: list[str] = []  # private helpers of config/models.py
+__all__ = ["refuse_renamed"]  # the rest: private helpers of config/models.py
+
+
+def refuse_renamed(data: Any, renamed: Mapping[str, str]) -> Any:
+    """Refuse keys that were renamed, naming the old and the new key (nothing is released: no alias)."""
+    if isinstance(data, Mapping):
+        old = [key for key in renamed if key in data]
+        if old:
+            raise ValueError(
+                "; ".join(f"{key} was renamed {renamed[key]}: write {renamed[key]} instead" for key in old)
+                + " ('budget' names B only)"
+            )
+    return data
 
 
 class _Strict(BaseModel):
     """Base of every section: unknown keys, non-finite numbers and booleans given for numbers are refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+    #: ``{old key: new key}`` of this section, refused by name (:func:`refuse_renamed`)
+    RENAMED: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return refuse_renamed(data, cls.RENAMED)
 
     @field_validator("*", mode="before")
     @classmethod

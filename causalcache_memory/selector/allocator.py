@@ -37,8 +37,8 @@ from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_masks import state_pattern
 from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
-    DEFAULT_BUDGET_WINDOW,
-    DEFAULT_SECOND_PASS_BUDGET,
+    DEFAULT_SECOND_PASS_SHARE,
+    DEFAULT_SHARE_WINDOW,
     DeploymentThreshold,
     check_window,
     resolve_min_gain,
@@ -80,13 +80,13 @@ class SelectorAllocator:
         inverted: negate every predicted marginal (specificity control of the allocation ladder).
         thumbnail_size: side of the thumbnails used for image statistics (needs ``ctx.archive``).
         min_gain: smallest predicted gain for which a swap is taken: ``"auto"`` (default) = the threshold
-            chosen for ``second_pass_budget`` from the dev frontier stored in the model (a format-2 model:
-            its stored threshold); ``0`` = the paper's rule (every positive predicted gain); larger values
+            chosen for ``second_pass_share`` from the dev frontier stored in the model; ``0`` = the
+            paper's rule (every positive predicted gain); larger values
             decline near-neutral swaps (:mod:`~causalcache_memory.selector.threshold`).
-        second_pass_budget: with ``min_gain="auto"``, the largest share of decisions that may run pass 2,
+        second_pass_share: with ``min_gain="auto"``, the largest share of decisions that may run pass 2,
             in ``[0, 1]`` (default 0.15).
-        budget_window: with ``min_gain="auto"``, hold the budget on this allocator's own latest
-            ``budget_window`` decisions per ``B`` (:class:`~causalcache_memory.selector.threshold.
+        share_window: with ``min_gain="auto"``, hold the share on this allocator's own latest
+            ``share_window`` decisions per ``B`` (:class:`~causalcache_memory.selector.threshold.
             DeploymentThreshold`; the dev threshold during the warm-up); None = the dev-calibrated
             threshold only.
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
@@ -109,8 +109,8 @@ class SelectorAllocator:
         inverted: bool = False,
         thumbnail_size: int = 32,
         min_gain: float | Literal["auto"] = "auto",
-        second_pass_budget: float = DEFAULT_SECOND_PASS_BUDGET,
-        budget_window: int | None = DEFAULT_BUDGET_WINDOW,
+        second_pass_share: float = DEFAULT_SECOND_PASS_SHARE,
+        share_window: int | None = DEFAULT_SHARE_WINDOW,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
         screen_text: ScreenTextSource | None = None,
@@ -126,13 +126,13 @@ class SelectorAllocator:
                 model_path if model_path is not None else bundled_model_path(), threads=threads
             )
         #: the swap thresholds (per memory budget B where the model has a dev frontier for it)
-        self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_budget=second_pass_budget)
+        self.thresholds = resolve_thresholds(min_gain, self.model, second_pass_share=second_pass_share)
         self.min_gain, self.min_gain_source = self.thresholds.default, self.thresholds.source
-        self.second_pass_budget = float(second_pass_budget)
-        window = check_window(budget_window)
+        self.second_pass_share = float(second_pass_share)
+        window = check_window(share_window)
         #: the deployment-rate threshold (None: fixed thresholds)
         self.deployment = (
-            DeploymentThreshold(self.thresholds, self.second_pass_budget, window)
+            DeploymentThreshold(self.thresholds, self.second_pass_share, window)
             if window is not None and min_gain == "auto"
             else None
         )
@@ -217,7 +217,7 @@ class SelectorAllocator:
             witness: the reference action (the pass-1 proposal), for the context features.
 
         Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``;
-        ``"inf"`` when the deployment's budget admits no swap) and ``threshold_from`` (``fixed``, ``dev``
+        ``"inf"`` when the deployment's share admits no swap) and ``threshold_from`` (``fixed``, ``dev``
         during the deployment rule's warm-up, or ``deployment``), ``top_gain`` (the best first swap's
         predicted gain, which the threshold is compared with),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /

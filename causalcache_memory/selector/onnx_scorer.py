@@ -6,8 +6,10 @@ its feature-schema hash against this library's extractor *and* the graph's actua
 :class:`~causalcache_memory.errors.SchemaMismatchError`, then scores conditioning sets for the beam.
 Scores that are not finite (NaN, ±inf) are refused with :class:`NonFiniteScoreError` instead of being
 ranked. The model's calibration (stored threshold and the dev pass-2 frontier) and OOD statistics are
-read from its metadata (``causalcache.calibration``, ``causalcache.ood``; absent in models exported
-before them; format-2 models carry a threshold without frontier and the earlier Mahalanobis guard).
+read from its metadata (``causalcache.calibration``, ``causalcache.ood``). Only models of
+:data:`MODEL_FORMAT_VERSION` load: an older format (format 2: a threshold without frontier and a
+Mahalanobis guard) is refused with :class:`~causalcache_memory.errors.SchemaMismatchError` naming the format
+and the fix (retrain and re-export).
 """
 
 from __future__ import annotations
@@ -21,18 +23,23 @@ import numpy as np
 from causalcache_memory._optional import require
 from causalcache_memory.errors import SchemaMismatchError, SelectorError
 from causalcache_memory.selector.features import NUM_CONTEXT, NUM_FEATURES, feature_index, schema_hash
-from causalcache_memory.selector.ood import OodGuard, RobustGuard, load_guard
+from causalcache_memory.selector.ood import RobustGuard, load_guard
 from causalcache_memory.selector.ood_masks import group_columns
 
 __all__ = [
     "GRAPH_INPUTS",
     "GRAPH_OUTPUTS",
     "MODEL_FILE",
+    "MODEL_FORMAT_VERSION",
     "NonFiniteScoreError",
     "OnnxScorer",
     "model_file",
     "pack_sets_np",
 ]
+
+#: the exported model's metadata layout this library reads (``causalcache.model_format_version``; 3: the
+#: pass-2 frontier and the robust OOD guard); the lab's export writes it
+MODEL_FORMAT_VERSION = 3
 
 #: ``name -> (element type, rank, {axis: fixed width})`` the scorer graph must declare
 GRAPH_INPUTS: dict[str, tuple[str, int, dict[int, int]]] = {
@@ -138,19 +145,24 @@ class OnnxScorer:
                 f"selector model {p} has the right schema metadata but its graph does not match the scorer "
                 f"this library runs: {'; '.join(problems)}; re-export it with `causalcache train selector`"
             )
+        #: the model's metadata layout version (``causalcache.model_format_version``; 0 when absent)
+        self.format_version: int = int(self.metadata.get("causalcache.model_format_version", "0") or 0)
+        if self.format_version != MODEL_FORMAT_VERSION:
+            raise SchemaMismatchError(
+                f"selector model {p} is of model format {self.format_version} "
+                f"(causalcache.model_format_version), but this library reads format {MODEL_FORMAT_VERSION} "
+                "only; retrain and re-export it (`causalcache train selector` or `causalcache learn`)"
+            )
         self.feature_names: list[str] = json.loads(self.metadata.get("causalcache.feature_names", "[]"))
         self.drop_features: list[str] = json.loads(self.metadata.get("causalcache.drop_features", "[]"))
         self.drop_index: list[int] = [feature_index(n) for n in self.drop_features]
-        #: ``{"min_gain", "rule", "frontier", ...}`` from the dev split at training time (format 2: no
-        #: ``frontier``, only the stored threshold); empty for older models
+        #: ``{"min_gain", "rule", "frontier", "frontier_by_budget", ...}`` from the dev split at training time
         self.calibration: dict = json.loads(self.metadata.get("causalcache.calibration", "{}"))
         ood = self.metadata.get("causalcache.ood")
-        #: the out-of-distribution guard (:mod:`~causalcache_memory.selector.ood`); None for older models
-        self.ood: RobustGuard | OodGuard | None = (
+        #: the out-of-distribution guard (:mod:`~causalcache_memory.selector.ood`); None when not exported
+        self.ood: RobustGuard | None = (
             load_guard(ood, self.feature_names, source=f"selector model {p}") if ood else None
         )
-        #: the model's metadata layout version (``causalcache.model_format_version``; 0 when absent)
-        self.format_version: int = int(self.metadata.get("causalcache.model_format_version", "0") or 0)
         #: whether the model was trained with thumbnail statistics (False: the extractor reads no pixels)
         self.image_features: bool = self.metadata.get("causalcache.image_features", "true") != "false"
         #: ``{group: feature indices}`` (availability first) of the maskable feature groups
@@ -175,7 +187,7 @@ class OnnxScorer:
     def calibrated_min_gain(self) -> float | None:
         """The swap threshold stored at training (for the training budget); None when the model has none.
 
-        ``min_gain: auto`` re-chooses from ``calibration["frontier"]`` for the deployment's budget
+        ``min_gain: auto`` re-chooses from ``calibration["frontier"]`` for the deployment's share
         (:func:`~causalcache_memory.selector.threshold.resolve_min_gain`).
         """
         value = self.calibration.get("min_gain")

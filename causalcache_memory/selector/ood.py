@@ -33,9 +33,8 @@ looks only at what the scorer relies on:
 Fitting needs at least :func:`min_guard_states` training states (:func:`guard_fit_size_check` refuses
 fewer with the number needed). The statistics live in the model's ``causalcache.ood`` metadata (JSON,
 ``"kind": "robust-shrinkage"``; guards stored before masked groups lack ``mask_groups`` /
-``mask_thresholds`` and judge every state on all guarded columns). Models of format 2 carry the earlier guard (:class:`OodGuard`: Mahalanobis
-distance over all 45 columns, threshold = 99.9th percentile of train + dev distances); :func:`load_guard`
-reads either.
+``mask_thresholds`` and judge every state on all guarded columns). Format 2's Mahalanobis guard (no
+``kind``) is refused by :func:`load_guard`, naming the format and the fix (re-export the model).
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from causalcache_memory.errors import SelectorError
-from causalcache_memory.selector.ood_legacy import OOD_QUANTILE, OOD_RIDGE, OodGuard
 from causalcache_memory.selector.ood_masks import (
     FULL_PATTERN,
     group_columns,
@@ -63,12 +61,9 @@ __all__ = [
     "FALSE_ALARM_RATE",
     "GUARD_KIND",
     "GUARD_MIN_STATES",
-    "OOD_QUANTILE",
-    "OOD_RIDGE",
     "OOD_RULE",
     "SCALE_FLOOR",
     "GuardFitError",
-    "OodGuard",
     "RobustGuard",
     "guard_columns",
     "guard_fit_size_check",
@@ -335,19 +330,23 @@ class RobustGuard:
         )  # fmt: skip
 
 
-def load_guard(text: str, feature_names: Sequence[str], *, source: str = "model") -> RobustGuard | OodGuard:
-    """Parse a model's ``causalcache.ood`` metadata: the robust guard, or a format-2 :class:`OodGuard`."""
+def load_guard(text: str, feature_names: Sequence[str], *, source: str = "model") -> RobustGuard:
+    """Parse a model's ``causalcache.ood`` metadata (the robust guard; format 2's guard is refused)."""
     try:
         data: Mapping[str, Any] = json.loads(text)
         kind = data.get("kind")
         if kind == GUARD_KIND:
             return RobustGuard.from_dict(data, feature_names, source)
-        if kind is not None:
+        if kind is None:
             raise SelectorError(
-                f"{source}: causalcache.ood has guard kind {kind!r}; this library reads {GUARD_KIND!r} and "
-                "the format-2 guard: upgrade causalcache-memory or re-export the model"
+                f"{source}: causalcache.ood holds the Mahalanobis guard of selector model format 2, which "
+                f"this library does not read; retrain and re-export the model (`causalcache train selector` "
+                f"or `causalcache learn`) to get the {GUARD_KIND!r} guard of format 3"
             )
-        return OodGuard.from_dict(data, feature_names, source)
+        raise SelectorError(
+            f"{source}: causalcache.ood has guard kind {kind!r}; this library reads {GUARD_KIND!r}: "
+            "upgrade causalcache-memory or re-export the model"
+        )
     except SelectorError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

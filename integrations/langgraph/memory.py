@@ -11,10 +11,10 @@ One object configures the memory (budget ``B``, allocator, archive, prompt text)
 
 Arguments are validated when given (an allocator name is resolved through the registry at once); the
 allocator is built and warmed at construction (:meth:`warmup`), so a run's first timed decision (a resumed
-run's too) makes the same allocation as any later one. Screen text: :mod:`.screen_text`.
+run's too) makes the same allocation as any later one. Screen text: :mod:`.text_intake`.
 
 Graph state holds O(1) data per episode (see :mod:`.state`): the trace and the decision log are a hash
-chain of small JSON records in the archive (:class:`~causalcache_memory.trace_store.TraceStore`), and
+chain of small JSON records in the archive (:class:`~causalcache_memory.trace.store.TraceStore`), and
 state keeps the chain's head hash. One :class:`TraceStore` (with its in-process cache) is kept per archive
 object, so a step appends to a cached head without reading the archive.
 
@@ -33,20 +33,20 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory._optional import require
 from causalcache_memory.actions.coords import CoordMode
-from causalcache_memory.allocation.base import AllocationContext, Allocator
+from causalcache_memory.allocation.base import Allocator
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.archive.deferred import DeferredArchive, can_defer
 from causalcache_memory.archive.text_writer import ScreenTextWriter
 from causalcache_memory.config import CausalCacheConfig, load_config
-from causalcache_memory.controller import MemoryController, StepDecision
-from causalcache_memory.decision_stats import DecisionMonitor
+from causalcache_memory.controller import MemoryController
+from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.errors import warn
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
+from causalcache_memory.integrations.langgraph.session import STEP_EVENT
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 from causalcache_memory.integrations.langgraph.validation import (
-    NoPolicy,
     UnavailableAllocator,
     check_allocator,
     check_arguments,
@@ -56,16 +56,13 @@ from causalcache_memory.integrations.langgraph.validation import (
 )
 from causalcache_memory.runtime.registry import build_policy
 from causalcache_memory.trace import Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
 
 __all__ = ["STEP_EVENT", "CausalCacheMemory"]
-
-#: ``event`` field of the custom stream events and episode-log records.
-STEP_EVENT = "causalcache.step"
 
 
 def _close_controllers(stores: dict[int, tuple[Any, Any, MemoryController]], wait: bool = True) -> None:
@@ -139,7 +136,6 @@ class CausalCacheMemory(ThreadReading):
         self._pending_lock = threading.Lock()
         self._lock = threading.Lock()
         self._warm = False
-        self._warm_threads: set[str] = set()
         self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
         self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
         weakref.finalize(self, _close_controllers, self._stores, False)  # finalizers never join threads
@@ -156,38 +152,16 @@ class CausalCacheMemory(ThreadReading):
         return cls(config=load_config(path), **kwargs)
 
     def warmup(self) -> CausalCacheMemory:
-        """Build the allocator and run one allocation on a synthetic trace (idempotent).
+        """Build the allocator and have the controller load it before any timed decision (idempotent).
 
-        Loads a learned selector's model and initializes its inference session before the first timed
-        decision, so no decision (the first one of a resumed run included) hits the allocation time limit
-        because of a cold start. Called by the constructor unless ``warmup=False``.
+        Loads a learned selector's model and initializes its inference session
+        (:meth:`MemoryController.warm_allocator`), so no decision (the first one of a resumed run included)
+        hits the allocation time limit because of a cold start. Called by the constructor unless
+        ``warmup=False``.
         """
-        if self._warm:
-            return self
-        allocator = self.allocation
-        self._warm = True
-        hook = getattr(allocator, "warmup", None)
-        if isinstance(allocator, UnavailableAllocator) or not (callable(hook) or allocator.uses_witness):
-            return self  # fixed-rule allocators (recent, random, rgb, summary-only) have nothing to load
-        from causalcache_memory.actions.model import Action
-
-        trace = Trace("warm-up", episode_id="warmup")
-        trace.observe("0" * 64)
-        for i in range(2 * max(1, self.budget) + 2):
-            trace.record(Action("click", x=(i % 9) / 10, y=0.5), "warm-up", f"{i + 1:064x}")
-        try:
-            if callable(hook):
-                hook()
-            else:
-                allocator.allocate(
-                    AllocationContext(trace, self.budget, None, witness=Action("click", x=0.5, y=0.5))
-                )
-        except Exception as exc:  # an allocator that needs the archive warms on its first real step
-            warn(
-                f"allocator {allocator.name!r} could not be warmed up ({type(exc).__name__}: {exc}); its "
-                "first decision may be slower",
-                logger=logging.getLogger(__name__),
-            )
+        if not self._warm:
+            self._warm = True
+            MemoryController.warm_allocator(self.allocation, self.budget)
         return self
 
     @property
@@ -207,20 +181,21 @@ class CausalCacheMemory(ThreadReading):
 
     # ------------------------------------------------------------------ resolution
     def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
-        ctx = context_from_runtime(runtime)
-        if ctx is not None and ctx.archive is not None:
-            return ctx.archive
-        if self._archive is None:
-            self._archive = build_archive(self.config.archive)
-        return self._archive
+        """The run context's archive, else the constructor's, else opened from ``config.archive`` once."""
+        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))  # type: ignore[no-any-return]
 
-    def resolve_policy(self, runtime: Any = None) -> Policy:
-        ctx = context_from_runtime(runtime)
-        if ctx is not None and ctx.policy is not None:
-            return ctx.policy
-        if self._policy is None:
-            self._policy = build_policy(self.config.policy)
-        return self._policy
+    def _resolve_policy(self, runtime: Any = None) -> Policy:
+        """The run context's policy, else the constructor's, else built from ``config.policy`` once."""
+        return self._resolve(runtime, "policy", lambda: build_policy(self.config.policy))  # type: ignore[no-any-return]
+
+    def _resolve(self, runtime: Any, name: str, build: Callable[[], Any]) -> Any:
+        """The one precedence of the archive and the policy: run context, then this memory's (built once)."""
+        given = getattr(context_from_runtime(runtime), name, None)
+        if given is not None:
+            return given
+        if getattr(self, f"_{name}") is None:
+            setattr(self, f"_{name}", build())
+        return getattr(self, f"_{name}")
 
     def trace_store(self, runtime: Any = None) -> TraceStore:
         """The :class:`TraceStore` over the resolved archive (one per archive object, cache kept)."""
@@ -235,10 +210,9 @@ class CausalCacheMemory(ThreadReading):
             entry = self._stores.get(id(archive))
             if entry is None or entry[0] is not archive:
                 view = DeferredArchive(archive) if can_defer(archive) else archive  # writes overlap
-                controller = build_controller(
-                    self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
-                )  # type: ignore[arg-type]
-                controller.monitor = self._monitor  # one monitor per memory, whatever the archive
+                controller = build_controller(  # the step's model is passed to each decide()
+                    self.config, archive=view, allocator=self.allocation, monitor=self._monitor
+                )  # one monitor per memory, whatever the archive
                 entry = (archive, TraceStore(view), controller)  # records behind the barrier too
                 self._stores[id(archive)] = entry
                 while len(self._stores) > 8:  # run-context archives come and go; keep the newest
@@ -282,37 +256,13 @@ class CausalCacheMemory(ThreadReading):
                 self._allocation = UnavailableAllocator(name, exc)
         return self._allocation
 
-    def controller(self, runtime: Any = None) -> MemoryController:
+    def _controller(self, runtime: Any = None) -> MemoryController:
         """The memory's :class:`MemoryController` for the resolved archive (one per archive, built once
         by :func:`~causalcache_memory.factory.build_controller`; every step of every thread uses it, the
         step's model passed to :meth:`MemoryController.decide`). :meth:`close` stops its worker."""
         return self._entry(self.resolve_archive(runtime))[2]
 
-    def warm_trace(self, trace: Trace, runtime: Any = None) -> None:
-        """Before a thread's first timed decision in this process, allocate once untimed on its trace.
-
-        A resumed thread's screenshots have no thumbnails in this process yet; decoding them inside the
-        first timed allocation could exceed the limit and fall back to Recent-B. This untimed call fills
-        those caches (result discarded). Once per thread and process; witness-taking allocators only.
-        """
-        allocator = self.allocation
-        key = trace.episode_id
-        if key in self._warm_threads:
-            return
-        if len(self._warm_threads) > 65536:
-            self._warm_threads.clear()
-        self._warm_threads.add(key)  # a thread started here warms as it goes (prepare() per screenshot)
-        if not len(trace) or not getattr(allocator, "uses_witness", False):
-            return
-        if isinstance(allocator, UnavailableAllocator):
-            return
-        ctx = AllocationContext(trace, self.budget, self.resolve_archive(runtime))
-        try:
-            allocator.allocate(ctx)
-        except Exception:  # the timed allocation reports (and falls back) if the allocator is broken
-            return
-
-    def note_pending(self, episode_id: str, pending: dict[str, Any] | None) -> None:
+    def _note_pending(self, episode_id: str, pending: dict[str, Any] | None) -> None:
         """Remember the thread's decided, not yet recorded step (read by :meth:`action` in any node)."""
         with self._pending_lock:
             self._pending[episode_id] = pending
@@ -328,11 +278,6 @@ class CausalCacheMemory(ThreadReading):
         over a thread whose run died on another machine.
         """
         self.trace_store(runtime).reset_head(thread_id)
-
-    @staticmethod
-    def step_record(decision: StepDecision, trace: Trace) -> dict[str, Any]:
-        """The small JSON record of one decision (stream event and episode-log entry)."""
-        return {"event": STEP_EVENT, "episode": trace.episode_id, **decision.to_record()}
 
     # ------------------------------------------------------------------ StateGraph nodes
     def observe_node(self, screenshot_node: Callable[..., Any], *, schema: type | None = None) -> Any:

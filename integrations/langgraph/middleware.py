@@ -8,7 +8,7 @@
 * ``wrap_tool_call`` archives the screenshot a GUI tool returns, replaces it by a reference in the
   ``ToolMessage`` and records the executed step with it as the post-action screen. The screen's text,
   when the tool gives it (``Command`` update key ``screen_text``, or ``ToolMessage.artifact=
-  {"screen_text": ...}``), is taken out and stored beside the screenshot (:mod:`.screen_text`).
+  {"screen_text": ...}``), is taken out and stored beside the screenshot (:mod:`.text_intake`).
 
 State stays O(1) in the episode length: only ``cc_head``/``cc_episode``/``cc_t``/``cc_screenshot``/``cc_pending`` (see
 :mod:`.state`); the trace and log are read through the memory's trace store.
@@ -41,9 +41,9 @@ from langgraph.types import Command
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import find_screenshot_refs, strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser
-from causalcache_memory.integrations.langgraph.screen_text import take_tool_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession
 from causalcache_memory.integrations.langgraph.state import CausalCacheState
+from causalcache_memory.integrations.langgraph.text_intake import take_tool_screen_text
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import StoredImage
@@ -100,7 +100,7 @@ def _new_screen(
     refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
     trace = session.begin({**state, "messages": messages})
     if refs and refs[-1] != trace.current_screenshot:  # an observation, never a post-action screen
-        session.controller.observe(trace, stored.get(refs[-1], refs[-1]))
+        session.observe(stored.get(refs[-1], refs[-1]))
         session.screen_text(refs[-1], None)  # a message has no screen_text: OCR when configured
     if trace.current_screenshot is None:
         raise TraceError(
@@ -140,7 +140,7 @@ class CausalCacheMiddleware(AgentMiddleware):
         messages, replaced, stored = _strip_request(list(request.messages), session)
         _new_screen(request.state, messages, session, stored)
         policy = _handler_policy(self.memory, request, handler, self.parse)
-        session.pending = None  # the model is called again: the reply it gives now is the step's action
+        session.discard_pending()  # the model is called again: the reply it gives now is the step's action
         decision = session.decide(policy)
         assert policy.last is not None
         result = policy.last.payload
@@ -170,17 +170,14 @@ class CausalCacheMiddleware(AgentMiddleware):
         else:
             message, found = strip_images(result, session.put)
             stripped_update = {"messages": [message]}
-        pending, call_id = session.pending, (getattr(request, "tool_call", None) or {}).get("id")
-        if not found or (pending and pending.tool_call_id and call_id != pending.tool_call_id):
+        call_id = (getattr(request, "tool_call", None) or {}).get("id")
+        if not found or not session.awaits(call_id):
             # no screen, or a parallel tool call that is not the step's action: references only
             return result if isinstance(result, Command) and not found else _plain(result, stripped_update)
         extra: dict[str, Any] = {"cc_screenshot": found[-1].sha256}
         session.screen_text(found[-1], text)
         if session.trace is not None:
-            if pending is not None and pending.t != session.trace.t:  # a stale decision is kept as is
-                session.controller.observe(session.trace, found[-1])
-            else:
-                session.screen(found[-1])  # the step's tool ran: recorded, parsed or not
+            session.tool_screen(found[-1])  # records the step (a stale decision: observed only)
             extra.update(session.commit()[0])
         goto = {"goto": result.goto, "graph": result.graph} if isinstance(result, Command) else {}
         return Command(update={**stripped_update, **extra}, **goto)

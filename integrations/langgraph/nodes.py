@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from causalcache_memory.errors import TraceError
 from causalcache_memory.integrations.langgraph.images import strip_images
 from causalcache_memory.integrations.langgraph.policies import ActionParser, message_text
-from causalcache_memory.integrations.langgraph.screen_text import take_screen_text
 from causalcache_memory.integrations.langgraph.session import Reply, ReplyPolicy, StepSession, new_trace
 from causalcache_memory.integrations.langgraph.state import merge_schema
+from causalcache_memory.integrations.langgraph.text_intake import take_screen_text
 
 if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
@@ -196,7 +196,7 @@ def _decide_step(
     if session.trace is None:
         raise TraceError("decide ran before any screenshot was observed; put the observe node first")
     node = _node_policy(memory, state, label, call, parse) if call is not None else None
-    decision = session.decide(node or memory.resolve_policy(runtime))
+    decision = session.decide(node or memory._resolve_policy(runtime))
     if node is not None and node.last is not None:
         update = strip_images(node.last.payload, session.put)[0]
     else:

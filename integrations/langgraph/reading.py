@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats
+from causalcache_memory.decisions.stats import DecisionMonitor, DecisionStats
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.trace import Trace
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
 __all__ = ["ThreadReading"]
 
@@ -135,7 +135,7 @@ class ThreadReading:
         * ``memory.stats(graph, config)`` (or ``memory.stats(state)``): one thread's counts, read from its
           decision log in the archive (the trace chain at the thread's checkpoint) — durable, the same in
           any process and after a restart, and what ``causalcache report`` prints. Returns a
-          :class:`~causalcache_memory.decision_stats.DecisionStats`.
+          :class:`~causalcache_memory.decisions.stats.DecisionStats`.
         * ``memory.stats()``: ``{episode_id: DecisionStats}`` for every thread this memory decided in
           *this process* (in-memory counters, no archive read; the newest 4,096 threads).
 

@@ -33,7 +33,7 @@ def release_thread(archive: Any, thread_id: str) -> str:
     """
     episode = episode_id_for_thread(str(thread_id))
     archive.release(episode)
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     try:
         TraceStore(archive).reset_head(episode)

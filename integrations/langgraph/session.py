@@ -10,6 +10,12 @@ Both doors run the same lifecycle::
     decision = session.decide(policy)                # warm a resumed thread, then decide (two-pass)
     update, record = session.commit(decision)        # one chain record, the new head, the pending step
 
+The middleware adds three calls of its own: ``session.observe(stored)`` (a screen the user sent: never a
+post-action screen), ``session.discard_pending()`` (the model is called again before a tool returned a
+screen) and ``session.awaits(tool_call_id)`` / ``session.tool_screen(stored)`` (a tool's screen records
+the step that tool call executed). The session drives the memory's controller, which makes every
+allocation (warm-up included); neither door touches the controller or the pending step itself.
+
 The nodes (:mod:`.nodes`) and the middleware (:mod:`.middleware`) only translate between LangGraph's
 shapes (node updates, model requests, tool results) and these calls. The model they call is wrapped by
 one adapter, :class:`ReplyPolicy`, whatever calls it (a user's model node or the agent's model handler).
@@ -35,8 +41,8 @@ from causalcache_memory.integrations.langgraph.policies import (
     prompt_screen_size,
     response_text,
 )
-from causalcache_memory.integrations.langgraph.screen_text import text_for_archive
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace, state_update
+from causalcache_memory.integrations.langgraph.text_intake import text_for_archive
 from causalcache_memory.policy import Generation
 from causalcache_memory.trace import Trace
 
@@ -46,7 +52,10 @@ if TYPE_CHECKING:
     from causalcache_memory.integrations.langgraph.memory import CausalCacheMemory
     from causalcache_memory.render.messages import BoundPrompt
 
-__all__ = ["PendingStep", "Reply", "ReplyPolicy", "StepSession", "new_trace"]
+__all__ = ["STEP_EVENT", "PendingStep", "Reply", "ReplyPolicy", "StepSession", "new_trace", "step_record"]
+
+#: ``event`` field of the custom stream events and episode-log records.
+STEP_EVENT = "causalcache.step"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +102,11 @@ class PendingStep:
         return Action.from_dict(self.action) if self.action else None
 
 
+def step_record(decision: StepDecision, trace: Trace) -> dict[str, Any]:
+    """The small JSON record of one decision (stream event and episode-log entry)."""
+    return {"event": STEP_EVENT, "episode": trace.episode_id, **decision.to_record()}
+
+
 def new_trace(
     memory: CausalCacheMemory, state: Mapping[str, Any], runtime: Any, *, unannotated: str | None = None
 ) -> Trace:
@@ -134,22 +148,27 @@ class StepSession:
 
     def __init__(self, memory: CausalCacheMemory, runtime: Any, state: Mapping[str, Any]) -> None:
         self.memory, self.runtime = memory, runtime
-        self.controller = memory.controller(runtime)
-        self.store = memory.trace_store(runtime)
+        self._controller = memory._controller(runtime)
+        self._store = memory.trace_store(runtime)
         self.head = head_of(dict(state))
-        self.trace: Trace | None = load_trace(dict(state), self.store)
-        self.pending = PendingStep.from_state(state.get("cc_pending"))
+        self.trace: Trace | None = load_trace(dict(state), self._store)
+        self._pending = PendingStep.from_state(state.get("cc_pending"))
+
+    @property
+    def pending(self) -> PendingStep | None:
+        """The decided step awaiting its post-action screen (read-only: :meth:`screen` records it)."""
+        return self._pending
 
     def put(self, screenshot: Any) -> StoredImage:
         """Archive a screenshot once (the ``put`` of :func:`~.images.strip_images`)."""
-        return self.controller.put(screenshot)
+        return self._controller.put(screenshot)
 
     def screen_text(self, screenshot: StoredImage | str, text: str | None) -> None:
         """Store the screen's text beside its blob, off the decision path (OCR'd in the background when
-        ``text`` is None and ``archive.ocr`` is set; :mod:`.screen_text`). Never part of a prompt."""
+        ``text`` is None and ``archive.ocr`` is set; :mod:`.text_intake`). Never part of a prompt."""
         sha = screenshot if isinstance(screenshot, str) else screenshot.sha256
         text = text_for_archive(text, self.memory.screen_texts.warned)
-        self.memory.screen_texts.submit(self.controller.archive, sha, text)
+        self.memory.screen_texts.submit(self._controller.archive, sha, text)
 
     def begin(self, state: Mapping[str, Any], *, unannotated: str | None = None) -> Trace:
         """The loaded trace, or a new one started from ``state`` (goal) on a thread's first step."""
@@ -163,16 +182,16 @@ class StepSession:
         A pending step decided at another ``t`` than the trace's is refused (:class:`TraceError`).
         """
         trace = self._trace()
-        pending = self.pending
+        pending = self._pending
         if pending is None:  # the first screen (or a new screen before any decision)
-            self.controller.observe(trace, screenshot)
+            self._controller.observe(trace, screenshot)
             return
         if pending.t != trace.t:
             raise TraceError(
                 f"thread {trace.episode_id!r}: pending decision is for step {pending.t} but the trace "
                 f"is at step {trace.t}"
             )
-        self.controller.record(  # an unparsed reply is recorded too: the agent acted on it
+        self._controller.record(  # an unparsed reply is recorded too: the agent acted on it
             trace,
             pending.parsed_action(),
             screenshot,
@@ -180,20 +199,46 @@ class StepSession:
             app=app,
             parse_error=pending.parse_error,
         )
-        self.pending = None
+        self._pending = None
+
+    def observe(self, screenshot: StoredImage | str) -> None:
+        """Make ``screenshot`` the current screen as an observation, never as a post-action screen (a
+        screen the user sent in a message; a pending step stays pending)."""
+        self._controller.observe(self._trace(), screenshot)
+
+    def discard_pending(self) -> None:
+        """Forget the decided, unrecorded step: the model is called again before any screen came back,
+        so the reply it gives now is the step's action (``create_agent``)."""
+        self._pending = None
+
+    def awaits(self, tool_call_id: str | None) -> bool:
+        """Whether a tool call's screen may be the pending step's post-action screen: False only when the
+        pending step was executed by another tool call (a parallel call that is not the step's action)."""
+        pending = self._pending
+        return not (pending and pending.tool_call_id and tool_call_id != pending.tool_call_id)
+
+    def tool_screen(self, screenshot: StoredImage | str) -> None:
+        """A tool's screen: records the pending step with it (:meth:`screen`); a pending decision made at
+        another step than the trace's (stale: a resumed thread's tool ran again) is kept and the screen
+        only observed."""
+        pending, trace = self._pending, self._trace()
+        if pending is not None and pending.t != trace.t:
+            self.observe(screenshot)
+        else:
+            self.screen(screenshot)  # the step's tool ran: recorded, parsed or not
 
     def decide(self, policy: Any) -> StepDecision:
         """Decide step ``t`` with ``policy`` (warming a resumed thread's allocator caches first)."""
         trace = self._trace()
         if trace.current_screenshot is None:
             raise TraceError("decide ran before any screenshot was observed; put the observe node first")
-        if self.pending is not None:
+        if self._pending is not None:
             raise TraceError(
                 f"thread {trace.episode_id!r}: step {trace.t} was already decided and not recorded; "
                 "observe the post-action screen before deciding again"
             )
-        self.memory.warm_trace(trace, self.runtime)  # untimed allocation before a resumed thread's first
-        return self.controller.decide(trace, policy=policy)
+        self._controller.warm(trace)  # untimed allocation before a resumed thread's first timed one
+        return self._controller.decide(trace, policy=policy)
 
     def commit(
         self, decision: StepDecision | None = None, *, tool_call_id: str | None = None
@@ -202,8 +247,8 @@ class StepSession:
         trace = self._trace()
         record = None
         if decision is not None:
-            record = self.memory.step_record(decision, trace)
-            self.pending = PendingStep(
+            record = step_record(decision, trace)
+            self._pending = PendingStep(
                 t=trace.t,
                 response=decision.response,
                 action=decision.action.to_dict() if decision.action else None,
@@ -213,11 +258,11 @@ class StepSession:
         waits = saver_waits(self.memory)  # else the memory's checkpointer flushes before persisting
         if not waits:
             self.memory.flush_writes()
-        self.head = self.store.commit(self.head, trace, [record] if record else [])
+        self.head = self._store.commit(self.head, trace, [record] if record else [])
         if not waits:  # the chain records and references just handed to the writer
             self.memory.flush_writes()
-        pending = self.pending.to_state() if self.pending is not None else None
-        self.memory.note_pending(trace.episode_id, pending)
+        pending = self._pending.to_state() if self._pending is not None else None
+        self.memory._note_pending(trace.episode_id, pending)
         return {**state_update(self.head, trace), "cc_pending": pending}, record
 
     def _trace(self) -> Trace:

@@ -2,7 +2,7 @@
 
 Every key is prefixed ``cc_`` so it merges into a user's schema without clashing:
 
-* ``cc_head``: sha256 of the head of the episode's trace chain (:mod:`causalcache_memory.trace_store`);
+* ``cc_head``: sha256 of the head of the episode's trace chain (:mod:`causalcache_memory.trace.store`);
   the trace (summaries, verbatim responses, screenshot hashes) and the per-decision log live in the
   archive as content-addressed JSON records, one small record per append;
 * ``cc_episode``: the episode id (the run's ``thread_id``, made archive-safe), named in error messages;
@@ -57,7 +57,7 @@ class CausalCacheState(TypedDict, total=False):
     screen_text: str | None
     """Input only: the text of the screen a screenshot node returns beside the image (accessibility
     tree or OCR). The memory takes it out of the update and stores it in the archive beside the
-    screenshot (:mod:`.screen_text`); state never holds it and no prompt shows it."""
+    screenshot (:mod:`.text_intake`); state never holds it and no prompt shows it."""
 
 
 STATE_KEYS: tuple[str, ...] = tuple(k for k in CausalCacheState.__annotations__ if k.startswith("cc_"))

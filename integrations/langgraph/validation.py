@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COORD_MODES",
-    "NoPolicy",
     "UnavailableAllocator",
     "check_allocator",
     "check_arguments",
@@ -34,6 +33,9 @@ class UnavailableAllocator:
     def __init__(self, name: str, error: Exception) -> None:
         self.name = name
         self.error = error
+
+    def warmup(self) -> None:
+        """Nothing to load (the build error was warned about once; each step warns as it falls back)."""
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         raise PolicyError(f"could not be built: {type(self.error).__name__}: {self.error}") from self.error
@@ -74,15 +76,6 @@ def check_object(name: str, value: Any, methods: tuple[str, ...], hint: str) -> 
     missing = [m for m in methods if not callable(getattr(value, m, None))]
     if value is not None and missing:
         raise ConfigError(f"CausalCacheMemory({name}={value!r}): has no {', '.join(missing)}(); {hint}")
-
-
-class NoPolicy:
-    name = "none"
-
-    def generate(self, prompt: Any) -> Any:  # pragma: no cover - observe/record never generate
-        raise PolicyError("this controller only records steps")
-
-    score = generate
 
 
 def memory_config(

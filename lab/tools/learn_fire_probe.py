@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from causalcache_lab.selector import cross_fit as cross_module
     from causalcache_lab.selector.train import TrainConfig, train_selector
     from causalcache_memory.selector.schema import feature_index
-    from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET as BUDGET
+    from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_SHARE as BUDGET
 
     examples, meta = _examples(args.run, args.record)
     scored: list[tuple[list[np.ndarray], list[Any]]] = []  # per fold per epoch, in cross_fit's order

@@ -152,7 +152,7 @@ def pack_lowrank(
     return PackedLowRank(a_all.contiguous(), b_all.contiguous(), int(col0), float(scaling), a3)
 
 
-_BODIES = ("lowrank_project", "lowrank_apply", "gated_lowrank_update")
+_BODIES = ("lowrank_project", "lowrank_apply")
 
 
 def _kernels() -> dict[str, Any]:
@@ -173,10 +173,9 @@ class Plan:
     Attributes:
         block_m: gathered rows per program (16, 32 or 64: ``tl.dot`` needs >= 16).
         block_k: hidden-dim tile of stage 1.
-        split: K-splits of stage 1 (programs = row blocks x split); ``0`` = the first version's one-pass
-            kernel (one program per row block walks the whole hidden dim, then all output columns).
-        warps, stages: ``num_warps`` / ``num_stages`` of stage 1 (the one-pass kernel: ``warps`` only).
-        block_n: output-column tile (stage 2; the one-pass kernel's column loop step).
+        split: K-splits of stage 1 (programs = row blocks x split), at least 1.
+        warps, stages: ``num_warps`` / ``num_stages`` of stage 1.
+        block_n: output-column tile (stage 2).
         apply_m: rows per stage-2 program.
     """
 
@@ -188,19 +187,18 @@ class Plan:
     block_n: int = 128
     apply_m: int = 32
 
+    def __post_init__(self) -> None:
+        if self.split < 1:
+            raise ValueError(
+                f"Plan(split={self.split}): the update runs split-K in two stages; use split >= 1"
+            )
+
     @property
     def key(self) -> str:
-        if self.split == 0:
-            return f"one_pass_m{self.block_m}_k{self.block_k}_n{self.block_n}_w{self.warps}"
         return (
             f"m{self.block_m}_k{self.block_k}_s{self.split}_w{self.warps}_st{self.stages}"
             f"_apply{self.apply_m}x{self.block_n}"
         )
-
-
-#: the first version's default (one-pass kernel), kept for comparison in the benchmark
-def first_version_plan(n_rows: int) -> Plan:
-    return Plan(16 if n_rows <= 4096 else 32, 128, 0, warps=4, block_n=64)
 
 
 @functools.cache
@@ -295,15 +293,6 @@ def _launch(
     kernels = _kernels()
     n, hidden, r2 = int(rows.numel()), int(x.shape[1]), int(packed.a.shape[0])
     out_bf16 = out.dtype == torch.bfloat16
-    if plan.split == 0:
-        grid = (-(-n // plan.block_m),)
-        kernels["gated_lowrank_update"][grid](
-            x, out, rows, packed.a, packed.b, n, hidden, packed.n_out, packed.col0, packed.scaling,
-            x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-            R2=r2, BLOCK_M=plan.block_m, BLOCK_K=plan.block_k, BLOCK_N=plan.block_n,
-            PRECISION=precision, OUT_BF16=out_bf16, num_warps=plan.warps,
-        )  # fmt: skip
-        return
     tiles = -(-hidden // plan.block_k)
     k_split = -(-tiles // plan.split) * plan.block_k
     splits = -(-hidden // k_split)

@@ -10,7 +10,7 @@ from PIL import Image
 from causalcache_memory.actions import Action
 from causalcache_memory.errors import TraceError
 from causalcache_memory.trace import Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 def _png(i: int) -> bytes:

@@ -117,3 +117,16 @@ def test_missing_required_key_is_named() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({"policy": {"kind": "openai", "openai": {"model": "m"}}})
     assert "policy.openai.base_url: required key is missing" in str(info.value)
+
+
+RENAMED = [
+    ("second_pass_budget", "second_pass_share", 0.2),  # refused by name
+    ("budget_window", "share_window", 50),  # refused by name
+]
+
+
+@pytest.mark.parametrize(("old", "new", "value"), RENAMED)
+def test_a_renamed_selector_key_is_refused_naming_the_new_one(old, new, value) -> None:
+    with pytest.raises(ConfigError, match=rf"allocation\.selector.*{old} was renamed {new}: write {new}"):
+        parse_config({"allocation": {"allocator": "selector", "selector": {old: value}}})
+    assert getattr(parse_config({"allocation": {"selector": {new: value}}}).allocation.selector, new) == value

@@ -1,4 +1,4 @@
-"""The idle-allocator rule, decision counts and the logging of decisions (causalcache_memory.decision_stats)."""
+"""The idle-allocator rule, decision counts and the logging of decisions (causalcache_memory.decisions.stats)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from causalcache_memory import Action, Generation, Trace, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import DecisionMonitor, DecisionStats, fallback_kind
+from causalcache_memory.decisions.stats import DecisionMonitor, DecisionStats, fallback_kind
 from causalcache_memory.errors import CausalCacheWarning, ConfigError
 from causalcache_memory.factory import build_controller
 
@@ -279,7 +279,7 @@ def test_a_selector_that_never_swaps_warns_once_after_the_window(archive) -> Non
         run(ctl, archive, 20, episode="ep2")  # the memory's 10th could-swap decision: warned once
     (message,) = [str(w.message) for w in caught if "swapped on none" in str(w.message)]
     assert "'selector' swapped on none of the 10 decisions where a swap was possible" in message
-    assert "second_pass_budget" in message and "docs/SELECTOR.md#when-the-selector-is-idle" in message
+    assert "second_pass_share" in message and "docs/SELECTOR.md#when-the-selector-is-idle" in message
     assert monitor.warned == message and monitor.stats()["ep2"].fallbacks == {}
 
 

@@ -1,4 +1,4 @@
-"""The missing-screen-text warning of the decision monitor (causalcache_memory.decision_stats, issue 24).
+"""The missing-screen-text warning of the decision monitor (causalcache_memory.decisions.stats, issue 24).
 
 The bundled selector was trained reading each screen's text; a deployment that never gives it text runs
 it degraded. The allocator reports the groups its model reads that no event had (``info["masked"]``) and
@@ -18,7 +18,7 @@ from causalcache_memory import Action, Generation, make_allocation
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.config import parse_config
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import TEXT_DOCS, DecisionMonitor, DecisionStats
+from causalcache_memory.decisions.stats import TEXT_DOCS, DecisionMonitor, DecisionStats
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.factory import build_controller
 from causalcache_memory.selector import SelectorAllocator
@@ -102,31 +102,29 @@ def test_no_warning_when_the_archive_stores_screen_text(archive) -> None:
     assert ctl.monitor.stats()["ep"].without_text == 0
 
 
-def _rewritten_bundle(tmp_path, *, drop_text: bool, legacy_guard: bool):
-    """The bundled scorer with its metadata changed: trained without the text features and/or a guard
-    stored before mask patterns (format 2's Mahalanobis guard)."""
+def _rewritten_bundle(tmp_path, *, drop_text: bool, guard: bool = True):
+    """The bundled scorer with its metadata changed: trained without the text features, and/or exported
+    without a guard (the groups it reads then come from its features, not from the guard's)."""
     onnx = pytest.importorskip("onnx")
     proto = onnx.load(str(bundled_model_path()))
     props = {p.key: p for p in proto.metadata_props}
-    names = json.loads(props["causalcache.feature_names"].value)
     if drop_text:
         props["causalcache.drop_features"].value = json.dumps(list(TEXT_FEATURES))
-    if legacy_guard:
-        guard = {"rule": "Mahalanobis", "features": names, "mean": [0.0] * len(names), "threshold": 1e6}
-        guard["precision"] = [[float(i == j) for j in range(len(names))] for i in range(len(names))]
+    if not guard:
+        proto.metadata_props.remove(props["causalcache.ood"])
     else:  # what training gives when the text columns are dropped: the guard watches no text group
-        guard = json.loads(props["causalcache.ood"].value)
-        guard["mask_groups"] = {g: cols for g, cols in guard["mask_groups"].items() if g != "text"}
-        guard["mask_thresholds"] = {k: v for k, v in guard["mask_thresholds"].items() if "text" not in k}
-    props["causalcache.ood"].value = json.dumps(guard)
+        ood = json.loads(props["causalcache.ood"].value)
+        ood["mask_groups"] = {g: cols for g, cols in ood["mask_groups"].items() if g != "text"}
+        ood["mask_thresholds"] = {k: v for k, v in ood["mask_thresholds"].items() if "text" not in k}
+        props["causalcache.ood"].value = json.dumps(ood)
     path = tmp_path / "selector.onnx"
     onnx.save(proto, str(path))
     return path
 
 
-@pytest.mark.parametrize("legacy_guard", [False, True])
-def test_no_warning_for_a_model_without_text_features(archive, tmp_path, legacy_guard) -> None:
-    selector = SelectorAllocator(_rewritten_bundle(tmp_path, drop_text=True, legacy_guard=legacy_guard))
+@pytest.mark.parametrize("guard", [True, False])
+def test_no_warning_for_a_model_without_text_features(archive, tmp_path, guard) -> None:
+    selector = SelectorAllocator(_rewritten_bundle(tmp_path, drop_text=True, guard=guard))
     assert "text" not in selector.model.read_groups  # read from the model's metadata, not a name
     ctl = selector_memory(archive, selector)
     with warnings.catch_warnings(record=True) as caught:
@@ -139,8 +137,8 @@ def test_no_warning_for_a_model_without_text_features(archive, tmp_path, legacy_
 def test_a_model_that_reads_text_is_told_by_its_guard_or_its_dropped_features(tmp_path) -> None:
     bundled = SelectorAllocator()
     assert set(bundled.model.read_groups) == {"app", "text"}  # image statistics off in the bundle
-    legacy = SelectorAllocator(_rewritten_bundle(tmp_path, drop_text=False, legacy_guard=True))
-    assert set(legacy.model.read_groups) == {"app", "text"}  # no masked-guard: features not dropped
+    unguarded = SelectorAllocator(_rewritten_bundle(tmp_path, drop_text=False, guard=False))
+    assert set(unguarded.model.read_groups) == {"app", "text"}  # no guard: the features not dropped
 
 
 def test_the_fallback_and_the_missing_text_warnings_each_fire_once(archive) -> None:

@@ -24,7 +24,7 @@ from causalcache_memory.render.prompt import (
     render_prompt,
 )
 from causalcache_memory.trace import Event, Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 def _png(i: int, size: tuple[int, int] = (64, 40)) -> bytes:

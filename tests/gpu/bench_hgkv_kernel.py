@@ -40,11 +40,10 @@ sys.path.insert(0, str(HERE))
 
 
 def sweep_plans(rows: int, hidden: int, sms: int) -> list[Any]:
-    """The shipped default, the first version's default, its best two, and split-K variants around it."""
-    from causalcache_memory.runtime.hgkv.kernel import Plan, default_plan, first_version_plan
+    """The shipped default and split-K variants around it."""
+    from causalcache_memory.runtime.hgkv.kernel import Plan, default_plan
 
-    plans = [default_plan(rows, hidden, sms), first_version_plan(rows)]
-    plans += [Plan(32, 128, 0, block_n=64), Plan(64, 64, 0, block_n=64)]  # first version's best (H100)
+    plans = [default_plan(rows, hidden, sms)]
     for block_m, split in ((64, 1), (64, 2), (64, 3), (64, 4), (64, 7), (64, 14), (32, 4), (32, 7)):
         plans.append(Plan(block_m, 64, split))
     plans += [
@@ -238,7 +237,6 @@ def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
     from causalcache_memory.runtime.hgkv.kernel import (
         _sm_count,
         default_plan,
-        first_version_plan,
         fused_lowrank_update,
     )
 
@@ -248,8 +246,7 @@ def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
     ref, ker = server(case, "torch"), server(case, "triton")
     n_rows, hidden, sms = int(rows.numel()), int(x.shape[1]), _sm_count(device)
     out: dict[str, Any] = {"tokens": case["tokens"], "history_tokens": n_rows, "sm_count": sms}
-    default, first = default_plan(n_rows, hidden, sms), first_version_plan(n_rows)
-    out["default_plan"], out["first_version_plan"] = default.key, first.key
+    out["default_plan"] = default_plan(n_rows, hidden, sms).key
     eager = _timer(device)
     cuda = device.type == "cuda"
     flush = torch.empty(256 * 2**20, dtype=torch.int8, device=device) if cuda else None
@@ -263,7 +260,6 @@ def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
         "qkv_proj": lambda: F.linear(x, case["w"], case["bias"]),
         "reference": lambda: ref.update(0, x, qkv, rows),
         "kernel": lambda: ker.update(0, x, qkv, rows),  # the shipped default plan
-        "first_version": lambda: fused_lowrank_update(x, qkv, rows, ker.packed(0), plan=first),
     }
     with torch.no_grad():
         for name, fn in calls.items():
@@ -287,12 +283,12 @@ def per_layer(history: int, tiny: bool, device, n: int) -> dict[str, Any]:
         if timed:
             best = min(timed, key=timed.__getitem__)
             out["kernel_sweep_best"] = {"plan": best, "ms": timed[best]}
-        for name in ("reference", "kernel", "first_version"):
+        for name in ("reference", "kernel"):
             _guarded(out, f"{name}_host_us", lambda fn=calls[name]: _host_us(fn, device, n))
         _guarded(out, "kernel_do_bench_ms", lambda: _do_bench(calls["kernel"], device))
         _guarded(out, "qkv_proj_do_bench_ms", lambda: _do_bench(calls["qkv_proj"], device))
     if "qkv_proj_ms" in out:
-        for name in ("kernel", "reference", "first_version"):
+        for name in ("kernel", "reference"):
             if f"{name}_ms" in out:
                 out[f"{name}_over_qkv_proj"] = round(out[f"{name}_ms"] / out["qkv_proj_ms"], 4)
         if "kernel_sweep_best" in out:

@@ -207,7 +207,6 @@ PLANS = [
     hk.Plan(32, 32, 3),  # split-K: 160 = 64 + 64 + 32 (a short last split)
     hk.Plan(16, 64, 2, block_n=16, apply_m=16),
     hk.Plan(64, 32, 5, warps=8, stages=2),  # one split per 32-wide tile
-    hk.Plan(16, 128, 0, block_n=64),  # the first version's one-pass kernel
 ]
 
 
@@ -221,8 +220,13 @@ def test_plans_do_not_change_the_result(device, plan) -> None:
     torch.testing.assert_close(other, out, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("plan", PLANS[:1] + PLANS[3:], ids=lambda p: p.key)
-def test_split_and_one_pass_plans_keep_the_bf16_contract(device, plan) -> None:
+def test_a_plan_without_split_k_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"split=0.*split >= 1"):
+        hk.Plan(16, 128, 0)
+
+
+@pytest.mark.parametrize("plan", PLANS[:1] + PLANS[2:], ids=lambda p: p.key)
+def test_split_plans_keep_the_bf16_contract(device, plan) -> None:
     gen = torch.Generator().manual_seed(5)
     rows = sorted(torch.randperm(90, generator=gen)[:41].tolist())
     x, qkv, _, row_t, w = _case(device, tokens=90, hidden=200, q=48, kv=40, rows=rows, dtype=torch.bfloat16)

@@ -14,7 +14,7 @@ from pathlib import Path
 import user_agent as ua
 
 from causalcache_memory.errors import ArchiveError, TraceError
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 KILL_AT, STEPS = 3, 5
 

@@ -198,7 +198,7 @@ def test_with_another_checkpointer_each_node_returns_after_its_chain_records_are
     tmp_path, saver_factory
 ):
     from causalcache_memory.integrations.langgraph.context import episode_id_for_thread
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     archive = SlowRecords(tmp_path / "archive")
     memory = _memory(archive, RecentAllocator(), KeyPolicy())

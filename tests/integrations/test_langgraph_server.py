@@ -38,7 +38,7 @@ def _free_port() -> int:
 def test_one_thread_through_langgraph_dev_records_every_step(tmp_path):
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.cli.report import find_thread_head
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     sdk = pytest.importorskip("langgraph_sdk")  # the HTTP client (a langgraph dependency)
     app = tmp_path / "app"

@@ -9,7 +9,7 @@ from lg_support import KeyPolicy, PromoteKeyOnWitness, Screens, relaxed_config, 
 
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.integrations.langgraph import STATE_KEYS, CausalCacheMemory
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 STEPS = 40
 NODES_PER_STEP = 3  # observe, decide, act

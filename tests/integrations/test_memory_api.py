@@ -129,10 +129,10 @@ def test_coords_and_dedupe_come_from_the_yaml(tmp_path):
     )
     memory = CausalCacheMemory.from_yaml(tmp_path / "c.yaml")
     assert memory.coords == "thousand" and memory.dedupe_current_screen
-    assert memory.controller().render_options.dedupe_current_screen
+    assert memory._controller().render_options.dedupe_current_screen
     assert CausalCacheMemory.from_yaml(tmp_path / "c.yaml", coords="absolute").coords == "absolute"
     plain = CausalCacheMemory(allocation="recent")
-    assert plain.coords == "auto" and not plain.controller().render_options.dedupe_current_screen
+    assert plain.coords == "auto" and not plain._controller().render_options.dedupe_current_screen
 
 
 def test_aaction_reads_the_pending_decision_from_an_async_checkpoint_after_a_restart(tmp_path):

@@ -11,7 +11,7 @@ import user_agent as ua
 from causalcache_memory.allocation import RecentAllocator
 from causalcache_memory.allocation.base import make_allocation, recent_b
 from causalcache_memory.cli.main import main
-from causalcache_memory.decision_stats import DecisionStats
+from causalcache_memory.decisions.stats import DecisionStats
 from causalcache_memory.errors import CausalCacheWarning
 
 

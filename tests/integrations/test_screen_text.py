@@ -122,7 +122,7 @@ def test_a_non_deferrable_archive_gets_its_text_in_the_background(tmp_path):
     archive = FsspecArchive(f"memory://cc-text-tests/{uuid.uuid4().hex}")
     memory = CausalCacheMemory(config=relaxed_config(), budget=2, archive=archive, allocation="recent")
     _, trace = _run(_graph(memory, steps=2), memory)
-    assert not isinstance(memory.controller().archive, DeferredArchive)
+    assert not isinstance(memory._controller().archive, DeferredArchive)
     assert _texts(archive, memory, trace) == [text_of(i) for i in range(3)]
 
 
@@ -173,7 +173,7 @@ def test_ocr_runs_in_the_background_and_never_holds_a_step(archive):
     assert all(t is not None and t.startswith("ocr of ") for t in texts)
     assert engine.threads and all(name.startswith("causalcache-ocr") for name in engine.threads)
     assert memory.screen_texts.counts["ocr"] == 4  # each screen once
-    memory.screen_texts.submit(memory.controller().archive, trace.current_screenshot, None)
+    memory.screen_texts.submit(memory._controller().archive, trace.current_screenshot, None)
     assert memory.screen_texts.drain(30) and memory.screen_texts.counts["cached"] == 1  # text known: no OCR
 
 

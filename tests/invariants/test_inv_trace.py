@@ -1,7 +1,7 @@
 """Trace invariants: append-only with contiguous indices, in memory and in a chain loaded from an archive.
 
 Every case here fails when the matching planted bug of docs/TESTING.md is applied (``Trace.append``
-accepting a repeated or backward index; the index check in ``trace_chain.decode_node`` removed; record
+accepting a repeated or backward index; the index check in ``trace.chain.decode_node`` removed; record
 hashes not verified on read).
 """
 
@@ -16,7 +16,7 @@ from causalcache_memory import Action, Trace
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import TraceError
 from causalcache_memory.trace import Event
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 def sha(s: str) -> str:

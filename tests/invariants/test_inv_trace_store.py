@@ -11,7 +11,7 @@ import pytest
 from causalcache_memory import Action, Trace
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.errors import TraceError
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 EPISODE = {"goal": "g", "episode_id": "ep-1", "platform": "desktop"}
 

@@ -13,8 +13,8 @@ import pytest
 
 from causalcache_memory import Action, Trace
 from causalcache_memory.errors import BlobNotFoundError, TraceConflictError, TraceError
-from causalcache_memory.trace_chain import decode_node
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.chain import decode_node
+from causalcache_memory.trace.store import TraceStore
 
 
 def sha(s: str) -> str:

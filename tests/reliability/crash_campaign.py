@@ -175,7 +175,7 @@ def run_archive_campaign(
 
 def run_trace_campaign(target: str, folder: Path, *, kills: int, writers: int = 2, seed: int = 11) -> Figures:
     from causalcache_memory.archive import open_archive
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     rng = random.Random(seed)
     figures = Figures(backend="trace-store")

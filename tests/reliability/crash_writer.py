@@ -46,7 +46,7 @@ def run_archive(archive, writer: int, seed: int, log) -> None:
 def run_trace(archive, writer: int, ack_path: str, log) -> None:
     from causalcache_memory import Action
     from causalcache_memory.trace import Trace
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     store = TraceStore(archive)
     episode = f"w{writer}"

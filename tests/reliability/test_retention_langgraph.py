@@ -16,7 +16,7 @@ from causalcache_memory.integrations.langgraph.retention import (
     release_idle_threads,
 )
 from causalcache_memory.trace import Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 class RecordingSaver:

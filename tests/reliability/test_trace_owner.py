@@ -20,7 +20,7 @@ from reliability_helpers import screenshot
 from causalcache_memory import Action
 from causalcache_memory.archive import FsspecArchive, LocalArchive
 from causalcache_memory.errors import TraceConflictError
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 

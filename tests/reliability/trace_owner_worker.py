@@ -20,7 +20,7 @@ from causalcache_memory import Action
 from causalcache_memory.archive import open_archive
 from causalcache_memory.errors import TraceConflictError
 from causalcache_memory.trace import Trace
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 def main() -> None:

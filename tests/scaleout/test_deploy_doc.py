@@ -70,7 +70,7 @@ def _check_archive(moto_port: str, summaries: dict) -> None:
     code = (
         "import json, sys\n"
         "from causalcache_memory.archive import open_archive\n"
-        "from causalcache_memory.trace_store import TraceStore\n"
+        "from causalcache_memory.trace.store import TraceStore\n"
         "a = open_archive('s3://causalcache/fleet')\n"
         "heads = json.loads(sys.argv[1])\n"
         "print(json.dumps({'live': a.live_episodes(), 'lens': {e: len(TraceStore(a).load_trace(h)) "

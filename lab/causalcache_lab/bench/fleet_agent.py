@@ -4,7 +4,7 @@
 memory exactly as a deployed worker does (:func:`causalcache_memory.factory.build_controller` from the
 config: the SGLang policy through the gateway, the shared object-store archive with its local cache, the
 learned selector in the worker), runs one episode of a synthetic-world task and commits the trace after
-every step to the archive's hash chain (:class:`~causalcache_memory.trace_store.TraceStore`; a LangGraph
+every step to the archive's hash chain (:class:`~causalcache_memory.trace.store.TraceStore`; a LangGraph
 worker keeps that head in its Postgres checkpoint). At the end the trace is read back from the shared
 archive by a fresh store and checked: every step recorded exactly once, in order. It prints one JSON line:
 ``{"episode", "steps", "head", "servers", "second_passes", "verified"}``.
@@ -59,7 +59,7 @@ def run_episode(config_path: str, episode: str, *, steps: int = 8) -> dict[str, 
     from causalcache_memory.factory import build_controller
     from causalcache_memory.runtime.registry import build_policy
     from causalcache_memory.trace import Trace
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     config = load_config(config_path)
     controller = build_controller(config, policy=build_policy(config.policy))

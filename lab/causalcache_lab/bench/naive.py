@@ -5,47 +5,20 @@ Each step appends the model's reply and a user message holding the new screensho
 ``past + 1`` (the current screen plus ``past`` past ones). With ``trim_state=False`` (the usual graph,
 as in ``examples/langgraph_agent_baseline.py``) the state keeps every screenshot and only the prompt is
 trimmed; with ``trim_state=True`` the stored messages are trimmed too (the naive agent's best case).
+Both rules come from :mod:`causalcache_memory.integrations.langgraph.baseline` (the example uses them too).
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from causalcache_memory._optional import require
+from causalcache_memory.integrations.langgraph.baseline import data_url_message, keep_last_images
 
 __all__ = ["NaiveMessageMemory", "keep_last_images", "screenshot_message"]
 
-
-def screenshot_message(png: bytes) -> Any:
-    """A ``HumanMessage`` with the screenshot as a base64 data-URL image block."""
-    messages = require("langchain_core.messages", purpose="the naive message-history baseline")
-    url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    return messages.HumanMessage(
-        content=[
-            {"type": "text", "text": "Current screen:"},
-            {"type": "image_url", "image_url": {"url": url}},
-        ]
-    )
-
-
-def keep_last_images(messages: list[Any], past: int) -> list[Any]:
-    """Copy of ``messages`` with image blocks dropped except the newest ``past + 1``."""
-    keep = past + 1
-    out: list[Any] = []
-    for message in reversed(messages):
-        if isinstance(message.content, list):
-            blocks = []
-            for block in reversed(message.content):
-                if isinstance(block, dict) and block.get("type") == "image_url":
-                    if keep == 0:
-                        continue
-                    keep -= 1
-                blocks.append(block)
-            if len(blocks) != len(message.content):
-                message = message.model_copy(update={"content": blocks[::-1]})
-        out.append(message)
-    return out[::-1]
+#: the baseline's screenshot message (:func:`~causalcache_memory.integrations.langgraph.baseline.data_url_message`)
+screenshot_message = data_url_message
 
 
 class NaiveMessageMemory:

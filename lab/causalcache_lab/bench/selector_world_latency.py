@@ -9,7 +9,7 @@ until it holds ``events`` events, with every screenshot's text (the world's exac
 as the ``screen_text`` key or the OCR extra store it. The selector reads the text from the archive, as
 deployed. One decision at ``t = events + 1`` is timed repeatedly, the witness cycling over the actions of
 the first episode: :meth:`SelectorAllocator.allocate` end to end, for each selector setting of
-:data:`VARIANTS` (the bundle's pass-2 budget; the paper's rule; the beam's worst case, all B slots swapped).
+:data:`VARIANTS` (the bundle's pass-2 share; the paper's rule; the beam's worst case, all B slots swapped).
 
 The guard and long traces: world episodes are at most ~30 steps, so the guard's age and length columns
 (``age_log``, ``age_beyond_window_log``, ``t_log``) put a 200-event state past the model's threshold
@@ -37,7 +37,7 @@ __all__ = ["OOD_SCALE", "VARIANTS", "BenchmarkTraceError", "run_selector_world_l
 #: multiplies the guard's threshold so that the 200-event state reaches the scorer (module doc)
 OOD_SCALE = 2.0
 
-#: the selector settings timed: the bundle's threshold for its pass-2 budget, the paper's rule, and the
+#: the selector settings timed: the bundle's threshold for its pass-2 share, the paper's rule, and the
 #: beam's worst case (the scores negated, so that the search swaps all B slots: B scorer calls)
 VARIANTS: dict[str, dict[str, Any]] = {
     "budget": {"min_gain": "auto"},
@@ -174,8 +174,7 @@ def _check_and_count(selector: Any, contexts: Sequence[Any]) -> dict[str, Any]:
             per_decision.append(calls[0])
     finally:
         del model.score_sets  # back to the class's method
-    judge = getattr(guard, "judge", None)  # a format-2 guard has one threshold
-    threshold = float(judge(_summary(selector, contexts[0]))[2]) if judge else float(guard.threshold)
+    threshold = float(guard.judge(_summary(selector, contexts[0]))[2])
     return {
         "ood_distance": [round(min(distances), 3), round(max(distances), 3)],
         "ood_threshold": round(threshold, 3),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from causalcache_memory._jsonl import dumps_json
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW, check_window
+from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW, check_window
 
 
 def _arms(text: str) -> tuple[str, ...]:
@@ -67,7 +67,7 @@ def run_demo(args: argparse.Namespace) -> int:
         platform=args.platform,
         selector_path=args.selector,
         min_gain=args.min_gain,
-        budget_window=args.budget_window,
+        share_window=args.share_window,
         screen_text=not args.no_screen_text,
         budget_curve=args.budget_curve,
         policy_seeds=args.seeds,
@@ -162,11 +162,11 @@ def add_closed_loop_arguments(
         "or a number (0 = the paper's rule)",
     )
     parser.add_argument(
-        "--budget-window",
-        type=_budget_window,
-        default=DEFAULT_BUDGET_WINDOW,
-        help="selector: hold the pass-2 budget on each memory's latest N decisions (default "
-        f"{DEFAULT_BUDGET_WINDOW}); 'off' = the dev-calibrated threshold only",
+        "--share-window",
+        type=_share_window,
+        default=DEFAULT_SHARE_WINDOW,
+        help="selector: hold the pass-2 share on each memory's latest N decisions (default "
+        f"{DEFAULT_SHARE_WINDOW}); 'off' = the dev-calibrated threshold only",
     )
     parser.add_argument(
         "--no-screen-text",
@@ -229,14 +229,14 @@ def _worlds(text: str) -> str:
     return text
 
 
-def _budget_window(text: str) -> int | None:
-    """``--budget-window``: ``off`` or an integer >= 1 (the allocator's rule, ``check_window``)."""
+def _share_window(text: str) -> int | None:
+    """``--share-window``: ``off`` or an integer >= 1 (the allocator's rule, ``check_window``)."""
     from causalcache_memory.errors import SelectorError
 
     if text == "off":
         return None
     try:
-        return check_window(int(text), field="--budget-window")
+        return check_window(int(text), field="--share-window")
     except (ValueError, SelectorError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not 'off' or an integer >= 1 ({exc})") from None
 

@@ -66,7 +66,7 @@ def _train_selector(args: argparse.Namespace) -> int:
             else f"no OOD guard ({ood['skipped']})"
         )
         print(
-            f"  min_gain (auto, pass-2 budget {cal['second_pass_budget']:g}) {cal['min_gain']:.4f} on "
+            f"  min_gain (auto, pass-2 share {cal['second_pass_share']:g}) {cal['min_gain']:.4f} on "
             f"{cal['split']}: dev fire rate {cal['dev_fire_rate']:.3f}, dev gain {cal['dev_gain']:.4f} "
             f"(at 0: {cal['dev_fire_rate_at_0']:.3f}, {cal['dev_gain_at_0']:.4f}); {guard}"
         )

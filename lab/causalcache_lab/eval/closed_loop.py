@@ -51,7 +51,7 @@ from causalcache_lab.eval.world_agent import (
 from causalcache_lab.eval.worlds import summarize_worlds
 from causalcache_memory._optional import require
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW
 
 if TYPE_CHECKING:
     from causalcache_lab.world.tasks import Task
@@ -84,7 +84,7 @@ class ClosedLoopSettings:
         selector_path: a trained selector (None = the bundled scorer).
         min_gain: the selector's swap threshold: ``"auto"`` (default) = the threshold calibrated on dev data
             and stored with the model; 0 = the paper's rule.
-        budget_window: the selector's ``budget_window`` (the pass-2 budget held on each memory's own
+        share_window: the selector's ``share_window`` (the pass-2 share held on each memory's own
             decisions; None = the dev threshold only).
         screen_text: the selector reads each screen's text (the world's exact OCR, as in training);
             False = it reads none, so its ``text_*`` features are masked on every decision (a deployment
@@ -109,7 +109,7 @@ class ClosedLoopSettings:
     extra_steps: int = 6
     selector_path: str | None = None
     min_gain: float | str = "auto"
-    budget_window: int | None = DEFAULT_BUDGET_WINDOW
+    share_window: int | None = DEFAULT_SHARE_WINDOW
     screen_text: bool = True
     budget_curve: tuple[int, ...] = ()
     curve_arms: tuple[str, ...] = ("recent", "causalcache")
@@ -222,7 +222,7 @@ def run_job(
                 settings.selector_path,
                 settings.min_gain,
                 oracle,
-                budget_window=settings.budget_window,
+                share_window=settings.share_window,
                 screen_text=settings.screen_text,
             )
             graph = build_world_agent(memory, SqliteSaver(conn))
@@ -353,7 +353,7 @@ def _meta(
         "policy": getattr(policy, "name", "simulated-world-policy"),
         "selector": settings.selector_path or "bundled",
         "min_gain": settings.min_gain,
-        "budget_window": settings.budget_window,
+        "share_window": settings.share_window,
         "screen_text": settings.screen_text,
         "ni_margin": settings.ni_margin,
         "step_cap": f"expert plan length + {settings.extra_steps}",

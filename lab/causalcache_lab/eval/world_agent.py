@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 from causalcache_memory._optional import require
 from causalcache_memory.allocation.registry import build_allocator
 from causalcache_memory.config.loader import parse_config
-from causalcache_memory.selector.threshold import DEFAULT_BUDGET_WINDOW
+from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW
 
 if TYPE_CHECKING:
     from causalcache_lab.world.tasks import Task
@@ -187,7 +187,7 @@ def memory_for(
     min_gain: float | str = "auto",
     allocation: Any = None,
     *,
-    budget_window: int | None = DEFAULT_BUDGET_WINDOW,
+    share_window: int | None = DEFAULT_SHARE_WINDOW,
     screen_text: bool = True,
 ) -> Any:
     """The memory of one arm: its allocator at ``budget`` (``summary_only``: B = 0) over ``archive``.
@@ -208,7 +208,7 @@ def memory_for(
                     "model_path": selector_path,
                     "timeout_ms": 2000,
                     "min_gain": min_gain,
-                    "budget_window": budget_window,
+                    "share_window": share_window,
                 },
                 # withholding screen text is this run's point: the memory's warning about it is not news
                 **({} if screen_text else {"idle_warning": {"missing_text_share": None}}),

@@ -10,7 +10,7 @@
       successful_only: true                 # default: true, false with labels.reference: full_history
     labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
     screen_text: {factory: "pkg.module:ocr", kwargs: {}}    # called with archive=...; default: the
-                                            # archive's own get_text (lab/learn/screen_text.py)
+                                            # archive's own get_text (lab/learn/text_source.py)
     labels: {budgets: [4], path_length: 3, ...}             # LabelConfig (lab/selector/labels.py)
     sources: {teacher_forced: 1.0}          # label sources to produce and their training weights
     agreement: {k: 4, temperature: 0.7}     # source 'agreement' (black-box sampling)
@@ -156,7 +156,7 @@ class LearnConfig(_Strict):
     output: str = "runs/learn"
     data: DataSection
     labeller: ComponentSpec | None = None
-    #: the text source of the team's states' ``text_*`` features (lab/learn/screen_text.py); None: the
+    #: the text source of the team's states' ``text_*`` features (lab/learn/text_source.py); None: the
     #: archive's own ``get_text`` (what the deployed memory reads)
     screen_text: ComponentSpec | None = None
     labels: LabelConfig = LabelConfig()

@@ -28,8 +28,8 @@ from causalcache_lab.learn.deploy import deploy_snippet
 from causalcache_lab.learn.fine_tune_check import harm_warning
 from causalcache_lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
 from causalcache_lab.learn.recording_check import recording_warning
-from causalcache_lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
 from causalcache_lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
+from causalcache_lab.learn.text_source import coverage_warning, learn_screen_text, text_coverage
 from causalcache_lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 from causalcache_memory._jsonl import write_json
 from causalcache_memory.errors import ConfigError

@@ -31,7 +31,7 @@ from typing import Any
 
 from causalcache_lab.data.loaders._common import StepDraft, assemble
 from causalcache_lab.data.trajectory import Trajectory
-from causalcache_memory.decision_counts import shadow_differs
+from causalcache_memory.decisions.counts import shadow_differs
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.trace import Trace
 
@@ -176,7 +176,7 @@ def threads_to_trajectories(
     (an object or a URL for :func:`~causalcache_memory.archive.open_archive`).
     """
     from causalcache_memory.archive import open_archive
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     store = TraceStore(open_archive(archive) if isinstance(archive, (str, Path)) else archive)
     states = thread_states(checkpointer)

@@ -10,8 +10,8 @@ changes which states fire, :func:`pass2_frontier` records the dev fire rate and 
 fires more often at a larger memory budget ``B`` (more distant events and slots), so one frontier is kept
 per ``B`` with at least :data:`MIN_STATES_PER_BUDGET` dev states, besides the pooled one used for other
 ``B``. The stored ``min_gain`` is the pooled choice for the training budget (:data:`~causalcache_memory.selector.threshold.
-DEFAULT_SECOND_PASS_BUDGET`, 0.15): the most dev gain with a dev fire rate within the budget. A deployment
-with another ``second_pass_budget`` re-chooses from the stored frontier. Dev features use the gold
+DEFAULT_SECOND_PASS_SHARE`, 0.15): the most dev gain with a dev fire rate within that share. A deployment
+with another ``second_pass_share`` re-chooses from the stored frontier. Dev features use the gold
 witness (as in training); at deployment the witness is the pass-1 proposal.
 
 **OOD guard** (:class:`causalcache_memory.selector.ood.RobustGuard`): fitted on the training states'
@@ -35,9 +35,9 @@ from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import FALSE_ALARM_RATE, GuardFitError, RobustGuard, state_summary
 from causalcache_memory.selector.ood_masks import mask_summary
 from causalcache_memory.selector.threshold import (
-    BUDGET_RULE,
-    DEFAULT_SECOND_PASS_BUDGET,
-    check_budget,
+    DEFAULT_SECOND_PASS_SHARE,
+    SHARE_RULE,
+    check_share,
     choose_threshold,
 )
 
@@ -45,7 +45,7 @@ __all__ = ["THRESHOLD_RULE", "calibrate_ood", "calibrate_threshold", "fit_ood", 
 
 logger = logging.getLogger(__name__)
 
-THRESHOLD_RULE = BUDGET_RULE + (
+THRESHOLD_RULE = SHARE_RULE + (
     ", per memory budget B with at least 30 dev states (else pooled over B); first beam step from "
     "Recent-B on the dev states; gold witness"
 )
@@ -108,10 +108,10 @@ def calibrate_threshold(
     diffs: Sequence[np.ndarray],
     examples: Sequence[StateExample],
     *,
-    budget: float = DEFAULT_SECOND_PASS_BUDGET,
+    share: float = DEFAULT_SECOND_PASS_SHARE,
 ) -> dict[str, Any]:
-    """The dev pass-2 frontier, the threshold it gives for ``budget`` and the dev rates (see module doc)."""
-    budget = check_budget(budget, field="budget")
+    """The dev pass-2 frontier, the threshold it gives for ``share`` and the dev rates (see module doc)."""
+    share = check_share(share, field="share")
     gains, utils, splits, memory = top_swaps(diffs, examples, with_budgets=True)
     if not len(gains):
         raise SelectorError(
@@ -119,14 +119,14 @@ def calibrate_threshold(
             "label more trajectories (the dev split is empty or has only teacher-path groups)"
         )
     frontier = pass2_frontier(gains, utils)
-    pick = choose_threshold(frontier, budget)
+    pick = choose_threshold(frontier, share)
     threshold = pick["min_gain"]
     fire = gains > threshold
     bad = utils <= 0.0
     report: dict[str, Any] = {
         "min_gain": threshold,
         "rule": THRESHOLD_RULE,
-        "second_pass_budget": budget,
+        "second_pass_share": share,
         "dev_states": len(gains),
         "dev_fire_rate": float(fire.mean()),
         "dev_gain": float(utils[fire].sum() / len(gains)),

@@ -4,7 +4,7 @@ Why (RESULTS.md 9h). A 200-episode recording holds about 2,500 labelled states, 
 gain. The dev-split recipe (``cross_fit: null``) chooses the fine-tuning epoch, gates it and calibrates the threshold on the dev
 split alone (15-30% of the trajectories: a dozen or two states with a gain), by the mean realized value of
 each group's argmax, a quantity the deployment never acts on: the deployment runs pass 2 only on its
-highest predicted gains, about a share ``b`` (``selector.second_pass_budget``, 0.15) of its decisions,
+highest predicted gains, about a share ``b`` (``selector.second_pass_share``, 0.15) of its decisions,
 never on a non-positive one (:mod:`causalcache_memory.selector.threshold`). On the devage worlds that
 dev value fell at the first epoch while the budgeted value below rose on dev and test states alike.
 
@@ -85,7 +85,7 @@ from causalcache_lab.selector.calibrate import top_swaps
 from causalcache_lab.selector.examples import StateExample
 from causalcache_lab.selector.fine_tune_gate import fine_tune_evidence
 from causalcache_lab.selector.headroom import headroom_share, no_room
-from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_BUDGET
+from causalcache_memory.selector.threshold import DEFAULT_SECOND_PASS_SHARE
 
 __all__ = [
     "CrossFit",
@@ -124,7 +124,7 @@ def soup_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def budgeted_values(
-    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], budget: float = DEFAULT_SECOND_PASS_BUDGET
+    diffs: Sequence[np.ndarray], examples: Sequence[StateExample], budget: float = DEFAULT_SECOND_PASS_SHARE
 ) -> np.ndarray:
     """``(N,)`` budgeted value ``v_i`` of each example (module doc); 0 for a state with no swap out of Recent-B.
 

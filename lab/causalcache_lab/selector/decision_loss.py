@@ -39,7 +39,7 @@ same batch, no gradient). For the states ``n`` with a swap but none that helps, 
 
 "where the data shows no helpful swap, do not raise the top predicted gain above the base's". A state
 without evidence may then stay as the base ranks it or fall, but cannot climb into the deployment's
-pass-2 budget past the base's own fires, which is what a 4-epoch fine-tune did on heldout-00's recording
+pass-2 share past the base's own fires, which is what a 4-epoch fine-tune did on heldout-00's recording
 (RESULTS.md 9i, 9j). Helped states are left to the choice term.
 
 **Every decision of the search** (``path_weight`` π > 0). The deployed beam search takes a swap out of

@@ -4,11 +4,11 @@ The graph's inputs and output are those of :class:`~causalcache_lab.selector.mod
 (``events (N, F)``, ``sets (K, M)``, ``set_mask (K, M)``, ``context (1, C)`` -> ``scores (K, N)``) with
 ``N``, ``K`` and ``M`` dynamic. ``metadata_props`` carry the feature schema (names, hash), the library and
 model-format versions, the target scale and a description of the training data, so a deployment can
-refuse a model whose features it would compute differently; and (format 2) the swap threshold calibrated
+refuse a model whose features it would compute differently; and the swap threshold calibrated
 on dev with its rule (``causalcache.calibration``), the out-of-distribution guard's statistics
 (``causalcache.ood``) and whether the model uses thumbnail features (``causalcache.image_features``).
 Format 3: the calibration also holds the dev pass-2 frontier and the budget it was chosen for (a
-deployment re-chooses the threshold for its own ``second_pass_budget``), and the guard is the robust
+deployment re-chooses the threshold for its own ``second_pass_share``), and the guard is the robust
 shrinkage guard with a dev false-alarm rate (:mod:`causalcache_memory.selector.ood`).
 """
 
@@ -22,11 +22,10 @@ from typing import Any
 
 from causalcache_memory._optional import require
 from causalcache_memory.selector.features import CONTEXT_SCHEMA, FEATURE_SCHEMA, schema_hash
+from causalcache_memory.selector.onnx_scorer import MODEL_FORMAT_VERSION  # the layout the library reads
 
 __all__ = ["METADATA_KEYS", "MODEL_FORMAT_VERSION", "export_onnx"]
 
-#: version of the exported model's metadata layout (bump when its keys change meaning)
-MODEL_FORMAT_VERSION = 3
 
 METADATA_KEYS = (
     "causalcache.schema_hash",

@@ -1,4 +1,4 @@
-"""Cheaper selector labels: a prompt budget per decision state (issue 25, "Cheaper labels, same quality").
+"""Cheaper selector labels: a prompt cap per decision state (issue 25, "Cheaper labels, same quality").
 
 Full labelling (:func:`~causalcache_lab.selector.labels.label_state`) scores, per ``(state, B)``,
 ``1 + B·D + path`` complete prompts (``D`` = distant events): about 60 at ``B = 4, t = 20``. The budgeted
@@ -34,7 +34,7 @@ Priors (``prior``), each returning ``p_j`` for events ``j = 1..t-1`` (NaN = unav
 A state whose prior is unavailable for any distant event (no text stored and no OCR, an unreadable
 screenshot) **falls back to full labelling** (record field ``label_budget.fallback``); such states are not
 capped. :func:`~causalcache_lab.selector.labels.label_state` runs this labeller when
-``LabelConfig.prompt_budget`` is set.
+``LabelConfig.prompt_cap`` is set.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CandidatePrior",
-    "LabelBudget",
+    "PromptCap",
     "RawGroup",
     "ScreenTextPrior",
     "SelectorPrior",
@@ -74,8 +74,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class LabelBudget(BaseModel):
-    """The prompt budget of one labelled ``(state, B)`` (see module doc).
+class PromptCap(BaseModel):
+    """The prompt cap of one labelled ``(state, B)`` (see module doc).
 
     Attributes:
         prior: ``screen_text`` or ``selector``.
@@ -203,7 +203,7 @@ class SelectorPrior:
         return np.asarray(row - row[oldest - 1], dtype=np.float64)
 
 
-def make_prior(budget: LabelBudget, archive: ScreenshotArchive) -> CandidatePrior:
+def make_prior(budget: PromptCap, archive: ScreenshotArchive) -> CandidatePrior:
     """The prior ``budget.prior`` names, bound to ``archive``."""
     if budget.prior == "selector":
         return SelectorPrior(budget.selector_model)
@@ -216,7 +216,7 @@ def _explore_rng(key: str, seed: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _ranked_candidates(distant: Sequence[int], prior: np.ndarray, cfg: LabelBudget, key: str) -> list[int]:
+def _ranked_candidates(distant: Sequence[int], prior: np.ndarray, cfg: PromptCap, key: str) -> list[int]:
     """Top ``candidates`` distant events by prior (ties: newer first), then ``explore`` uniform draws."""
     ranked = sorted(distant, key=lambda j: (-prior[j - 1], -j))
     top, rest = ranked[: cfg.candidates], ranked[cfg.candidates :]
@@ -261,7 +261,7 @@ class _Capped:
 
 def budgeted(
     score: SetScore,
-    cfg: LabelBudget | None,
+    cfg: PromptCap | None,
     prior: CandidatePrior | None,
     archive: ScreenshotArchive,
     trajectory: Trajectory,
@@ -292,7 +292,7 @@ def label_budgeted(
     t: int,
     budget: int,
     trace: Trace,
-    cfg: LabelBudget,
+    cfg: PromptCap,
 ) -> tuple[float, list[RawGroup], list[dict[str, Any]]] | None:
     """``(anchor, groups, path)`` of one ``(state, B)`` under ``cfg`` (module doc), or None when the prior is
     unavailable for a distant event (the caller then labels the state in full).
@@ -337,7 +337,7 @@ def _budget_path(
     prior: np.ndarray,
     recent: tuple[int, ...],
     anchor: float,
-    cfg: LabelBudget,
+    cfg: PromptCap,
 ) -> list[dict[str, Any]]:
     """Greedy teacher path with single-slot replacement, stopped early (module doc); appends its groups."""
     rset = frozenset(recent)

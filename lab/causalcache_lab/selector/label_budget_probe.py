@@ -5,7 +5,7 @@
 1. Expert demonstrations of ``--train-tasks`` tasks of the training worlds of one action vocabulary
    (``--vocab touch``: six worlds, ``keys``: the other six) and ``--dev-tasks`` tasks of the development
    worlds of that vocabulary (``dev-03``; ``dev-00..02``) for epoch choice and calibration, labelled by the simulated policy in full and under
-   each prompt budget (``NAME=JSON``, a :class:`~causalcache_lab.selector.label_budget.LabelBudget`);
+   each prompt cap (``NAME=JSON``, a :class:`~causalcache_lab.selector.label_budget.PromptCap`);
    prompts per labelled state are counted per ``B``.
 2. One selector trained per label set, same training config and seed.
 3. The allocation ladder on ``--eval-tasks`` fresh tasks of the same development worlds (seed
@@ -79,7 +79,7 @@ def _ladder(policy, eval_setup: dict[str, Any], model_dir: Path, budgets: Sequen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from causalcache_lab.selector.label_budget import LabelBudget
+    from causalcache_lab.selector.label_budget import PromptCap
     from causalcache_lab.selector.labels import LabelConfig, read_labels, run_labelling
     from causalcache_lab.selector.recipe import world_setup
 
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--ladder-budgets", default="4")
     ap.add_argument("--train-seeds", default="0", help="training seeds; one selector and ladder per seed")
-    ap.add_argument("--budget", action="append", default=[], help="NAME=JSON of a LabelBudget")
+    ap.add_argument("--budget", action="append", default=[], help="NAME=JSON of a PromptCap")
     ap.add_argument("--no-full", action="store_true", help="skip the full-labelling baseline")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -112,15 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks=args.eval_tasks, seed=args.eval_seed, archive=str(out / "eval_archive"), worlds=dev_worlds
     )
     policy = setup["policy"]
-    runs: list[tuple[str, LabelBudget | None]] = [] if args.no_full else [("full", None)]
+    runs: list[tuple[str, PromptCap | None]] = [] if args.no_full else [("full", None)]
     for spec in args.budget:
         name, _, raw = spec.partition("=")
-        runs.append((name, LabelBudget(**json.loads(raw))))
+        runs.append((name, PromptCap(**json.loads(raw))))
     budgets = [int(b) for b in args.ladder_budgets.split(",")]
     summary_path = out / f"summary_seeds{args.train_seeds.replace(',', '-')}.json"
     summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    for name, prompt_budget in runs:
-        cfg = LabelConfig(max_states_per_trajectory=args.max_states, prompt_budget=prompt_budget)
+    for name, prompt_cap in runs:
+        cfg = LabelConfig(max_states_per_trajectory=args.max_states, prompt_cap=prompt_cap)
         path = out / f"labels_{name}.jsonl"
         start = time.perf_counter()
         run_labelling(policy, setup["archive"], setup["trajectories"], path, cfg, progress=False)
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _train(records, setup["trajectories"], model_dir, args.epochs, seed)
             ladders[str(seed)] = _ladder(policy, evals, model_dir, budgets)
         row = {
-            "budget": None if prompt_budget is None else prompt_budget.model_dump(),
+            "budget": None if prompt_cap is None else prompt_cap.model_dump(),
             "states": len(records),
             "mean_t": statistics.fmean(int(r["t"]) for r in records),
             "prompts_per_state": prompts_per_state(records),

@@ -15,7 +15,7 @@ independent, so :func:`run_labelling_fleet` keeps ``concurrency`` of them in fli
 * **reporting**: a progress bar with error and retry counts, and returned counts with the throughput.
 
 Labels are identical to the sequential ones: every state is labelled by the same
-:func:`~causalcache_lab.selector.labels.label_state` (or, with ``labels.prompt_budget``, the same
+:func:`~causalcache_lab.selector.labels.label_state` (or, with ``labels.prompt_cap``, the same
 budgeted labeller). Each state's prompts carry the trajectory's
 episode id, so through the gateway one state's calls stay on one worker (its prefix cache) while states
 spread over the fleet.
@@ -34,13 +34,12 @@ from typing import TYPE_CHECKING, Any
 from causalcache_lab.selector.label_budget import CandidatePrior, make_prior
 from causalcache_lab.selector.label_reference import check_reference_labeller
 from causalcache_lab.selector.labels import (
-    LABELS_FORMAT,
-    LABELS_VERSION,
     LabelConfig,
     _open_for_append,
     _planned,
     check_labeller,
     label_state,
+    labels_header,
     state_key,
 )
 from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
@@ -105,16 +104,7 @@ def run_labelling_fleet(
     check_labeller(policy, trajectories, force=force_labeller)
     config = config or LabelConfig()
     check_reference_labeller(policy, config.reference)
-    header = {
-        "kind": "header",
-        "format": LABELS_FORMAT,
-        "version": LABELS_VERSION,
-        "labeller": getattr(policy, "name", type(policy).__name__),
-        "config_hash": config.config_hash(),
-        "config": config.model_dump(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    done, fh = _open_for_append(Path(output), header)
+    done, fh = _open_for_append(Path(output), labels_header(policy, config))
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     if max_states is not None:
@@ -128,7 +118,7 @@ def run_labelling_fleet(
         "prompts": 0,
         "errors": [],
     }
-    prior = make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
+    prior = make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
     bar = _progress(len(todo), progress)
     refs: dict = {}  # one full-history reference per state, whatever its budgets (label_reference.py)
     start = time.perf_counter()

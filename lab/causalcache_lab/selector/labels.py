@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from causalcache_lab.selector import label_budget as lb
 from causalcache_lab.selector.label_reference import check_reference_labeller, reference_target
@@ -42,6 +42,7 @@ from causalcache_lab.selector.labellers import (
     policy_of,
 )
 from causalcache_memory.allocation.base import make_allocation, recent_b
+from causalcache_memory.config.strict import refuse_renamed
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.render.prompt import render_prompt
 
@@ -60,6 +61,7 @@ __all__ = [
     "decision_states",
     "label_source",
     "label_state",
+    "labels_header",
     "policy_of",
     "read_labels",
     "run_labelling",
@@ -86,7 +88,7 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
-        prompt_budget: cheaper labels (:mod:`~causalcache_lab.selector.label_budget`; replaces
+        prompt_cap: cheaper labels (:mod:`~causalcache_lab.selector.label_budget`; replaces
             ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
         reference: the action every allocation is scored against. ``recorded`` (default): the recorded
             step (sensible only for successful episodes). ``full_history``: the labeller's own action
@@ -108,13 +110,18 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
-    prompt_budget: lb.LabelBudget | None = None
+    prompt_cap: lb.PromptCap | None = None
     reference: Literal["recorded", "full_history"] = "recorded"
     reference_images: int = Field(16, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return refuse_renamed(data, {"prompt_budget": "prompt_cap"})  # refused by name
+
     def config_hash(self) -> str:
         # fields at the defaults they were added with stay out, so older label files still resume
-        exclude = {"prompt_budget"} if self.prompt_budget is None else set()
+        exclude = {"prompt_cap"} if self.prompt_cap is None else set()
         if self.reference == "recorded":
             exclude |= {"reference", "reference_images"}
         dump = self.model_dump(exclude=exclude)
@@ -179,13 +186,13 @@ def label_state(
     prior: lb.CandidatePrior | None = None,
     references: dict | None = None,
 ) -> dict[str, Any]:
-    """Label one ``(state, B)`` (in full, or under ``config.prompt_budget`` with ``prior``); the JSON record.
+    """Label one ``(state, B)`` (in full, or under ``config.prompt_cap`` with ``prior``); the JSON record.
     ``references`` caches a full-history reference across the budgets of one state."""
     trace = trajectory.trace_at(t)
     target, reference = reference_target(policy, archive, trajectory, t, config, cache=references)
     score = _SetScorer(policy, archive, trace, budget, target, config.batch_size)
     recent = recent_b(t, budget)
-    cheap, extra = lb.budgeted(score, config.prompt_budget, prior, archive, trajectory, t, trace, _group)
+    cheap, extra = lb.budgeted(score, config.prompt_cap, prior, archive, trajectory, t, trace, _group)
     anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
     return {
         "kind": "state",
@@ -268,11 +275,10 @@ def read_labels(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
             if not line.endswith("\n"):
                 break  # torn write
             data = json.loads(line)
-            if lineno == 1:
-                header = data
-                _check_header(path, header)
-            else:
+            if lineno > 1:
                 records.append(data)
+            else:
+                _check_header(path, header := data)
     if header is None:
         raise ConfigError(f"labels file {path} is empty; it has no header line")
     return header, records
@@ -284,6 +290,20 @@ def _check_header(path: str | Path, header: dict[str, Any]) -> None:
             f"{path} is not a selector labels file of version {LABELS_VERSION} "
             f"(format={header.get('format')!r}, version={header.get('version')!r}); relabel into a new file"
         )
+
+
+def labels_header(policy: Any, config: LabelConfig) -> dict[str, Any]:
+    """The first line of a labels file: format, labeller, config (and its hash), source, time written."""
+    return {
+        "kind": "header",
+        "format": LABELS_FORMAT,
+        "version": LABELS_VERSION,
+        "labeller": getattr(policy, "name", type(policy).__name__),
+        "config_hash": config.config_hash(),
+        "config": config.model_dump(),
+        "source": label_source(policy),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def _open_for_append(path: Path, header: dict[str, Any]) -> tuple[set[str], Any]:
@@ -339,21 +359,11 @@ def run_labelling(
     config = config or LabelConfig()
     check_reference_labeller(policy, config.reference)
     path = Path(output)
-    header = {
-        "kind": "header",
-        "format": LABELS_FORMAT,
-        "version": LABELS_VERSION,
-        "labeller": getattr(policy, "name", type(policy).__name__),
-        "config_hash": config.config_hash(),
-        "config": config.model_dump(),
-        "source": label_source(policy),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    done, fh = _open_for_append(path, header)
+    done, fh = _open_for_append(path, labels_header(policy, config))
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
-    prior = lb.make_prior(config.prompt_budget, archive) if config.prompt_budget is not None else None
+    prior = lb.make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
     bar = _progress(len(todo), progress)
     refs: dict = {}  # one full-history reference per state, whatever its budgets
     try:

@@ -75,7 +75,7 @@ class LadderConfig(BaseModel):
             Recent-B prompt, as deployed), ``gold`` (the target, an oracle) or ``none``.
         beam_width: beam of the learned rules; ``oracle_beam_width`` for the true-score oracle.
         min_gain: swap threshold of ``learned``/``no_recency``: ``auto`` = the model's calibrated one.
-        second_pass_budget: with ``min_gain: auto``, the pass-2 budget the threshold is chosen for.
+        second_pass_share: with ``min_gain: auto``, the pass-2 share the threshold is chosen for.
         ood_guard: whether ``learned``/``no_recency`` fall back to Recent-B on out-of-distribution states.
         max_states_per_trajectory, stride, min_distant: which decision states (as in labelling).
         bootstrap: resamples; ``seed`` seeds them and the Random rule.
@@ -88,7 +88,7 @@ class LadderConfig(BaseModel):
     witness: str = "proposal"
     beam_width: int = Field(4, ge=1)
     min_gain: float | str = "auto"
-    second_pass_budget: float = Field(0.15, ge=0.0, le=1.0)
+    second_pass_share: float = Field(0.15, ge=0.0, le=1.0)
     ood_guard: bool = True
     oracle_beam_width: int = Field(2, ge=1)
     max_states_per_trajectory: int | None = 6
@@ -205,9 +205,9 @@ def _setup_rules(
     cfg = lad.cfg
     deployed = {
         "min_gain": cfg.min_gain if cfg.min_gain == "auto" else float(cfg.min_gain),
-        "second_pass_budget": cfg.second_pass_budget,
+        "second_pass_share": cfg.second_pass_share,
         # the dev threshold: the ladder's states come in label order, not as one deployment's decisions
-        "budget_window": None,
+        "share_window": None,
     }
     beam = {"beam_width": cfg.beam_width}
     if learned is not None:  # the deployed allocator around the given scorer, in each rule's settings

@@ -16,7 +16,7 @@ random benchmark action for the random traces. No torch is imported.
 
 ``--worlds dev-03`` (any world ids or split names of the world family except held-out worlds) instead
 measures, on expert demonstrations of those worlds, every decision at ``B`` = 4 with the gold witness,
-per world and for each ``--budgets`` value of ``selector.second_pass_budget``: the pass-2 fire rate and
+per world and for each ``--budgets`` value of ``selector.second_pass_share``: the pass-2 fire rate and
 the OOD rate, over the decisions where a swap is possible (``t - 1 > B``; RESULTS.md 8b); and the
 rates at the default budget on the same decisions with every verb renamed to an unused verb of its
 family (``click`` -> ``long_press``, ...) and with the screen size doubled.
@@ -144,7 +144,7 @@ def probe_worlds(
     budgets: Sequence[float] = (0.05, 0.15, 0.3, 1.0),
     workdir: str | None = None,
 ) -> dict[str, Any]:
-    """Fire and OOD rates per family world and ``second_pass_budget`` (module doc); held-out worlds refused."""
+    """Fire and OOD rates per family world and ``second_pass_share`` (module doc); held-out worlds refused."""
     from causalcache_lab.world import generate_demonstrations
     from causalcache_lab.world.family_tasks import generate_world_tasks, world_of
     from causalcache_memory.archive import LocalArchive
@@ -161,7 +161,7 @@ def probe_worlds(
         decisions = _world_decisions(trajs, archive, budget, None)
         rows = {}
         for b in budgets:
-            sel = SelectorAllocator(model, second_pass_budget=b)
+            sel = SelectorAllocator(model, second_pass_share=b)
             rows[str(b)] = {"min_gain": sel.thresholds.for_budget(budget), **_rates(sel, decisions)}
         perturbed = {
             name: _rates(
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-ood-guard", action="store_true")
     parser.add_argument("--json", help="write the result here")
     parser.add_argument("--worlds", help="family worlds to probe instead (e.g. dev or dev-00,dev-03)")
-    parser.add_argument("--budgets", default="0.05,0.15,0.3,1", help="second_pass_budget values (--worlds)")
+    parser.add_argument("--budgets", default="0.05,0.15,0.3,1", help="second_pass_share values (--worlds)")
     args = parser.parse_args(argv)
     gain = args.min_gain if args.min_gain == "auto" else float(args.min_gain)
     if args.worlds:

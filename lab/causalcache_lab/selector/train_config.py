@@ -43,7 +43,7 @@ class TrainConfig(BaseModel):
     #: a state teaches its best swap when that swap's label exceeds this many target scales, else "keep"
     decision_min_gain: float = Field(0.5, ge=0)
     #: weight of the states that teach "keep" (most of a team's states) against those that teach a swap;
-    #: 0 (chosen on the devage worlds, RESULTS.md 9g): the deployment's pass-2 budget decides how often
+    #: 0 (chosen on the devage worlds, RESULTS.md 9g): the deployment's pass-2 share decides how often
     #: to fire, and a positive weight pushes predicted gains below its floor of 0 (the selector idles)
     decision_keep_weight: float = Field(0.0, ge=0)
     #: weight of the decision loss's cross-state rank term (a helped state's helpful swap above the top

@@ -101,7 +101,7 @@ def test_decision_monitor_observe(benchmark, shadow) -> None:
     (BENCHMARKS.md section 17): what the per-thread shadow counts add to every step."""
     from causalcache_memory import Generation, make_allocation
     from causalcache_memory.controller import StepDecision
-    from causalcache_memory.decision_stats import DecisionMonitor
+    from causalcache_memory.decisions.stats import DecisionMonitor
 
     info = {"shadow_selected": [150, 198, 199, 200]} if shadow else {}
     allocation = make_allocation(

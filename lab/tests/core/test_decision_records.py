@@ -1,4 +1,4 @@
-"""Decision records keep the learned selector's facts (``INFO_RECORD_KEYS``), the pass-2 budget's included."""
+"""Decision records keep the learned selector's facts (``INFO_RECORD_KEYS``), the pass-2 share's included."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from causalcache_memory.selector import SelectorAllocator
 
 
 def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archive) -> None:
-    allocator = SelectorAllocator(ood_guard=False, budget_window=5)  # warm-up min(5, 20) = 5 decisions
+    allocator = SelectorAllocator(ood_guard=False, share_window=5)  # warm-up min(5, 20) = 5 decisions
     ctl = build_controller(
         parse_config({"budget": 2}), policy=SimulatedPolicy(seed=0), archive=archive, allocator=allocator
     )

@@ -13,7 +13,7 @@ from causalcache_memory.allocation.explore import ExploringAllocator, explores
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.cli.report import counts_line
 from causalcache_memory.controller import MemoryController
-from causalcache_memory.decision_stats import COMPARE_DOCS, DecisionMonitor, DecisionStats
+from causalcache_memory.decisions.stats import COMPARE_DOCS, DecisionMonitor, DecisionStats
 from causalcache_memory.errors import CausalCacheWarning
 from causalcache_memory.policy import Generation
 

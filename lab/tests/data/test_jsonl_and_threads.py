@@ -78,7 +78,7 @@ def test_generic_jsonl_errors(tmp_path, archive, change, field) -> None:
 def test_recorded_threads(tmp_path, archive) -> None:
     from causalcache_memory.archive import open_archive
     from causalcache_memory.trace import Trace
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     deployed = open_archive(tmp_path / "deployed")
     shots = [deployed.put(png(n)).sha256 for n in range(20, 24)]

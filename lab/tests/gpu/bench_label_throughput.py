@@ -8,7 +8,7 @@ the memory stores ``screen_text``), at ``B = 4``:
 
 * ``teacher_forced_full``: every prompt the label defaults plan (anchor, every recent slot x distant
   event, greedy teacher path);
-* ``teacher_forced_budget``: ``labels.prompt_budget`` at its defaults (at most 10 prompts per state);
+* ``teacher_forced_budget``: ``labels.prompt_cap`` at its defaults (at most 10 prompts per state);
 * ``agreement_budget``: agreement labels under the same budget, ``k`` greedy generations of at most 32
   new tokens per prompt (random weights: a generation usually runs to the cap, an upper bound);
 * ``teacher_forced_budget_full_history`` (``--full-history-states N``): the budgeted labels scored against
@@ -322,7 +322,7 @@ def main() -> int:
     import transformers
 
     from causalcache_lab.learn.agreement import AgreementScorer, make_sampler
-    from causalcache_lab.selector.label_budget import LabelBudget
+    from causalcache_lab.selector.label_budget import PromptCap
     from causalcache_lab.selector.labels import LabelConfig
     from causalcache_memory.archive.local import LocalArchive
 
@@ -352,10 +352,10 @@ def main() -> int:
     trajectory = build_trajectory(archive, args.steps)
     meter = PromptMeter(policy, policy.tokens.image_pad)
     base = LabelConfig(budgets=(4,), batch_size=args.batch_size)
-    budget = LabelBudget()
+    budget = PromptCap()
     agreement = AgreementScorer(make_sampler(policy), k=args.k, temperature=None)
     parts = [
-        ("warmup", policy, base.model_copy(update={"max_states_per_trajectory": 1, "prompt_budget": budget})),
+        ("warmup", policy, base.model_copy(update={"max_states_per_trajectory": 1, "prompt_cap": budget})),
         (
             "teacher_forced_full",
             policy,
@@ -364,9 +364,7 @@ def main() -> int:
         (
             "teacher_forced_budget",
             policy,
-            base.model_copy(
-                update={"max_states_per_trajectory": args.budget_states, "prompt_budget": budget}
-            ),
+            base.model_copy(update={"max_states_per_trajectory": args.budget_states, "prompt_cap": budget}),
         ),
         (
             f"agreement_budget_k{args.k}",
@@ -374,7 +372,7 @@ def main() -> int:
             base.model_copy(
                 update={
                     "max_states_per_trajectory": args.agreement_states,
-                    "prompt_budget": budget,
+                    "prompt_cap": budget,
                     "target": "action_json",
                 }
             ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from lab_fixtures import library_fixtures
+from memory_archive import DictArchive
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -404,7 +404,7 @@ def test_learn_reads_screen_text_like_the_deployed_memory_and_warns_without_it(
 
 
 def test_learn_defaults_to_the_archives_own_screen_text(recorded, tmp_path, monkeypatch) -> None:
-    from causalcache_lab.learn.screen_text import learn_screen_text
+    from causalcache_lab.learn.text_source import learn_screen_text
     from causalcache_lab.selector.recipe import ComponentSpec
 
     class TextArchive:

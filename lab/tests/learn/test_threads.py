@@ -9,7 +9,7 @@ import pytest
 from causalcache_lab.learn.threads import load_success_labels, threads_to_trajectories
 from causalcache_memory.archive.local import LocalArchive
 from causalcache_memory.errors import ConfigError
-from causalcache_memory.trace_store import TraceStore
+from causalcache_memory.trace.store import TraceStore
 
 
 def test_every_thread_becomes_its_trace(recorded) -> None:

@@ -1,4 +1,4 @@
-"""Cheaper selector labels under a prompt budget (lab/selector/label_budget.py, issue 25)."""
+"""Cheaper selector labels under a prompt cap (lab/selector/label_budget.py, issue 25)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
-from causalcache_lab.selector.label_budget import LabelBudget, ScreenTextPrior
+from causalcache_lab.selector.label_budget import PromptCap, ScreenTextPrior
 from causalcache_lab.selector.labels import LabelConfig, label_state, read_labels, run_labelling
 from causalcache_memory.allocation import recent_b
 
@@ -47,10 +47,10 @@ def _sets_of(record):
 
 
 BUDGETS = [
-    LabelBudget(),
-    LabelBudget(candidates=12, explore=5, slots=4, path_length=4, path_candidates=6, max_prompts=7),
-    LabelBudget(candidates=3, explore=0, slots=2, path_length=3, path_candidates=3, max_prompts=12),
-    LabelBudget(candidates=20, explore=20, slots=4, path_length=4, path_candidates=8, max_prompts=2),
+    PromptCap(),
+    PromptCap(candidates=12, explore=5, slots=4, path_length=4, path_candidates=6, max_prompts=7),
+    PromptCap(candidates=3, explore=0, slots=2, path_length=3, path_candidates=3, max_prompts=12),
+    PromptCap(candidates=20, explore=20, slots=4, path_length=4, path_candidates=8, max_prompts=2),
 ]
 
 
@@ -59,7 +59,7 @@ BUDGETS = [
 def test_never_scores_more_prompts_than_the_cap(world, cfg, budget):
     trajs, useful = world
     policy = MarkerPolicy(useful)
-    config = LabelConfig(prompt_budget=cfg)
+    config = LabelConfig(prompt_cap=cfg)
     for traj, t in _states(trajs, budget):
         before = sum(len(c) for c in policy.calls)
         rec = label_state(policy, DictArchive(), traj, t, budget, config, prior=FixedPrior())
@@ -71,7 +71,7 @@ def test_never_scores_more_prompts_than_the_cap(world, cfg, budget):
 def test_cuts_prompts_well_below_full_labelling(world):
     trajs, useful = world
     policy = MarkerPolicy(useful)
-    cheap = LabelConfig(prompt_budget=LabelBudget())
+    cheap = LabelConfig(prompt_cap=PromptCap())
     full = [
         label_state(policy, DictArchive(), tr, t, 4, LabelConfig())["prompts_scored"]
         for tr, t in _states(trajs, 4)
@@ -85,7 +85,7 @@ def test_cuts_prompts_well_below_full_labelling(world):
 
 def test_labels_are_full_labels_prompts_with_identical_utilities(world):
     trajs, useful = world
-    config = LabelConfig(prompt_budget=LabelBudget(candidates=4, explore=2, slots=2, max_prompts=14))
+    config = LabelConfig(prompt_cap=PromptCap(candidates=4, explore=2, slots=2, max_prompts=14))
     for budget in (2, 4):
         for traj, t in _states(trajs, budget):
             full = label_state(MarkerPolicy(useful), DictArchive(), traj, t, budget, LabelConfig())
@@ -106,7 +106,7 @@ def test_labels_are_full_labels_prompts_with_identical_utilities(world):
 def test_falls_back_to_full_labelling_when_the_prior_is_masked(world):
     trajs, useful = world
     traj, t = trajs[0], 16
-    config = LabelConfig(prompt_budget=LabelBudget(max_prompts=5))
+    config = LabelConfig(prompt_cap=PromptCap(max_prompts=5))
     full = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, LabelConfig())
     masked = FixedPrior(masked=frozenset({3}))  # one distant event without a prior
     rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=masked)
@@ -120,7 +120,7 @@ def test_falls_back_to_full_labelling_when_the_prior_is_masked(world):
 
 def test_screen_text_prior_without_any_text_falls_back_to_full(world, tmp_path):
     trajs, useful = world
-    cfg = LabelConfig(budgets=(4,), max_states_per_trajectory=2, prompt_budget=LabelBudget())
+    cfg = LabelConfig(budgets=(4,), max_states_per_trajectory=2, prompt_cap=PromptCap())
     counts = run_labelling(
         MarkerPolicy(useful), DictArchive(), trajs, tmp_path / "l.jsonl", cfg, progress=False
     )
@@ -133,14 +133,14 @@ def test_screen_text_prior_without_any_text_falls_back_to_full(world, tmp_path):
 
 def test_deterministic(world, tmp_path):
     trajs, useful = world
-    cfg = LabelConfig(budgets=(2, 4), prompt_budget=LabelBudget(candidates=2, explore=3, seed=5))
+    cfg = LabelConfig(budgets=(2, 4), prompt_cap=PromptCap(candidates=2, explore=3, seed=5))
     outs = []
     for name in ("a", "b"):
         run_labelling(MarkerPolicy(useful), DictArchive(), trajs, tmp_path / name, cfg, progress=False)
         _, records = read_labels(tmp_path / name)
         outs.append(records)
     assert outs[0] == outs[1]
-    other = LabelConfig(budgets=(2, 4), prompt_budget=LabelBudget(candidates=2, explore=3, seed=6))
+    other = LabelConfig(budgets=(2, 4), prompt_cap=PromptCap(candidates=2, explore=3, seed=6))
     traj, t = trajs[0], 19
     cands = [
         label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, c, prior=FixedPrior())["groups"][0][
@@ -154,7 +154,7 @@ def test_deterministic(world, tmp_path):
 def test_prior_decides_which_candidates_are_labelled(world):
     trajs, useful = world
     traj, t = trajs[1], 20
-    config = LabelConfig(prompt_budget=LabelBudget(candidates=3, explore=0))
+    config = LabelConfig(prompt_cap=PromptCap(candidates=3, explore=0))
     rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=FixedPrior(lambda j: -j))
     assert rec["groups"][0]["cands"] == [1, 2, 3]  # the oldest events rank first under this prior
 
@@ -193,19 +193,15 @@ def test_config_hash_of_full_labelling_is_unchanged_and_budget_is_validated(tmp_
     from causalcache_lab.selector.recipe import load_recipe
     from causalcache_memory.errors import ConfigError
 
-    # the hashes LabelConfig gave before prompt_budget existed (main at 19185e0): old files still resume
+    # the hashes LabelConfig gave before prompt_cap existed (main at 19185e0): old files still resume
     assert LabelConfig().config_hash() == "de601761a832233a"
     assert LabelConfig(budgets=(2, 4), path_length=1).config_hash() == "aadd9be07f0b5a8c"
-    assert LabelConfig(prompt_budget=LabelBudget()).config_hash() != "de601761a832233a"
+    assert LabelConfig(prompt_cap=PromptCap()).config_hash() != "de601761a832233a"
     path = tmp_path / "recipe.yaml"
-    path.write_text("labels: {prompt_budget: {prior: selector, max_prompts: 8}}\n")
-    assert load_recipe(path).labels.label_config().prompt_budget == LabelBudget(
-        prior="selector", max_prompts=8
-    )
-    path.write_text("labels: {prompt_budget: {prior: ocr, max_prompts: 1}}\n")
-    with pytest.raises(
-        ConfigError, match=r"labels\.prompt_budget\.prior.*labels\.prompt_budget\.max_prompts"
-    ):
+    path.write_text("labels: {prompt_cap: {prior: selector, max_prompts: 8}}\n")
+    assert load_recipe(path).labels.label_config().prompt_cap == PromptCap(prior="selector", max_prompts=8)
+    path.write_text("labels: {prompt_cap: {prior: ocr, max_prompts: 1}}\n")
+    with pytest.raises(ConfigError, match=r"labels\.prompt_cap\.prior.*labels\.prompt_cap\.max_prompts"):
         load_recipe(path)
 
 
@@ -213,7 +209,7 @@ def test_fleet_labels_under_a_budget_equal_sequential_ones(world, tmp_path):
     from causalcache_lab.selector.label_fleet import run_labelling_fleet
 
     trajs, useful = world
-    cfg = LabelConfig(budgets=(2, 4), max_states_per_trajectory=3, prompt_budget=LabelBudget())
+    cfg = LabelConfig(budgets=(2, 4), max_states_per_trajectory=3, prompt_cap=PromptCap())
     archive = _TextArchive(defaultdict(lambda: "copy the notes"))  # every screen has text: no fallback
     run_labelling(MarkerPolicy(useful), archive, trajs, tmp_path / "seq", cfg, progress=False)
     run_labelling_fleet(
@@ -241,7 +237,7 @@ def test_slots_are_labelled_oldest_first_while_the_cap_allows(world):
     recent = sorted(recent_b(t, 4))
 
     def singles(**kw):
-        cfg = LabelConfig(prompt_budget=LabelBudget(**kw))
+        cfg = LabelConfig(prompt_cap=PromptCap(**kw))
         rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, cfg, prior=FixedPrior())
         return [(g["out"], len(g["cands"])) for g in rec["groups"] if g["source"] == "singleton"]
 

@@ -1,6 +1,6 @@
 """Calibration metadata (``min_gain: auto``), the OOD fallback, all-slot labels (issues 14, 24).
 
-The pass-2 budget rule is tested in test_selector_budget.py, the guard in test_selector_ood.py.
+The pass-2 share rule is tested in test_selector_second_pass_share.py, the guard in test_selector_ood.py.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_calibration_and_ood_metadata_round_trip(trained):
     assert (
         model.calibration["frontier"] == on_disk["calibration"]["frontier"] == meta["calibration"]["frontier"]
     )
-    assert model.calibration["second_pass_budget"] == 0.15 >= model.calibration["dev_fire_rate"]
+    assert model.calibration["second_pass_share"] == 0.15 >= model.calibration["dev_fire_rate"]
     assert isinstance(model.ood, RobustGuard) and model.ood.threshold == pytest.approx(
         meta["ood"]["threshold"]
     )

@@ -149,3 +149,12 @@ def test_all_slots_scores_every_displaceable_recent_slot(small, tmp_path):
     for rec in records:
         singles = [g for g in rec["groups"] if g["source"] == "singleton"]
         assert sorted(g["out"] for g in singles) == rec["recent"] and len(rec["path"]) == 1
+
+
+def test_the_labelling_prompt_cap_is_refused_under_its_old_name() -> None:
+    from causalcache_lab.selector.labels import LabelConfig
+
+    old = {"prompt_" + "budget": {}}
+    with pytest.raises(ValueError, match=r"prompt_\w+ was renamed prompt_cap"):
+        LabelConfig(**old)
+    assert LabelConfig(prompt_cap={}).prompt_cap.max_prompts == 10

@@ -27,7 +27,7 @@ def test_ladder_brackets_the_learned_scorer(trained, tmp_path):
         bootstrap=300,
         max_states_per_trajectory=4,
         rules=("learned", "random", "rgb", "inverted", "no_recency", "oracle"),
-        second_pass_budget=1.0,  # a quarter of the stand-in states need a distant event: no budget limit
+        second_pass_share=1.0,  # a quarter of the stand-in states need a distant event: no budget limit
     )
     report = run_ladder(policy, DictArchive(), trajs, learned=OnnxScorer(out), config=cfg)
     res = report["results"]
@@ -118,7 +118,7 @@ def test_ladder_reports_each_split_with_helped_harmed_and_fire_rate(trained):
 
 def test_ladder_and_deployed_allocator_choose_the_same_sets(trained):
     """Every learned rule of the ladder is the deployed SelectorAllocator's decision, state by state (the
-    ladder evaluates the dev threshold: ``budget_window=None``; the deployment rule is tested on its own)."""
+    ladder evaluates the dev threshold: ``share_window=None``; the deployment rule is tested on its own)."""
     from causalcache_lab.selector import ladder as ladder_module
     from causalcache_lab.selector.labels import LabelConfig, decision_states
     from causalcache_memory.allocation.base import AllocationContext
@@ -134,7 +134,7 @@ def test_ladder_and_deployed_allocator_choose_the_same_sets(trained):
         lad = ladder_module._Ladder(MarkerPolicy(useful), DictArchive(), cfg, FeatureExtractor(None))
         ladder_module._setup_rules(lad, ["learned", "learned_paper", "inverted"], model, None)
         deployed = {
-            "learned": SelectorAllocator(out, min_gain=min_gain, ood_guard=guard, budget_window=None),
+            "learned": SelectorAllocator(out, min_gain=min_gain, ood_guard=guard, share_window=None),
             "learned_paper": SelectorAllocator(out, min_gain=0.0, ood_guard=False),
             "inverted": SelectorAllocator(out, min_gain=0.0, ood_guard=False, inverted=True),
         }

@@ -67,8 +67,8 @@ def test_schema_mismatch_is_refused(trained, tmp_path):
 
 def test_policy_allocates_exact_b_with_the_witness(trained):
     _, out, _ = trained
-    # no pass-2 budget limit: about a quarter of these states need a distant event, above the default 15%
-    selector = SelectorAllocator(out, second_pass_budget=1.0)
+    # no pass-2 share limit: about a quarter of these states need a distant event, above the default 15%
+    selector = SelectorAllocator(out, second_pass_share=1.0)
     inverted = SelectorAllocator(out, inverted=True)
     assert selector.name == "selector" and selector.uses_witness
     trajs, useful = make_trajectories(4, length=14, seed=11)

@@ -73,6 +73,14 @@ def json_objects(path: str | Path, what: str = "a record") -> Iterator[tuple[int
         yield lineno, record
 
 
+def load_result(trajectories: list[Trajectory], report: LoadReport, store: ScreenStore) -> LoadResult:
+    """Every loader's ending: each trajectory counted in ``report``, the distinct screens stored, the result."""
+    for traj in trajectories:
+        report.add(traj)
+    report.screens = len(store.sizes)
+    return LoadResult(trajectories, report)
+
+
 @dataclass
 class LoadReport:
     """What a loader read.

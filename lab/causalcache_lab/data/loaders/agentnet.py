@@ -36,6 +36,7 @@ from causalcache_lab.data.loaders._common import (
     assemble,
     format_error,
     json_objects,
+    load_result,
     parse_drafts,
     screen_size_of,
 )
@@ -107,10 +108,8 @@ def load_agentnet(
     for path in _files(src):
         for lineno, record in json_objects(path, "a task record"):
             traj = _trajectory(record, path, lineno, store, report, dirs, platform)
-            report.add(traj)
             out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _trajectory(

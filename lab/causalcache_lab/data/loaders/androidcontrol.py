@@ -29,6 +29,7 @@ from causalcache_lab.data.loaders._common import (
     StepDraft,
     assemble,
     format_error,
+    load_result,
     parse_drafts,
     screen_size_of,
     track_apps,
@@ -94,10 +95,8 @@ def load_androidcontrol(src: str | Path, archive: Any, *, platform: str = "mobil
             except Exception as exc:
                 raise format_error(path, number, "<example>", f"not a tf.train.Example ({exc})") from None
             traj = _episode(example, path, number, store, report, platform)
-            report.add(traj)
             out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _episode(

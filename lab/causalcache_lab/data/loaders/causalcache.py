@@ -31,6 +31,7 @@ from causalcache_lab.data.loaders._common import (
     assemble,
     format_error,
     json_objects,
+    load_result,
     screen_size_of,
 )
 from causalcache_lab.data.trajectory import Trajectory
@@ -43,7 +44,7 @@ __all__ = ["load_causalcache"]
 def load_causalcache(src: str | Path, archive: Any, *, source_archive: Any = None) -> LoadResult:
     """Load recorded threads listed in the JSONL manifest ``src`` (see the module docstring)."""
     from causalcache_memory.archive.factory import open_archive
-    from causalcache_memory.trace_store import TraceStore
+    from causalcache_memory.trace.store import TraceStore
 
     src = Path(src)
     if source_archive is None:
@@ -68,10 +69,8 @@ def load_causalcache(src: str | Path, archive: Any, *, source_archive: Any = Non
         except (CausalCacheError, KeyError, TypeError) as exc:
             raise format_error(src, lineno, "head" if "head" in rec else "trace", str(exc)) from exc
         traj = _trajectory(trace, rec, src, lineno, source, store, report)
-        report.add(traj)
         out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _copy(sha: str | None, source: Any, store: ScreenStore, where: str) -> str | None:

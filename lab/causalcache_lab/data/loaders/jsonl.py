@@ -41,6 +41,7 @@ from causalcache_lab.data.loaders._common import (
     assemble,
     format_error,
     json_objects,
+    load_result,
     parse_drafts,
     screen_size_of,
 )
@@ -67,10 +68,8 @@ def load_jsonl(src: str | Path, archive: Any) -> LoadResult:
             if traj.trajectory_id in seen:
                 raise format_error(path, lineno, "trajectory_id", f"duplicate id {traj.trajectory_id!r}")
             seen.add(traj.trajectory_id)
-            report.add(traj)
             out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _image(path: Path, lineno: int, field_name: str, value: Any, store: ScreenStore) -> str:

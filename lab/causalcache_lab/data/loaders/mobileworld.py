@@ -40,6 +40,7 @@ from causalcache_lab.data.loaders._common import (
     assemble,
     check_step_ids,
     format_error,
+    load_result,
     parse_drafts,
     screen_size_of,
     track_apps,
@@ -167,10 +168,8 @@ def load_mobileworld(
                 success=success,
                 metadata=meta,
             )
-            report.add(traj)
             out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _steps(

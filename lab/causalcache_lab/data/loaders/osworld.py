@@ -40,6 +40,7 @@ from causalcache_lab.data.loaders._common import (
     assemble,
     format_error,
     json_objects,
+    load_result,
     parse_drafts,
     screen_size_of,
 )
@@ -125,10 +126,8 @@ def load_osworld(
             success=success,
             metadata=meta,
         )
-        report.add(traj)
         out.append(traj)
-    report.screens = len(store.sizes)
-    return LoadResult(out, report)
+    return load_result(out, report, store)
 
 
 def _steps(folder: Path, store: ScreenStore) -> tuple[list[StepDraft], list[str]]:

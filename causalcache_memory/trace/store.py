@@ -37,7 +37,7 @@ remembers, per archive and episode, the head it last committed (in this process)
 any other head raises :class:`~causalcache_memory.errors.TraceConflictError` naming the episode, so a
 second run writing the same LangGraph thread concurrently fails loudly instead of overwriting the first
 one's steps (nothing recorded is lost). Across processes and machines each commit also claims its base
-head's successor with an exclusive create in the archive (:mod:`causalcache_memory.trace_owner`), so a
+head's successor with an exclusive create in the archive (:mod:`causalcache_memory.trace.owner`), so a
 second process on a running thread fails with the same error. A resume after a crash extends the
 checkpoint's head (a claim of a dead process on this host is taken over). To branch deliberately from an
 older head (time travel), or to take over a thread whose run died on another machine, call
@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.errors import TraceConflictError, TraceError
 from causalcache_memory.trace import Event, Trace, check_sha256
-from causalcache_memory.trace_chain import (
+from causalcache_memory.trace.chain import (
     CHAIN_FORMAT_VERSION,
     Node,
     decode_node,
@@ -62,7 +62,7 @@ from causalcache_memory.trace_chain import (
     read_node,
     size_of,
 )
-from causalcache_memory.trace_owner import HeadClaims
+from causalcache_memory.trace.owner import HeadClaims
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
@@ -208,7 +208,7 @@ class TraceStore:
     def reset_head(self, episode_id: str, head: str | None = None) -> None:
         """Forget (or set) the head remembered for ``episode_id``: the next commit may extend any head
         (``head``: that head), taking over the thread from another process if one claimed it
-        (:mod:`causalcache_memory.trace_owner`)."""
+        (:mod:`causalcache_memory.trace.owner`)."""
         key = (_archive_key(self.archive), episode_id)
         with _head_lock(key):
             self._claims.allow_takeover(key, head)

@@ -1,4 +1,4 @@
-"""The pass-2 budget (``selector.second_pass_budget``): dev frontier, choice, re-choice at load (issue 24)."""
+"""The pass-2 share (``selector.second_pass_share``): dev frontier, choice, re-choice at load (issue 24)."""
 
 from __future__ import annotations
 
@@ -67,13 +67,13 @@ def test_budget_rule_takes_the_most_dev_gain_within_the_fire_budget(budget):
     from causalcache_lab.selector.calibrate import calibrate_threshold, top_swaps
 
     diffs, examples = _dev_states()
-    report = calibrate_threshold(diffs, examples, budget=budget)
+    report = calibrate_threshold(diffs, examples, share=budget)
     gains, utils, _ = top_swaps(diffs, examples)
     fire = gains > report["min_gain"]  # as the beam fires: predicted gain above the threshold
     assert report["dev_fire_rate"] == pytest.approx(fire.mean()) and fire.mean() <= budget
     assert report["dev_gain"] == pytest.approx(utils[fire].sum() / len(gains))
     assert report["dev_gain"] == pytest.approx(_brute_force(gains, utils, budget))
-    assert report["second_pass_budget"] == budget and report["min_gain"] >= 0.0
+    assert report["second_pass_share"] == budget and report["min_gain"] >= 0.0
 
 
 def test_frontier_is_monotone_and_reproduces_every_budget_choice():
@@ -110,7 +110,7 @@ def test_each_memory_budget_gets_its_own_frontier_so_larger_b_does_not_overspend
     class Model:
         calibration: ClassVar[dict] = report
 
-    thresholds = resolve_thresholds("auto", Model(), second_pass_budget=0.15)
+    thresholds = resolve_thresholds("auto", Model(), second_pass_share=0.15)
     gains = np.array([d[0] for d in diffs])
     memory = np.array([e.budget for e in examples])
     for b in (2, 4):
@@ -124,12 +124,12 @@ def test_each_memory_budget_gets_its_own_frontier_so_larger_b_does_not_overspend
 def test_budget_is_validated_with_the_field_and_the_fix():
     from causalcache_memory.config.models import SelectorConfig
 
-    assert SelectorConfig().second_pass_budget == 0.15
-    assert SelectorConfig(second_pass_budget=0).second_pass_budget == 0.0
+    assert SelectorConfig().second_pass_share == 0.15
+    assert SelectorConfig(second_pass_share=0).second_pass_share == 0.0
     for bad in (1.5, -0.1, True, "high", float("nan")):
-        with pytest.raises((ConfigError, ValueError), match=r"second_pass_budget=.*\[0, 1\]"):
-            SelectorConfig(second_pass_budget=bad)
-        with pytest.raises(SelectorError, match=r"second_pass_budget=.*\[0, 1\]"):
+        with pytest.raises((ConfigError, ValueError), match=r"second_pass_share=.*\[0, 1\]"):
+            SelectorConfig(second_pass_share=bad)
+        with pytest.raises(SelectorError, match=r"second_pass_share=.*\[0, 1\]"):
             choose_threshold([[0.0, 0.0, 0.0]], bad)
 
 
@@ -152,11 +152,11 @@ def test_budget_is_rechosen_at_load_without_retraining(trained, caplog):
     for budget in (0.0, 0.05, 0.15, 0.5, 1.0):
         with caplog.at_level(logging.INFO, logger="causalcache_memory.selector.threshold"):
             caplog.clear()
-            sel = SelectorAllocator(out, second_pass_budget=budget)
+            sel = SelectorAllocator(out, second_pass_share=budget)
         pick = choose_threshold(frontier, budget)
         assert sel.min_gain == pick["min_gain"] and pick["fire_rate"] <= budget
-        assert f"pass-2 budget {budget:g}" in sel.min_gain_source
-        assert any("pass-2 budget" in r.getMessage() for r in caplog.records)  # which rule set it
+        assert f"pass-2 share {budget:g}" in sel.min_gain_source
+        assert any("pass-2 share" in r.getMessage() for r in caplog.records)  # which rule set it
         thresholds[budget] = sel.min_gain
     assert thresholds[0.0] >= thresholds[0.15] >= thresholds[1.0]
     assert thresholds[0.0] > thresholds[1.0]  # the budget changes the threshold, no retraining
@@ -165,50 +165,41 @@ def test_budget_is_rechosen_at_load_without_retraining(trained, caplog):
         trajs, _ = make_trajectories(1, length=14, seed=5)
         ctx = AllocationContext(trajs[0].trace_at(12), b, witness=trajs[0].steps[11].action)
         assert SelectorAllocator(out, ood_guard=False).allocate(ctx).info["min_gain"] == per_b
-    cfg = AllocationConfig(allocator="selector", selector={"model_path": str(out), "second_pass_budget": 0.0})
+    cfg = AllocationConfig(allocator="selector", selector={"model_path": str(out), "second_pass_share": 0.0})
     assert build_allocator(cfg).min_gain == thresholds[0.0]
-    fixed = SelectorAllocator(out, min_gain=0.25, second_pass_budget=0.0)  # a number overrides the budget
+    fixed = SelectorAllocator(out, min_gain=0.25, second_pass_share=0.0)  # a number overrides the budget
     assert fixed.min_gain == 0.25 and fixed.min_gain_source.startswith("fixed")
 
 
-def test_format_2_model_loads_with_its_stored_threshold_and_guard(trained, tmp_path):
+@pytest.mark.parametrize("version", ["2", None])
+def test_a_model_of_another_format_is_refused_naming_the_format_and_the_fix(trained, tmp_path, version):
     onnx = pytest.importorskip("onnx")
-    from selector_synth import make_trajectories
-
-    from causalcache_memory.allocation import AllocationContext
+    from causalcache_memory.errors import SchemaMismatchError
     from causalcache_memory.selector.allocator import SelectorAllocator
-    from causalcache_memory.selector.ood import OodGuard
 
     _, out, _ = trained
-    names = SelectorAllocator(out).model.feature_names
-    legacy = {  # what format 2 wrote: a threshold without frontier, the Mahalanobis guard
-        "causalcache.model_format_version": "2",
-        "causalcache.calibration": json.dumps(
-            {"min_gain": 0.4321, "rule": "smallest min_gain >= 0 admitting 1%"}
-        ),
-        "causalcache.ood": json.dumps(
-            {
-                "rule": "Mahalanobis",
-                "features": names,
-                "mean": [0.0] * len(names),
-                "precision": np.eye(len(names)).tolist(),
-                "threshold": 1e6,
-            }
-        ),
-    }
     proto = onnx.load(str(out / "selector.onnx"))
-    for p in proto.metadata_props:
-        if p.key in legacy:
-            p.value = legacy[p.key]
-    old = tmp_path / "format2.onnx"
+    props = [p for p in proto.metadata_props if p.key != "causalcache.model_format_version"]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(props)
+    if version is not None:
+        proto.metadata_props.add(key="causalcache.model_format_version", value=version)
+    old = tmp_path / "old.onnx"
     onnx.save(proto, str(old))
-    for budget in (0.0, 0.15, 1.0):
-        sel = SelectorAllocator(old, second_pass_budget=budget)
-        assert sel.min_gain == 0.4321 and "stored threshold" in sel.min_gain_source
-    assert isinstance(sel.model.ood, OodGuard) and sel.model.format_version == 2
-    trajs, _ = make_trajectories(1, length=14, seed=5)
-    allocation = sel.allocate(AllocationContext(trajs[0].trace_at(12), 2, witness=trajs[0].steps[11].action))
-    assert allocation.info["min_gain"] == 0.4321 and "fallback" not in allocation.info
+    found = version or "0"
+    with pytest.raises(SchemaMismatchError, match=rf"model format {found} .*reads format 3.*re-export"):
+        SelectorAllocator(old)
+
+
+def test_a_format_2_guard_is_refused_naming_the_format_and_the_fix():
+    from causalcache_memory.selector.ood import load_guard
+    from causalcache_memory.selector.schema import FEATURE_SCHEMA
+
+    names = [name for name, _ in FEATURE_SCHEMA]
+    format_2 = {"rule": "Mahalanobis", "features": names, "mean": [0.0] * len(names), "threshold": 1e6}
+    format_2["precision"] = np.eye(len(names)).tolist()
+    with pytest.raises(SelectorError, match=r"guard of selector model format 2.*re-export"):
+        load_guard(json.dumps(format_2), names)
 
 
 def test_resolve_refuses_bad_min_gain():

@@ -1,7 +1,7 @@
 """Counting decisions: :class:`DecisionStats` and the rules that classify one decision record.
 
 The one place that says what a decision *was* (swapped, fell back and why, could have swapped, ran without
-screen text, disagreed with its shadow decision). :class:`~causalcache_memory.decision_stats.DecisionMonitor`
+screen text, disagreed with its shadow decision). :class:`~causalcache_memory.decisions.stats.DecisionMonitor`
 counts a memory's live decisions with it, and :meth:`DecisionStats.from_records` counts a thread's decision
 log, so ``CausalCacheMemory.stats()``, ``causalcache report`` and the evaluation harness agree.
 

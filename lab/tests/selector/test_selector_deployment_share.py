@@ -1,4 +1,4 @@
-"""The pass-2 budget held on the deployment's own decisions (``selector.budget_window``, issue 24)."""
+"""The pass-2 share held on the deployment's own decisions (``selector.share_window``, issue 24)."""
 
 from __future__ import annotations
 
@@ -85,18 +85,18 @@ def test_non_finite_gains_are_not_counted_and_the_window_slides() -> None:
 
 @pytest.mark.parametrize("window", [0, -3, True, 2.5, "200"])
 def test_bad_window_is_refused_naming_the_field(window) -> None:
-    with pytest.raises(SelectorError, match="budget_window"):
+    with pytest.raises(SelectorError, match="share_window"):
         DeploymentThreshold(Thresholds(0.5), 0.15, window)
 
 
-def test_config_validates_budget_window() -> None:
+def test_config_validates_share_window() -> None:
     from causalcache_memory.config import parse_config
     from causalcache_memory.errors import ConfigError
 
-    cfg = parse_config({"allocation": {"allocator": "selector", "selector": {"budget_window": None}}})
-    assert cfg.allocation.selector.budget_window is None
-    with pytest.raises(ConfigError, match="budget_window"):
-        parse_config({"allocation": {"allocator": "selector", "selector": {"budget_window": 0}}})
+    cfg = parse_config({"allocation": {"allocator": "selector", "selector": {"share_window": None}}})
+    assert cfg.allocation.selector.share_window is None
+    with pytest.raises(ConfigError, match="share_window"):
+        parse_config({"allocation": {"allocator": "selector", "selector": {"share_window": 0}}})
 
 
 def test_beam_reports_the_top_first_swap_gain_whatever_the_threshold() -> None:
@@ -121,8 +121,8 @@ def test_allocator_switches_from_dev_to_deployment_threshold(trained) -> None:
 
     _, out, _ = trained
     trajs, _ = make_trajectories(12, length=14, seed=7)
-    rolling = SelectorAllocator(out, ood_guard=False, budget_window=20, second_pass_budget=0.3)
-    fixed = SelectorAllocator(out, ood_guard=False, budget_window=None, second_pass_budget=0.3)
+    rolling = SelectorAllocator(out, ood_guard=False, share_window=20, second_pass_share=0.3)
+    fixed = SelectorAllocator(out, ood_guard=False, share_window=None, second_pass_share=0.3)
     explicit = SelectorAllocator(out, ood_guard=False, min_gain=0.0)
     assert explicit.deployment is None and fixed.deployment is None
     tops: list[float] = []

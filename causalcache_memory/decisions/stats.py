@@ -2,7 +2,7 @@
 
 Every decision of a :class:`~causalcache_memory.controller.MemoryController` is counted here
 (:class:`DecisionMonitor`, one per memory) with :class:`DecisionStats`
-(:mod:`causalcache_memory.decision_counts`, the rules that classify one decision, re-exported here), and
+(:mod:`causalcache_memory.decisions.counts`, the rules that classify one decision, re-exported here), and
 the same counting reads decision records back from a thread's decision log
 (:meth:`DecisionStats.from_records`), so ``CausalCacheMemory.stats()``, ``causalcache report`` and the
 evaluation harness agree.
@@ -12,7 +12,7 @@ last ``window`` such decisions of a memory (all its threads together), when the 
 Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, ...) exceeds
 ``max_fallback_share``, the memory is not selecting, only showing Recent-B: it warns once
 (a :class:`~causalcache_memory.errors.CausalCacheWarning` and a WARNING record on the
-``causalcache_memory.decision_stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
+``causalcache_memory.decisions.stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
 
 Never-swaps rule: a selector that runs on every decision but never clears its swap threshold is as idle
 as one that falls back. When ``no_swap_window`` decisions that could swap of a memory have passed, none
@@ -49,8 +49,8 @@ import threading
 from collections import Counter, OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
-# the counting rules live in decision_counts; re-exported here, where callers have always found them
-from causalcache_memory.decision_counts import (
+# the counting rules live in decisions/counts.py; re-exported here, where callers have always found them
+from causalcache_memory.decisions.counts import (
     NO_SHADOW,
     DecisionStats,
     fallback_kind,
@@ -80,7 +80,7 @@ __all__ = [
     "text_missing",
 ]
 
-_log = logging.getLogger("causalcache_memory.decision_stats")
+_log = logging.getLogger("causalcache_memory.decisions.stats")
 
 #: defaults of ``allocation.idle_warning`` (config) and of a controller built without a monitor
 DEFAULT_WINDOW = 20
@@ -253,7 +253,7 @@ class DecisionMonitor:
             f"the allocator {allocator!r} swapped on none of the {self._could_swap} decisions where a swap "
             "was possible: it ran (no majority of fallbacks) but its predicted gains never reached its swap "
             "threshold, so the memory is showing Recent-B only. If your tasks need older screens, lower the "
-            "threshold (allocation.selector.second_pass_budget, or min_gain) or train the selector on your "
+            "threshold (allocation.selector.second_pass_share, or min_gain) or train the selector on your "
             f"own agent. What to do: {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning.no_swap_window sets the rule.)"
         )

@@ -1,4 +1,4 @@
-"""The trace chain's node format: one archive record per appended step (see :mod:`.trace_store`).
+"""The trace chain's node format: one archive record per appended step (see :mod:`.store`).
 
 Reading a node checks its format version and hashes; decoding checks that it continues its parent (the
 episode matches and the event index is the parent's count + 1), so a chain with a skipped or repeated

@@ -34,7 +34,7 @@ __all__ = ["SCREEN_TEXT_KEY", "take_screen_text", "take_tool_screen_text", "text
 #: The state key (and ``Command`` update / ``ToolMessage.artifact`` key) of a screen's text.
 SCREEN_TEXT_KEY = "screen_text"
 
-_log = logging.getLogger("causalcache_memory.integrations.langgraph.screen_text")
+_log = logging.getLogger("causalcache_memory.integrations.langgraph.text_intake")
 
 
 def _checked(text: Any, where: str) -> str | None:
