@@ -25,11 +25,14 @@ Relative paths are resolved against the config file's folder.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from causalcache_memory.config.loader import refuse_foreign, show_key, show_value
+from causalcache_memory.config.trusted import factory_error, trusted_modules
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.selector.labels import LabelConfig
 from causalcache_memory.lab.selector.recipe import ComponentSpec
@@ -166,6 +169,14 @@ class LearnConfig(_Strict):
     train: dict[str, Any] = {}
     image_features: bool = False
     deploy: DeploySection = DeploySection()
+    #: the modules ``labeller``/``screen_text`` may name (set by :func:`load_learn_config`, never from the
+    #: file; :mod:`causalcache_memory.config.trusted`)
+    _trusted: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def trusted(self) -> tuple[str, ...]:
+        """The modules this config's factories may name (the project's, plus those the user trusts)."""
+        return self._trusted or trusted_modules()
 
     @model_validator(mode="after")
     def _check(self) -> LearnConfig:
@@ -276,29 +287,48 @@ def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     return raw
 
 
-def load_learn_config(path: str | Path | None = None, **overrides: Any) -> LearnConfig:
-    """Read and validate a learn config (``yaml.safe_load``); ``overrides`` replace top-level keys."""
-    import yaml
+def load_learn_config(
+    path: str | Path | None = None, *, trusted: Iterable[str] = (), **overrides: Any
+) -> LearnConfig:
+    """Read and validate a learn config (``yaml.safe_load``); ``overrides`` replace top-level keys.
+
+    ``labeller.factory`` and ``screen_text.factory`` run code: they may name the project's modules and
+    ``trusted`` ones (``--trust-module``, ``CAUSALCACHE_TRUSTED_MODULES``); anything else is refused here,
+    before any stage runs."""
+    from causalcache_memory.config.loader import read_yaml_file
 
     raw: dict[str, Any] = {}
     base = Path.cwd()
     if path is not None:
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read learn config {path}: {exc}") from exc
+        raw = read_yaml_file(path) or {}  # bounded; a link out of the config's folder is refused unread
         if not isinstance(raw, dict):
             raise ConfigError(f"learn config {path} must be a mapping of sections (output, data, ...)")
+        refuse_foreign(raw, LearnConfig, f"learn config {path}")
         base = Path(path).resolve().parent
         raw = _resolve(raw, base)
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return LearnConfig.model_validate(raw)
+        config = LearnConfig.model_validate(raw)
     except ValidationError as exc:
         errors = []
         for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "<config>"
+            where = ".".join(show_key(str(p)) for p in e["loc"]) or "<config>"
             value = e.get("input")
-            shown = "" if isinstance(value, dict) else f" (got {value!r})"
+            shown = (
+                ""
+                if isinstance(value, dict) or e["type"] == "extra_forbidden"
+                else f" (got {show_value(value)})"
+            )
             errors.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
         raise ConfigError(f"invalid learn config {path or '<flags>'}: " + "; ".join(errors), errors) from exc
+    trust = trusted_modules(trusted)
+    named = {"labeller.factory": config.labeller, "screen_text.factory": config.screen_text}
+    errors = [
+        e for f, spec in named.items() if spec is not None and (e := factory_error(f, spec.factory, trust))
+    ]
+    if errors:
+        raise ConfigError(
+            f"learn config {path or '<flags>'} names untrusted code: " + "; ".join(errors), errors
+        )
+    config._trusted = trust
+    return config
