@@ -15,7 +15,7 @@ import pytest
 # compiled Triton for the CUDA-marked tests.
 if "TRITON_INTERPRET" not in os.environ and not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["TRITON_INTERPRET"] = "1"
-pytest_plugins = ["ci_services", "pytester"]  # services .ci/run starts must not skip under CI=true
+pytest_plugins = ["ci_services", "process_sweep", "pytester"]  # services .ci/run starts must not skip under CI=true
 
 
 @pytest.fixture(autouse=True)
