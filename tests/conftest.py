@@ -15,7 +15,8 @@ import pytest
 # compiled Triton for the CUDA-marked tests.
 if "TRITON_INTERPRET" not in os.environ and not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["TRITON_INTERPRET"] = "1"
-pytest_plugins = ["ci_services", "process_sweep", "pytester"]  # services .ci/run starts must not skip under CI=true
+# services .ci/run starts must not skip under CI=true; no process a test starts outlives the session
+pytest_plugins = ["ci_services", "process_sweep", "pytester"]
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,7 @@ def test_the_user_can_trust_a_module_explicitly(tmp_path, monkeypatch):
     ],
 )
 def test_a_project_module_cannot_be_used_to_reach_other_code(factory):
-    with pytest.raises(ConfigError, match="policy.factory"):
+    with pytest.raises(ConfigError, match=r"policy\.factory"):
         resolve_factory("policy.factory", factory, trusted_modules())
 
 
@@ -96,7 +96,7 @@ def test_every_factory_of_a_recipe_is_checked_before_the_first_is_called(tmp_pat
             }
         )
     )
-    with pytest.raises(ConfigError, match="policy.factory"):
+    with pytest.raises(ConfigError, match=r"policy\.factory"):
         resolve(load_recipe(path))
     assert calls == []
 
