@@ -37,6 +37,11 @@ a take-over of any of its claims by another process must create exactly that rec
 the check cannot miss one; a record of another live process fails the commit ("took this thread over"),
 before anything of it is written. One read per commit, as many as before.
 
+**Reservations.** :meth:`TraceStore.reserve` claims a head's successor before the step that extends it
+acts (the LangGraph middleware, before a tool call), with the child ``reserved:<owner>``, which no other
+process writes: of several resumers reserving one head, one goes on and the others fail before acting;
+the reserving process's own commit then finds its claim and proceeds.
+
 The argument relies on the store creating a name at most once: ``os.link`` on a local file system; on S3
 (and compatible stores that implement it) a ``PutObject`` with ``If-None-Match: *``, which S3 decides
 atomically. After a create that reported success the claim is read back, so a store that ignores the
@@ -121,6 +126,13 @@ class HeadClaims:
             if TORN not in record and record.get("owner") != OWNER:
                 _SEEN[key] = seen
                 raise self._conflict(episode, record.get("base"), record, took_over=True)
+
+    def reserve(self, key: tuple[str, str], episode: str, base: str | None) -> None:
+        """Claim ``base``'s successor for this process before its next node is known (before the step's
+        action runs): the claim names the child ``reserved:<owner>``, which no other process writes, so
+        of several processes reserving one head (resumers of a dead run) exactly one goes on; this
+        process's own commit after ``base`` then finds its claim and proceeds."""
+        self.claim(key, episode, base, f"reserved:{OWNER}")
 
     def claim(self, key: tuple[str, str], episode: str, base: str | None, new: str) -> None:
         """Claim ``base``'s successor for ``new`` (see the module doc), or raise ``TraceConflictError``."""

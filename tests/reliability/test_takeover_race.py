@@ -50,10 +50,10 @@ def _dead_owner() -> str:
 
 
 @contextmanager
-def _resumers(target: str, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
+def _resumers(target: str, env: dict[str, str], *mode: str) -> Iterator[list[subprocess.Popen]]:
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), target, f"resumer-{i}"],
+            [sys.executable, str(WORKER), target, f"resumer-{i}", *mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -137,3 +137,29 @@ def test_exactly_one_resumer_takes_over_a_dead_writers_claim(tmp_path, s3, s3_ur
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+def test_with_a_reservation_only_the_winner_runs_the_interrupted_steps_action(tmp_path):
+    """The LangGraph path: the middleware reserves the head's successor before the step's tool call
+    (``TraceStore.reserve``), so of the resumers of a dead run only the winner runs the action; without
+    it each resumer runs it once before its commit fails (the other test)."""
+    archive = LocalArchive(tmp_path / "a")
+    store = TraceStore(archive)
+    shot = archive.put(screenshot(901)).sha256
+    dead, races, actions = _dead_owner(), 20, []
+    with _resumers(str(tmp_path / "a"), {}, "reserve") as procs:
+        for race in range(races):
+            thread = f"reserve-{race}"
+            trace = Trace("goal", episode_id=thread)
+            trace.observe(shot)
+            head = store.commit(None, trace)
+            reservation = {"v": 1, "child": f"reserved:{dead}", "owner": dead}  # died during its action
+            assert archive.claim(thread, f"head.{head}", json.dumps(reservation).encode()) is None
+            for proc in procs:
+                proc.stdin.write(f"{thread} {head} {shot}\n")
+                proc.stdin.flush()
+            replies = [json.loads(proc.stdout.readline()) for proc in procs]
+            first_actions = sum(r["acted"] >= 1 for r in replies)
+            winners = [r for r in replies if r["acks"]]
+            actions.append((first_actions, len(winners), sum(len(r["acks"]) == 2 for r in replies)))
+    assert actions == [(1, 1, 1)] * races
