@@ -10,5 +10,6 @@ import os
 # compiled Triton for the CUDA-marked tests.
 if "TRITON_INTERPRET" not in os.environ and not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["TRITON_INTERPRET"] = "1"
-# services .ci/run starts must not skip under CI=true (ci_services); seeds and tiny screenshots
-pytest_plugins = ["ci_services", "pytester", "common_fixtures"]
+# services .ci/run starts must not skip under CI=true (ci_services); no process a test starts outlives the
+# session (process_sweep); seeds and tiny screenshots (common_fixtures)
+pytest_plugins = ["ci_services", "process_sweep", "pytester", "common_fixtures"]

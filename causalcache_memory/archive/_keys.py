@@ -79,7 +79,7 @@ def host_field(hostname: str) -> str:
 
 _HOST = host_field(socket.gethostname())
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-_CLAIM = re.compile(r"^head\.([0-9a-f]{64}|root)$")
+_CLAIM = re.compile(r"^(head\.([0-9a-f]{64}|root)|take\.[1-9][0-9]{0,8})$")
 _EPISODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 

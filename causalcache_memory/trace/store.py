@@ -88,6 +88,19 @@ def _head_lock(key: tuple[str, str]) -> threading.Lock:
         return lock
 
 
+def _check_head(key: tuple[str, str], episode_id: str, head: str | None) -> None:
+    """The in-process compare-and-swap: ``head`` must be the head this process last committed, if any."""
+    current = _HEADS.get(key)
+    if current is not None and current != head:
+        raise TraceConflictError(
+            f"thread {episode_id!r}: another run extended this episode's trace "
+            f"(its head is now {current[:12]}..., this run extends {str(head)[:12]}...); one "
+            "run at a time may write a thread. Wait for the other run to finish and continue "
+            "from the thread's latest checkpoint, or use another thread_id (to branch from an "
+            "older checkpoint on purpose, call reset_head(thread) first). Nothing recorded was lost."
+        )
+
+
 class TraceStore:
     """Episode traces and decision logs as hash chains of archive records.
 
@@ -189,21 +202,26 @@ class TraceStore:
         """
         key = (_archive_key(self.archive), trace.episode_id)
         with _head_lock(key):
-            current = _HEADS.get(key)
-            if current is not None and current != head:
-                raise TraceConflictError(
-                    f"thread {trace.episode_id!r}: another run extended this episode's trace "
-                    f"(its head is now {current[:12]}..., this run extends {str(head)[:12]}...); one "
-                    "run at a time may write a thread. Wait for the other run to finish and continue "
-                    "from the thread's latest checkpoint, or use another thread_id (to branch from an "
-                    "older checkpoint on purpose, call reset_head(thread) first). Nothing recorded was lost."
-                )
+            _check_head(key, trace.episode_id, head)
             self._claims.check_still_owner(key, trace.episode_id, head)
             new_head = self._commit(head, trace, log)
             if new_head != head:
                 self._claims.claim(key, trace.episode_id, head, new_head)
             _HEADS[key] = new_head
             return new_head
+
+    def reserve(self, episode_id: str, head: str | None) -> None:
+        """Claim ``head``'s successor for this process before the step that extends it acts (a tool
+        call with side effects): raises :class:`~causalcache_memory.errors.TraceConflictError` as
+        :meth:`commit` would, but before the action runs. Of several processes resuming a dead run
+        from one checkpoint, exactly one gets past this call (:mod:`causalcache_memory.trace.owner`);
+        its own later :meth:`commit` after ``head`` proceeds."""
+        key = (_archive_key(self.archive), episode_id)
+        with _head_lock(key):
+            _check_head(key, episode_id, head)
+            self._claims.check_still_owner(key, episode_id, head)
+            if self._claims.enabled:
+                self._claims.reserve(key, episode_id, head)
 
     def reset_head(self, episode_id: str, head: str | None = None) -> None:
         """Forget (or set) the head remembered for ``episode_id``: the next commit may extend any head

@@ -152,11 +152,20 @@ class CausalCacheMiddleware(AgentMiddleware):
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), record
 
     def wrap_tool_call(self, request: Any, handler: Callable[..., Any]) -> Any:
+        self._reserve(request)
         return self._after_tool(request, handler(request))
 
     async def awrap_tool_call(self, request: Any, handler: Callable[..., Any]) -> Any:
+        await asyncio.to_thread(self._reserve, request)
         result = await handler(request)
         return await asyncio.to_thread(self._after_tool, request, result)
+
+    def _reserve(self, request: Any) -> None:
+        """Claim the thread's next step before the step's tool runs (:meth:`StepSession.reserve`): of
+        several processes resuming a dead run, only the one that wins executes the action."""
+        state = request.state if isinstance(request.state, dict) else {}
+        call_id = (getattr(request, "tool_call", None) or {}).get("id")
+        StepSession(self.memory, request.runtime, state).reserve(call_id)
 
     def _after_tool(self, request: Any, result: Any) -> Any:
         """Archive the screenshot a tool returned and record the executed step with it."""

@@ -70,11 +70,13 @@ class ThreadReading:
     def compile(self, builder: Any, **kwargs: Any) -> Any:
         """``builder.compile(checkpointer=self.checkpointer(), **kwargs)`` whose runs default to
         ``config.checkpointer.durability`` (``"sync"``: each step's checkpoint is stored before the next
-        step starts). ``checkpointer=`` in ``kwargs`` replaces this memory's saver."""
-        from causalcache_memory.integrations.langgraph.savers import build_checkpointer, with_durability
+        step starts). The saver is :meth:`checkpointer`'s, which waits for the screenshot writes before
+        it stores a checkpoint, so a step hands its writes to the writer thread and calls the model
+        meanwhile. ``checkpointer=`` in ``kwargs`` replaces this memory's saver."""
+        from causalcache_memory.integrations.langgraph.savers import with_durability
 
         if kwargs.get("checkpointer") is None:
-            kwargs["checkpointer"] = build_checkpointer(self.config.checkpointer)
+            kwargs["checkpointer"] = self.checkpointer()
         return with_durability(builder.compile(**kwargs), self.config.checkpointer.durability)
 
     def acheckpointer(self) -> contextlib.AbstractAsyncContextManager[Any]:

@@ -240,6 +240,19 @@ class StepSession:
         self._controller.warm(trace)  # untimed allocation before a resumed thread's first timed one
         return self._controller.decide(trace, policy=policy)
 
+    def reserve(self, tool_call_id: str | None = None) -> None:
+        """Before the pending step's action runs (its tool call ``tool_call_id``): claim the successor of
+        the thread's head for this process (:meth:`TraceStore.reserve`), so that of several processes
+        resuming a dead run from one checkpoint only one executes the action; the others raise
+        :class:`~causalcache_memory.errors.TraceConflictError` first. Nothing to do without a pending
+        step, or for a parallel tool call that is not the step's action."""
+        pending = self.pending
+        if self.trace is None or pending is None:
+            return
+        if pending.tool_call_id and tool_call_id and tool_call_id != pending.tool_call_id:
+            return
+        self._store.reserve(self.trace.episode_id, self.head)
+
     def commit(
         self, decision: StepDecision | None = None, *, tool_call_id: str | None = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:

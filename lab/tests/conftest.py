@@ -17,4 +17,4 @@ for folder in [LIBRARY_TESTS, *sorted(p for p in LIBRARY_TESTS.iterdir() if p.is
 
 if "TRITON_INTERPRET" not in os.environ and not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["TRITON_INTERPRET"] = "1"  # as tests/conftest.py: Triton's interpreter on CPU machines
-pytest_plugins = ["ci_services", "pytester", "common_fixtures"]
+pytest_plugins = ["ci_services", "process_sweep", "pytester", "common_fixtures"]

@@ -1,10 +1,13 @@
-"""Small modules with one job each: no module of the package is over 400 lines (issue 11)."""
+"""Small modules with one job each: no module of the package is over 600 lines.
+
+A smoke alarm, not a shape: modules are split where their jobs split (issue 53), and this only catches a
+module that has grown several jobs. It was 400 until issue 53 found files cut at exactly 400 lines."""
 
 from __future__ import annotations
 
 from import_graph import module_files
 
-MAX_LINES = 400
+MAX_LINES = 600
 
 
 def oversized(limit: int = MAX_LINES) -> dict[str, int]:

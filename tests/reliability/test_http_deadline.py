@@ -64,6 +64,17 @@ def test_non_finite_numbers_from_a_server_are_refused(literal):
             client.post_json("http://server/generate", {})
 
 
+@pytest.mark.parametrize("digits", [41, 4301, 100_000])
+def test_a_huge_integer_in_a_reply_is_a_policy_response_error(digits):
+    """Issue 56, finding 4: past 4,300 digits Python's decoder raised a bare ``ValueError`` that escaped
+    ``HttpClient``; now any integer of more than 40 digits is a :class:`PolicyResponseError`."""
+    body = b'{"meta_info": {"id": ' + b"9" * digits + b"}}"
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with HttpClient(timeout_s=5, max_retries=0, transport=transport) as client:
+        with pytest.raises(PolicyResponseError, match=f"an integer of {digits} digits"):
+            client.post_json("http://server/generate", {})
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_logprob_parsers_refuse_non_finite_values(value):
     with pytest.raises(PolicyResponseError, match="finite"):

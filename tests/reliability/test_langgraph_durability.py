@@ -73,3 +73,25 @@ def test_durability_is_configurable_and_checked():
     assert seen == [0] and saver.stored == 1  # exit: one checkpoint, at the end
     with pytest.raises(ConfigError, match="durability='later'"):
         with_durability(graph, "later")
+
+
+def test_memory_compile_uses_the_checkpointer_that_waits_for_the_screenshot_writes():
+    """Issue 56, finding 8: ``memory.compile(builder)`` built a plain saver, so every step flushed its
+    writes itself (safe, but the screenshot write no longer overlapped the model call), against its
+    docstring and docs/LANGGRAPH.md."""
+    from causalcache_memory.integrations.langgraph.barrier import saver_waits
+
+    memory = _memory()
+    waits: list[bool] = []
+
+    def step(state: _State) -> dict:
+        waits.append(saver_waits(memory))
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(_State)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    graph = memory.compile(builder)
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert waits == [True]

@@ -75,8 +75,9 @@ def test_a_run_taken_over_elsewhere_fails_at_its_next_commit(tmp_path):
     base = store.head_of("thread-2")
     trace.record(Action("type", text="a"), "a", archive.put(screenshot(801)).sha256)
     head = store.commit(base, trace)
-    foreign = {"v": 1, "child": "f" * 64, "owner": "other-host.4242.0123456789ab"}  # a live run elsewhere
-    archive.claim("thread-2", f"head.{base}", json.dumps(foreign).encode(), exclusive=False)
+    # a live run elsewhere took the thread over (reset_head there): the thread's first take-over record
+    foreign = {"v": 1, "base": base, "child": "f" * 64, "owner": "other-host.4242.0123456789ab"}
+    assert archive.claim("thread-2", "take.1", json.dumps(foreign).encode()) is None
     trace.record(Action("type", text="b"), "b", archive.put(screenshot(802)).sha256)
     with pytest.raises(TraceConflictError, match=r"other-host\.4242.* took this thread over"):
         store.commit(head, trace)
@@ -133,5 +134,45 @@ def test_a_torn_claim_left_by_a_power_loss_is_taken_over(tmp_path):
     archive.claim("thread-2", "head.root", b"")  # what the power loss left: the name, not the bytes
     store = TraceStore(archive)
     assert store.load_trace(_root(store, archive)).t == 1
-    claim = json.loads(archive.read_claim("thread-2", "head.root"))
-    assert claim["child"] == store.head_of("thread-2")
+    assert archive.read_claim("thread-2", "head.root") == b""  # nothing overwrites a claim ...
+    claim = json.loads(archive.read_claim("thread-2", "take.1"))  # ... a take-over record replaces it
+    assert claim["child"] == store.head_of("thread-2") and claim["base"] == "root"
+
+
+_RIVAL = """
+import sys
+from causalcache_memory import Action
+from causalcache_memory.archive import LocalArchive
+from causalcache_memory.trace.store import TraceStore
+archive = LocalArchive(sys.argv[1])
+store = TraceStore(archive)
+store.reset_head("thread-2", sys.argv[2])  # a deliberate take-over from an older checkpoint
+trace = store.load_trace(sys.argv[2])
+trace.record(Action("type", text="rival"), "rival", sys.argv[3])
+print(store.commit(sys.argv[2], trace))
+"""
+
+
+def test_a_take_over_from_an_older_checkpoint_stops_the_running_writer(tmp_path):
+    """Issue 56: the still-owner check re-read only the claim after the writer's previous base, so a rival
+    that took the thread over two or more steps back went unseen and both wrote it to the end. Every
+    take-over now creates the thread's next take-over record, which each commit checks."""
+    archive = LocalArchive(tmp_path / "archive")
+    store = TraceStore(archive)
+    shot = archive.put(screenshot(803)).sha256
+    heads = [_root(store, archive)]
+    trace = store.load_trace(heads[0])
+    for i in range(3):
+        trace.record(Action("type", text=f"w{i}"), f"w{i}", shot)
+        heads.append(store.commit(heads[-1], trace))
+    rival = subprocess.run(
+        [sys.executable, "-c", _RIVAL, str(tmp_path / "archive"), heads[1], shot],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert len(rival.stdout.strip()) == 64  # the rival's commit after heads[1] was acknowledged
+    trace.record(Action("type", text="w3"), "w3", shot)
+    with pytest.raises(TraceConflictError, match="took this thread over"):
+        store.commit(heads[-1], trace)

@@ -12,7 +12,7 @@ def _ladder(args: argparse.Namespace) -> int:
     from causalcache_memory._jsonl import dumps_json
     from causalcache_memory.selector.onnx_scorer import OnnxScorer
 
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, trusted=args.trust_module)
     res = resolve(recipe)
     model_dir = args.model or recipe.train.output_dir
     learned = OnnxScorer(model_dir)
@@ -56,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ladder.add_argument("--model", help="learned model directory or .onnx (default: recipe train.output_dir)")
     ladder.add_argument("--no-recency-model", help="model retrained without recency features")
     ladder.add_argument("--no-progress", action="store_true")
+    ladder.add_argument(
+        "--trust-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
+        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
+    )
     ladder.set_defaults(handler=_ladder)
     from causalcache_lab.cli.demo import register_closed_loop
     from causalcache_lab.cli.train_hgkv import register_did

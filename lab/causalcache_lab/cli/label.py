@@ -9,7 +9,7 @@ def _label_selector(args: argparse.Namespace) -> int:
     from causalcache_lab.selector.labels import run_labelling
     from causalcache_lab.selector.recipe import load_recipe, resolve
 
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, trusted=args.trust_module)
     res = resolve(recipe)
     output = args.output or recipe.labels.output
     if args.concurrency > 1:
@@ -88,5 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--force-labeller",
         action="store_true",
         help="accept the simulated world policy as the labeller of data not from the synthetic world",
+    )
+    sel.add_argument(
+        "--trust-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
+        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
     )
     sel.set_defaults(handler=_label_selector)

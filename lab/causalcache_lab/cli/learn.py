@@ -41,7 +41,7 @@ def _learn(args: argparse.Namespace) -> int:
 
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    config = load_learn_config(args.config, **_overrides(args))
+    config = load_learn_config(args.config, trusted=args.trust_module, **_overrides(args))
     summary = run_learn(config, stop_after=args.stop_after, progress=not args.no_progress, log=print)
     _print_summary(summary)
     if args.json:
@@ -170,4 +170,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the labelling progress bar")
     p.add_argument("--json", action="store_true", help="also print the summary as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
+    p.add_argument(
+        "--trust-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
+        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
+    )
     p.set_defaults(handler=_learn)

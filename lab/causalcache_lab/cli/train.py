@@ -22,7 +22,7 @@ def _train_selector(args: argparse.Namespace) -> int:
     from causalcache_lab.selector.train import build_examples, train_selector
     from causalcache_memory.selector.schema import TEXT_FEATURES
 
-    recipe = load_recipe(args.recipe)
+    recipe = load_recipe(args.recipe, trusted=args.trust_module)
     res = resolve(recipe, need_policy=False)
     labels = args.labels or recipe.labels.output
     header, records = read_labels(labels)
@@ -90,6 +90,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train without thumbnail statistics (the deployed selector then reads no pixels)",
     )
     sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
+    sel.add_argument(
+        "--trust-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
+        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
+    )
     sel.set_defaults(handler=_train_selector)
     from causalcache_lab.cli.train_hgkv import register_hgkv
 

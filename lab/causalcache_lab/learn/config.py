@@ -10,7 +10,7 @@
       successful_only: true                 # default: true, false with labels.reference: full_history
     labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
     screen_text: {factory: "pkg.module:ocr", kwargs: {}}    # called with archive=...; default: the
-                                            # archive's own get_text (lab/learn/text_source.py)
+                                            # archive's own get_text (lab/learn/screen_text.py)
     labels: {budgets: [4], path_length: 3, ...}             # LabelConfig (lab/selector/labels.py)
     sources: {teacher_forced: 1.0}          # label sources to produce and their training weights
     agreement: {k: 4, temperature: 0.7}     # source 'agreement' (black-box sampling)
@@ -25,13 +25,17 @@ Relative paths are resolved against the config file's folder.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from causalcache_lab.selector.labels import LabelConfig
 from causalcache_lab.selector.recipe import ComponentSpec
+from causalcache_lab.trust import lab_trusted_modules
+from causalcache_memory.config.loader import refuse_foreign, show_key, show_value
+from causalcache_memory.config.trusted import factory_error
 from causalcache_memory.errors import ConfigError
 
 __all__ = [
@@ -156,7 +160,7 @@ class LearnConfig(_Strict):
     output: str = "runs/learn"
     data: DataSection
     labeller: ComponentSpec | None = None
-    #: the text source of the team's states' ``text_*`` features (lab/learn/text_source.py); None: the
+    #: the text source of the team's states' ``text_*`` features (lab/learn/screen_text.py); None: the
     #: archive's own ``get_text`` (what the deployed memory reads)
     screen_text: ComponentSpec | None = None
     labels: LabelConfig = LabelConfig()
@@ -166,6 +170,14 @@ class LearnConfig(_Strict):
     train: dict[str, Any] = {}
     image_features: bool = False
     deploy: DeploySection = DeploySection()
+    #: the modules ``labeller``/``screen_text`` may name (set by :func:`load_learn_config`, never from the
+    #: file; :mod:`causalcache_memory.config.trusted`)
+    _trusted: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def trusted(self) -> tuple[str, ...]:
+        """The modules this config's factories may name (the project's, plus those the user trusts)."""
+        return self._trusted or lab_trusted_modules()
 
     @model_validator(mode="after")
     def _check(self) -> LearnConfig:
@@ -276,29 +288,48 @@ def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     return raw
 
 
-def load_learn_config(path: str | Path | None = None, **overrides: Any) -> LearnConfig:
-    """Read and validate a learn config (``yaml.safe_load``); ``overrides`` replace top-level keys."""
-    import yaml
+def load_learn_config(
+    path: str | Path | None = None, *, trusted: Iterable[str] = (), **overrides: Any
+) -> LearnConfig:
+    """Read and validate a learn config (``yaml.safe_load``); ``overrides`` replace top-level keys.
+
+    ``labeller.factory`` and ``screen_text.factory`` run code: they may name the project's modules and
+    ``trusted`` ones (``--trust-module``, ``CAUSALCACHE_TRUSTED_MODULES``); anything else is refused here,
+    before any stage runs."""
+    from causalcache_memory.config.loader import read_yaml_file
 
     raw: dict[str, Any] = {}
     base = Path.cwd()
     if path is not None:
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read learn config {path}: {exc}") from exc
+        raw = read_yaml_file(path) or {}  # bounded; a link out of the config's folder is refused unread
         if not isinstance(raw, dict):
             raise ConfigError(f"learn config {path} must be a mapping of sections (output, data, ...)")
+        refuse_foreign(raw, LearnConfig, f"learn config {path}")
         base = Path(path).resolve().parent
         raw = _resolve(raw, base)
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return LearnConfig.model_validate(raw)
+        config = LearnConfig.model_validate(raw)
     except ValidationError as exc:
         errors = []
         for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "<config>"
+            where = ".".join(show_key(str(p)) for p in e["loc"]) or "<config>"
             value = e.get("input")
-            shown = "" if isinstance(value, dict) else f" (got {value!r})"
+            shown = (
+                ""
+                if isinstance(value, dict) or e["type"] == "extra_forbidden"
+                else f" (got {show_value(value)})"
+            )
             errors.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
         raise ConfigError(f"invalid learn config {path or '<flags>'}: " + "; ".join(errors), errors) from exc
+    trust = lab_trusted_modules(trusted)
+    named = {"labeller.factory": config.labeller, "screen_text.factory": config.screen_text}
+    errors = [
+        e for f, spec in named.items() if spec is not None and (e := factory_error(f, spec.factory, trust))
+    ]
+    if errors:
+        raise ConfigError(
+            f"learn config {path or '<flags>'} names untrusted code: " + "; ".join(errors), errors
+        )
+    config._trusted = trust
+    return config

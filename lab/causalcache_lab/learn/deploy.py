@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["deploy_snippet"]
+__all__ = ["deploy_snippet", "yaml_string"]
+
+
+def yaml_string(text: str) -> str:
+    """``text`` as one YAML double-quoted scalar (YAML's own escapes: a backslash, tab, quote of either
+    kind or line break reads back as itself; Python's ``repr`` does not: ``\\t`` and ``'it\\'s'``)."""
+    import yaml
+
+    dumped = yaml.safe_dump(text, default_style='"', allow_unicode=True, width=float("inf"))
+    return dumped.removesuffix("\n...\n").strip()
 
 
 def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str = "auto") -> str:
@@ -15,7 +24,7 @@ def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str 
     ``allocation.compare`` block runs the bundled selector on half of the episodes, to compare the two.
     """
     path = Path(model_dir).resolve()
-    gain = min_gain if isinstance(min_gain, str) else repr(float(min_gain))
+    gain = yaml_string(min_gain) if isinstance(min_gain, str) else repr(float(min_gain))
     return (
         "# causalcache learn: deploy the selector trained on your own trajectories\n"
         f"budget: {int(budget)}\n"
@@ -23,7 +32,7 @@ def deploy_snippet(model_dir: str | Path, *, budget: int, min_gain: float | str 
         "allocation:\n"
         "  allocator: selector\n"
         "  selector:\n"
-        f"    model_path: {str(path)!r}\n"
+        f"    model_path: {yaml_string(str(path))}\n"
         f"    min_gain: {gain}\n"
         "  # to compare it with the bundled selector on live episodes before switching for good, uncomment\n"
         "  # and run `causalcache compare` on the recorded threads (docs/LEARN.md, 'Compare before switching'):\n"

@@ -111,7 +111,7 @@ def _labeller(config: LearnConfig, source: str, trajectories: list) -> Any:
     from causalcache_lab.selector.recipe import _call
 
     assert config.labeller is not None  # the config's validator requires it for these sources
-    obj = _call(config.labeller.factory, config.labeller.kwargs, "labeller")
+    obj = _call(config.labeller.factory, config.labeller.kwargs, "labeller", config.trusted)
     if source == "teacher_forced":
         return obj
     from causalcache_lab.learn.agreement import AgreementScorer, make_sampler
@@ -312,7 +312,9 @@ def run_learn(
 
     config = _plan_or_refuse(config, trajectories, summary)
     archive = open_archive(_archive_url(config))
-    text = learn_screen_text(config.screen_text, archive)  # before labelling: a bad source costs nothing
+    text = learn_screen_text(
+        config.screen_text, archive, config.trusted
+    )  # before labelling: a bad source costs nothing
 
     labels: dict[str, StageResult] = {}
     for i, source in enumerate(config.sources, 2):

@@ -36,7 +36,7 @@ logger = logging.getLogger("causalcache_lab.learn")
 MIN_TEXT_COVERAGE = 0.5
 
 
-def learn_screen_text(spec: Any, archive: Any) -> Any:
+def learn_screen_text(spec: Any, archive: Any, trusted: tuple[str, ...] = ()) -> Any:
     """The screen-text source for the team's states: ``spec`` (a ComponentSpec or None) built with the
     archive, else the archive's own ``get_text``, else None (module doc). ``learn`` builds it before any
     labelling, so a factory that cannot be called or returns no ``get_text`` costs nothing: a
@@ -46,7 +46,7 @@ def learn_screen_text(spec: Any, archive: Any) -> Any:
     from causalcache_lab.selector.recipe import _call
 
     try:
-        source = _call(spec.factory, {"archive": archive, **spec.kwargs}, "screen_text")
+        source = _call(spec.factory, {"archive": archive, **spec.kwargs}, "screen_text", trusted)
     except TypeError as exc:
         raise ConfigError(
             f"screen_text.factory={spec.factory!r} cannot be called as factory(archive=..., **kwargs) with "

@@ -307,8 +307,10 @@ def labels_header(policy: Any, config: LabelConfig) -> dict[str, Any]:
 
 
 def _open_for_append(path: Path, header: dict[str, Any]) -> tuple[set[str], Any]:
+    """Open ``path`` to append, with the keys it holds; a file with no complete line (its header was cut
+    by an interrupted start, and records follow the header's newline) is written again: nothing is lost."""
     done: set[str] = set()
-    if path.exists() and path.stat().st_size > 0:
+    if path.exists() and path.stat().st_size > 0 and b"\n" in path.read_bytes():
         old, records = read_labels(path)
         if old.get("config_hash") != header["config_hash"] or old.get("labeller") != header["labeller"]:
             raise ConfigError(
@@ -324,6 +326,7 @@ def _open_for_append(path: Path, header: dict[str, Any]) -> tuple[set[str], Any]
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path, "w", encoding="utf-8")
     fh.write(json.dumps(header) + "\n")
+    fh.flush()
     return done, fh
 
 

@@ -11,21 +11,26 @@ Sections (all validated, every error reported at once)::
     train:    {output_dir: DIR, description: "...", no_recency_output_dir: DIR2, ...TrainConfig}
     ladder:   {json: ladder.json, ...LadderConfig}
 
-A ``factory`` is an import path ``module:callable`` called with ``kwargs`` (the recipe is trusted code,
-like a training script). Values from ``data``/``archive``/``policy`` override those of ``setup``.
+A ``factory`` is an import path ``module:callable`` called with ``kwargs``: a recipe runs code, so trust
+it as code. Only modules of this project, or modules the user trusts explicitly (``--trust-module``,
+``CAUSALCACHE_TRUSTED_MODULES``), may be named; anything else is refused when the recipe is loaded
+(:mod:`causalcache_memory.config.trusted`). Values from ``data``/``archive``/``policy`` override those of
+``setup``.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from causalcache_lab.selector.labels import LabelConfig
+from causalcache_lab.trust import lab_trusted_modules
+from causalcache_memory.config.loader import refuse_foreign, show_key
+from causalcache_memory.config.trusted import factory_error, resolve_factory
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.selector.screen_text import archive_screen_text
 
@@ -92,6 +97,13 @@ class Recipe(BaseModel):
     labels: LabelsSection = LabelsSection()
     train: TrainSection = TrainSection()
     ladder: LadderSection = LadderSection()
+    #: the modules this recipe's factories may name (set by :func:`load_recipe`; never from the file)
+    _trusted: tuple[str, ...] = PrivateAttr(default=())
+
+    def factories(self) -> dict[str, str]:
+        """``{field: "module:callable"}`` of every factory the recipe names."""
+        named = {"setup": self.setup, "data": self.data, "archive": self.archive, "policy": self.policy}
+        return {f"{k}.factory": v.factory for k, v in named.items() if v is not None and v.factory}
 
     def train_config(self, **overrides: Any):  # type: ignore[no-untyped-def]
         """The :class:`~causalcache_lab.selector.train_config.TrainConfig` of this recipe."""
@@ -106,34 +118,33 @@ class Recipe(BaseModel):
         return LadderConfig(**(self.ladder.model_extra or {}))
 
 
-def load_recipe(path: str | Path) -> Recipe:
-    """Parse and validate a recipe YAML (``yaml.safe_load``)."""
-    import yaml
+def load_recipe(path: str | Path, *, trusted: Iterable[str] = ()) -> Recipe:
+    """Parse and validate a recipe YAML (``yaml.safe_load``); ``trusted``: modules the user trusts beside
+    the project's own (``--trust-module``). A factory of any other module is refused here."""
+    from causalcache_memory.config.loader import read_yaml_file
 
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read recipe {path}: {exc}") from exc
+    raw = read_yaml_file(path) or {}  # bounded; a link out of the recipe's folder is refused unread
+    if not isinstance(raw, dict):
+        raise ConfigError(f"selector recipe {path} must be a mapping of sections (setup, data, ...)")
+    refuse_foreign(raw, Recipe, f"selector recipe {path}")
     if "ladder" in raw and isinstance(raw["ladder"], dict) and "json" in raw["ladder"]:
         raw["ladder"]["json_path"] = raw["ladder"].pop("json")
     try:
-        return Recipe.model_validate(raw)
+        recipe = Recipe.model_validate(raw)
     except ValidationError as exc:
-        errors = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        errors = [f"{'.'.join(show_key(str(p)) for p in e['loc'])}: {e['msg']}" for e in exc.errors()][:20]
         raise ConfigError(f"invalid selector recipe {path}: " + "; ".join(errors), errors) from exc
+    trust = lab_trusted_modules(trusted)
+    errors = [e for f, v in recipe.factories().items() if (e := factory_error(f, v, trust))]
+    if errors:
+        raise ConfigError(f"selector recipe {path} names untrusted code: " + "; ".join(errors), errors)
+    recipe._trusted = trust
+    return recipe
 
 
-def _call(factory: str, kwargs: Mapping[str, Any], what: str) -> Any:
-    module, _, name = factory.partition(":")
-    if not module or not name:
-        raise ConfigError(f"{what}.factory={factory!r} must be an import path 'package.module:callable'")
-    try:
-        fn: Any = importlib.import_module(module)
-        for part in name.split("."):  # 'module:Class.from_pretrained' names a classmethod
-            fn = getattr(fn, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{what}.factory={factory!r} cannot be imported: {exc}") from exc
-    return fn(**dict(kwargs))
+def _call(factory: str, kwargs: Mapping[str, Any], what: str, trusted: tuple[str, ...] = ()) -> Any:
+    """Call the factory of ``what`` (a trusted module's callable, ``config.trusted``) with ``kwargs``."""
+    return resolve_factory(f"{what}.factory", factory, trusted or lab_trusted_modules())(**dict(kwargs))
 
 
 @dataclass
@@ -155,8 +166,19 @@ def resolve(recipe: Recipe, *, need_policy: bool = True) -> Resolved:
     """Build the trajectories, archive and policy a recipe names.
 
     ``need_policy=False`` (``train selector``, which fits a small network on labels already written)
-    never calls ``policy.factory``: the labeller is loaded only to label.
+    never calls ``policy.factory``: the labeller is loaded only to label. Every factory is resolved
+    (imported, checked against the trusted modules) before any is called.
     """
+    trust = recipe._trusted or lab_trusted_modules()
+    fns: dict[str, Callable[..., Any]] = {
+        f: resolve_factory(f, v, trust)
+        for f, v in recipe.factories().items()
+        if need_policy or f != "policy.factory"
+    }
+
+    def _call(factory: str, kwargs: Mapping[str, Any], what: str) -> Any:
+        return fns[f"{what}.factory"](**dict(kwargs))
+
     base = _call(recipe.setup.factory, recipe.setup.kwargs, "setup") if recipe.setup else None
     trajectories = _get(base, "trajectories")
     if recipe.data.trajectories:

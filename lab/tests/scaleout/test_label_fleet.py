@@ -16,6 +16,12 @@ from causalcache_memory.runtime.sglang_client import SGLangPolicy
 CONFIG = LabelConfig(budgets=(1, 2), path_length=1, path_candidates=2, max_states_per_trajectory=2)
 
 
+@pytest.fixture(autouse=True)
+def _trust_test_factories(monkeypatch):
+    """The configs here name factories of test modules: trusted as the user would (the environment)."""
+    monkeypatch.setenv("CAUSALCACHE_TRUSTED_MODULES", "scaleout_label_data")
+
+
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     from causalcache_lab.world.expert import generate_demonstrations

@@ -9,6 +9,8 @@ from causalcache_lab.selector.recipe import load_recipe
 from causalcache_memory.errors import ConfigError
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "selector_recipe.yaml"
+#: the recipe below names a test module's factory: trusted on the command line
+TRUST = ["--trust-module", "selector_synth"]
 
 
 def test_example_recipe_validates():
@@ -57,12 +59,12 @@ def test_label_train_eval_commands(tmp_path):
             }
         )
     )
-    assert main(["label", "selector", "--recipe", str(recipe), "--no-progress"]) == 0
-    assert main(["train", "selector", "--recipe", str(recipe)]) == 0
+    assert main(["label", "selector", "--recipe", str(recipe), "--no-progress", *TRUST]) == 0
+    assert main(["train", "selector", "--recipe", str(recipe), *TRUST]) == 0
     meta = json.loads((tmp_path / "model" / "metadata.json").read_text())
     assert meta["data_description"] == "cli test" and meta["labels"]["labeller"] == "marker-policy"
     out = tmp_path / "ladder.json"
-    assert main(["eval", "ladder", "--recipe", str(recipe), "--json", str(out), "--no-progress"]) == 0
+    assert main(["eval", "ladder", "--recipe", str(recipe), "--json", str(out), "--no-progress", *TRUST]) == 0
     report = json.loads(out.read_text())
     assert set(report["results"]) == {"learned", "random", "rgb", "oracle"}
     for rule in report["results"].values():

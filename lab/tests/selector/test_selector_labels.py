@@ -11,6 +11,12 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.render import render_prompt
 
 
+@pytest.fixture(autouse=True)
+def _trust_test_factories(monkeypatch):
+    """The configs here name factories of test modules: trusted as the user would (the environment)."""
+    monkeypatch.setenv("CAUSALCACHE_TRUSTED_MODULES", "selector_synth")
+
+
 @pytest.fixture
 def small():
     trajs, useful = make_trajectories(4, length=12, seed=1)
@@ -49,6 +55,23 @@ def test_interrupted_run_resumes_without_duplicates(small, tmp_path):
     assert all(line.startswith("{") for line in path.read_text().splitlines())
     third = run_labelling(policy, DictArchive(), trajs, path, cfg, progress=False)
     assert third["written"] == 0
+
+
+@pytest.mark.parametrize("cut", [1, 20, -2])
+def test_a_labels_file_whose_header_was_cut_is_started_again(small, tmp_path, cut):
+    """Issue 56, finding 6: a run stopped while writing the header left a file every rerun refused ("is
+    empty; it has no header line") until it was deleted by hand. No record follows a cut header, so the
+    rerun writes the file again and labels everything."""
+    trajs, policy = small
+    path = tmp_path / "l.jsonl"
+    cfg = LabelConfig(budgets=(2,))
+    run_labelling(policy, DictArchive(), trajs, path, cfg, progress=False, max_states=0)
+    header_line = path.read_text().splitlines()[0]
+    path.write_text(header_line[:cut])  # the crash: part of the header line, no newline
+    counts = run_labelling(policy, DictArchive(), trajs, path, cfg, progress=False)
+    assert counts["skipped"] == 0 and counts["written"] == counts["planned"] > 0
+    header, records = read_labels(path)
+    assert header["version"] == LABELS_VERSION and len(records) == counts["planned"]
 
 
 def test_resuming_with_another_config_is_refused(small, tmp_path):

@@ -14,6 +14,12 @@ from causalcache_memory.errors import ConfigError
 pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def _trust_test_factories(monkeypatch):
+    """The configs here name factories of test modules: trusted as the user would (the environment)."""
+    monkeypatch.setenv("CAUSALCACHE_TRUSTED_MODULES", "selector_synth,test_train_refusals")
+
+
 def exploding_policy(**_: object) -> None:
     """A recipe ``policy.factory`` standing for an 8B VLM on CUDA: training must never call it."""
     raise RuntimeError("train selector loaded the labelling policy")
