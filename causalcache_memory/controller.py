@@ -142,8 +142,7 @@ class MemoryController:
     """Runs the memory side of an agent step around a :class:`~causalcache_memory.policy.Policy`.
 
     Args:
-        policy: the (frozen) GUI policy.
-        archive: where screenshots live.
+        policy: the (frozen) GUI policy. archive: where screenshots live.
         allocator: chooses ``S``; an allocator with ``uses_witness`` triggers the two-pass protocol.
         budget: ``B``.
         two_pass: disable to run witness-taking allocators in a single pass with no witness (ablation).
@@ -388,7 +387,8 @@ class MemoryController:
             return self._worker
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the allocator worker (a hung call is abandoned); ``wait=False`` never joins. Idempotent."""
+        """Stop the allocator worker and (``wait=True``) close the monitor (pilot rule); ``wait=False`` never joins."""
+        self.monitor.close() if wait else None
         if self._worker is not None:
             self._worker.close() if wait else self._worker.close(None)
             self._worker = None
