@@ -12,7 +12,12 @@ last ``window`` such decisions of a memory (all its threads together), when the 
 Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, ...) exceeds
 ``max_fallback_share``, the memory is not selecting, only showing Recent-B: it warns once
 (a :class:`~causalcache_memory.errors.CausalCacheWarning` and a WARNING record on the
-``causalcache_memory.decision_stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
+``causalcache_memory.decision_stats`` logger) with the rate, the main reason, its cause (for the guard:
+the far feature group of the declined records, ``ood_group``) and the options in order
+(:mod:`causalcache_memory.idle_advice`), and :data:`IDLE_DOCS`. Pilot rule: a run shorter than the window
+is summed up at :meth:`DecisionMonitor.close` (the controller's ``close()``), which warns with the same
+advice when more than ``max_fallback_share`` of at least :data:`PILOT_MIN_DECISIONS` could-swap decisions
+fell back and no idle warning fired.
 
 Never-swaps rule: a selector that runs on every decision but never clears its swap threshold is as idle
 as one that falls back. When ``no_swap_window`` decisions that could swap of a memory have passed, none

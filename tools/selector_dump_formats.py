@@ -119,6 +119,7 @@ def run(steps: int, fmt: str, normalize: bool) -> dict:
         "ood_share": round(sum(r.get("fallback") == "ood" for r in could) / max(len(could), 1), 3),
         "swaps": sum(r.get("k", 0) > 0 for r in could),
         "median_distance": round(statistics.median(dist), 2) if dist else None,
+        "ood_masked": dict(Counter(r.get("ood_masked") or "none" for r in could if "ood_distance" in r)),
         "far_groups": dict(Counter(r.get("ood_group") for r in could if r.get("fallback") == "ood")),
     }
 

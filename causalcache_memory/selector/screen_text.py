@@ -10,7 +10,9 @@ is used.
 
 :func:`encode_text` turns one screen's text into :class:`BlobText` (hashed word sets, value-shaped tokens
 and their shapes, per-line words), and :class:`ScreenTextCache` keeps those per content hash (LRU), so a
-screen is tokenized once however many decisions read it. Unknown text is not cached: text that arrives
+screen is tokenized once however many decisions read it. The text is first read as drawn
+(:func:`~causalcache_memory.selector.screen_normalize.normalize_screen_text`: accessibility dumps and OCR
+chrome to plain lines; the identity on the synthetic worlds' text). Unknown text is not cached: text that arrives
 later (OCR running in the background) is picked up by the next read.
 
 Value-shaped tokens are whitespace tokens holding a digit (order numbers, codes, prices, addresses'
