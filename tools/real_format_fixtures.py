@@ -1,169 +1,329 @@
-"""Build the real-format replay fixtures (tests/fixtures/real_formats): tiny PNGs and one task file each.
+"""Build the real-format replay fixtures (tests/fixtures/real_formats) in the public datasets' own layouts.
 
-Four sources, each with the screen size, action vocabulary and screen-text format of a public dataset
-(built from the public formats, no data copied): ``agentnet`` (640x360 desktop, OCR of the whole desktop
-with menu bar, clock and taskbar), ``osworld`` (1920x1080 desktop, OSWorld's accessibility-tree table),
-``mobileworld`` (1080x2400 phone, OCR with a status bar), ``androidcontrol`` (1080x2400 phone, uiautomator
-view-hierarchy XML). Per source two memory-critical tasks (a value shown on one screen, typed many steps
-later on another) and one control task (the value typed is on the current screen). Each task file holds
-the goal, the split, the actions (relative points), each screen's text and PNG name, ``evidence_event``
-(the event whose post-action screen shows the value) and ``use_t`` (the decision that types it).
-PNGs are drawn at a tenth of the screen size (a few hundred bytes each).
+Four sources, each written in the layout its loader reads (``causalcache_memory/lab/data/loaders/``;
+built from the public formats with PIL, no data copied), at the dataset's screen size, with its action
+vocabulary and the screen-text format its agents get:
+
+* ``agentnet/``: AgentNet JSONL (``tasks.jsonl`` + ``images/``), 640x360 desktop, PyAutoGUI with relative
+  coordinates; text = OCR of the whole desktop (menu bar with a clock, window title, taskbar);
+* ``osworld/``: an OSWorld results tree (``pyautogui/a11y_tree/fixture/<domain>/<id>/traj.jsonl``,
+  ``result.txt``, ``step_<n>_<ts>.png``) and its ``examples/`` instructions, 1920x1080, PyAutoGUI in
+  pixels; text = OSWorld's accessibility-tree table (tab-separated, with position and size);
+* ``mobileworld/``: MobileWorld task folders (``<task>/traj.json``, ``screenshots/``, ``result.txt``) and
+  ``metadata.json`` (``app_names``, which gives the loader's split), 1080x2400, JSON actions in pixels;
+  text = phone OCR with a status bar;
+* ``androidcontrol/``: one AndroidControl TFRecord (``episodes.tfrecord``; needs the ``tfrecord`` package),
+  1080x2400, JSON actions in pixels; text = uiautomator view-hierarchy XML (also stored as the record's
+  ``accessibility_trees``).
+
+Per source, two memory-critical tasks (a value is shown on the screen after step 3 and typed at step 12,
+in another app) and one control task (the value typed is on the screen it is typed on). The datasets
+carry no screen text the loaders read, so each source has ``screen_text.json`` (``{sha256 of the PNG:
+text}``) and ``tasks.json`` (``{trajectory id: {split, value, evidence_sha}}``: the known evidence).
 
     python tools/real_format_fixtures.py tests/fixtures/real_formats
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-SOURCES = {
-    "agentnet": ((640, 360), "desktop"),
-    "osworld": ((1920, 1080), "desktop"),
-    "mobileworld": ((1080, 2400), "mobile"),
-    "androidcontrol": ((1080, 2400), "mobile"),
+SIZES = {
+    "agentnet": (640, 360),
+    "osworld": (1920, 1080),
+    "mobileworld": (1080, 2400),
+    "androidcontrol": (1080, 2400),
 }
 _APPS = ("Mail", "Orders", "Notes", "Calendar", "Files", "Chat")
 _FILLER = ("Inbox", "Archive", "Settings", "Search", "Recent", "Shared", "Starred", "Help")
+_PALETTE = [230, 230, 235, 40, 90, 200, 200, 60, 60, 90, 160, 90] + [0] * (256 * 3 - 12)
+T_USE = 12
+EVIDENCE_STEP = 3
 
 
-def _elements(source: str, app: str, lines: list[str], size: tuple[int, int]) -> list[tuple[str, str, tuple]]:
-    """``(role, name, (x0, y0, x1, y1))`` in pixels, one element per content line."""
+@dataclass
+class Logical:
+    """One task, format-free: screens ``S_0 .. S_12`` (``S_k`` after ``k`` actions) and actions 1..12."""
+
+    task_id: str
+    goal: str
+    split: str
+    value: str
+    apps: list[str]
+    screens: list[tuple[str, list[str]]]  # (app, content lines)
+    actions: list[dict]  # relative points; kinds: open_app, click, scroll, back, type
+
+
+def logical(source: str, index: int, memory: bool) -> Logical:
+    value = (
+        f"INV-{4100 + 37 * index + len(source)}" if index % 2 == 0 else f"{526300 + 11 * index + len(source)}"
+    )
+    noun = "invoice number" if value.startswith("INV") else "order number"
+    src_app, dst_app = _APPS[index % 3], _APPS[3 + index % 3]
+    item = ("Desk Lamp", "Yoga Mat", "Coffee Grinder")[index % 3]
+    screens: list[tuple[str, list[str]]] = [
+        ("Home", ["Mail", "Orders", "Notes", "Calendar", "Files", "Chat"])
+    ]
+    for k in range(1, T_USE + 1):
+        app = (src_app if k <= 4 else dst_app) if memory else dst_app
+        lines = [_FILLER[(k + j) % len(_FILLER)] for j in range(3)]
+        if memory and k == EVIDENCE_STEP:
+            lines = [item, f"Invoice {value}" if noun == "invoice number" else f"Order {value}", *lines]
+        if not memory and k == T_USE - 1:
+            lines = [item, f"Reference {value}", *lines]
+        if k == T_USE - 1:
+            lines = [*lines, f"{noun.capitalize()} field"]
+        screens.append((app, lines))
+    first = src_app if memory else dst_app
+    actions = [
+        {"kind": "open_app", "app": first},
+        {"kind": "click", "x": 0.3, "y": 0.2},
+        {"kind": "click", "x": 0.32, "y": 0.28},
+        {"kind": "scroll", "direction": "down"},
+        {"kind": "back"},
+        {"kind": "open_app", "app": dst_app},
+        {"kind": "click", "x": 0.25, "y": 0.18},
+        {"kind": "type", "text": "reports"},
+        {"kind": "click", "x": 0.3, "y": 0.36},
+        {"kind": "scroll", "direction": "down"},
+        {"kind": "click", "x": 0.3, "y": 0.6},
+        {"kind": "type", "text": value},
+    ]
+    goal = (
+        f"Find the {noun} of the {item} in {src_app}, then enter it in the {noun} field in {dst_app}"
+        if memory
+        else f"Copy the reference shown in {dst_app} for the {item} into its {noun} field"
+    )
+    return Logical(
+        f"{source}-task{index}",
+        goal,
+        "memory_critical" if memory else "control",
+        value,
+        [src_app, dst_app] if memory else [dst_app],
+        screens,
+        actions,
+    )
+
+
+# ------------------------------------------------------------------ pixels and text
+def png(size: tuple[int, int], app: str, lines: list[str]) -> bytes:
+    """A flat screen with one bar per text line (palette PNG: a few KB at full size)."""
+    w, h = size
+    image = Image.new("P", size, 0)
+    image.putpalette(_PALETTE)
+    draw = ImageDraw.Draw(image)
+    row = h // 24
+    draw.rectangle([0, 0, w - 1, row - 1], fill=1 + len(app) % 3)
+    for i, line in enumerate(lines):
+        draw.rectangle(
+            [w // 10, row * (3 + i), w // 10 + (len(line) * w) // 60, row * (3 + i) + row // 2],
+            fill=1 + (len(line) + i) % 3,
+        )
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def _boxes(size: tuple[int, int], names: list[str]) -> list[tuple[str, tuple[int, int, int, int]]]:
     w, h = size
     row = h // 24
-    return [
-        ("label" if i else "heading", text, (w // 10, row * (3 + i), w // 2, row * (4 + i)))
-        for i, text in enumerate([app, *lines])
-    ]
+    return [(n, (w // 10, row * (3 + i), w // 2, row * (4 + i))) for i, n in enumerate(names)]
 
 
-def screen_text(source: str, app: str, lines: list[str], size: tuple[int, int], minute: int) -> str:
-    """One screen's text in the source's format."""
-    els = _elements(source, app, lines, size)
-    if source == "agentnet":  # desktop OCR: menu bar with a clock, window title, content, taskbar
-        clock = f"Mon 7 Dec 10:{minute:02d}"
+def text(source: str, size: tuple[int, int], app: str, lines: list[str], k: int) -> str:
+    """Screen ``S_k``'s text in the source's format."""
+    if source == "agentnet":
         return "\n".join(
             [
-                f"{app} File Edit View Window Help {clock}",
+                f"{app} File Edit View Window Help Mon 7 Dec 10:{k:02d}",
                 f"{app} - Workspace",
                 *lines,
                 "Start  Browser  Files  Mail",
             ]
         )
     if source == "osworld":
-        header = "tag\tname\ttext\tclass\tdescription\tposition (top-left x&y)\tsize (w&h)"
         rows = [
-            f"{'label' if i else 'heading'}\t{name}\t{name}\t\t\t({x0}, {y0})\t({x1 - x0}, {y1 - y0})"
-            for i, (_, name, (x0, y0, x1, y1)) in enumerate(els)
+            f"{'heading' if i == 0 else 'label'}\t{n}\t{n}\t\t\t({x0}, {y0})\t({x1 - x0}, {y1 - y0})"
+            for i, (n, (x0, y0, x1, y1)) in enumerate(_boxes(size, [app, *lines]))
         ]
-        return "\n".join([header, "frame\t" + app + "\t\tWindow\t\t(0, 0)\t(1920, 1080)", *rows])
+        header = "tag\tname\ttext\tclass\tdescription\tposition (top-left x&y)\tsize (w&h)"
+        return "\n".join([header, f"frame\t{app}\t\tWindow\t\t(0, 0)\t({size[0]}, {size[1]})", *rows])
     if source == "mobileworld":
-        return "\n".join([f"10:{minute:02d} 5G 85%", *(name for _, name, _ in els)])
+        return "\n".join([f"10:{k:02d} 5G 85%", app, *lines])
     nodes = "".join(
-        f'<node index="{i}" text="{name}" resource-id="com.app:id/v{i}" class="android.widget.TextView" '
-        f'content-desc="" bounds="[{x0},{y0}][{x1},{y1}]"/>'
-        for i, (_, name, (x0, y0, x1, y1)) in enumerate(els)
+        f'<node index="{i}" text="{n}" resource-id="com.app:id/v{i}" class="android.widget.TextView" content-desc="" bounds="[{x0},{y0}][{x1},{y1}]"/>'
+        for i, (n, (x0, y0, x1, y1)) in enumerate(_boxes(size, [app, *lines]))
     )
     return f'<?xml version="1.0"?><hierarchy rotation="0"><node index="0" text="" bounds="[0,0][{size[0]},{size[1]}]">{nodes}</node></hierarchy>'
 
 
-def _png(path: Path, size: tuple[int, int], seed: int) -> None:
-    w, h = max(size[0] // 10, 16), max(size[1] // 10, 16)
-    image = Image.new("RGB", (w, h), (230, 230, 235))
-    draw = ImageDraw.Draw(image)
-    for k in range(3):
-        y = (seed * 7 + k * 11) % (h - 4)
-        draw.rectangle([2, y, w - 3, y + 3], fill=((seed * 40 + k * 60) % 256, (seed * 17) % 256, 120))
-    image.save(path, format="PNG", optimize=True)
+# ------------------------------------------------------------------ actions per format
+def pyautogui(a: dict, size: tuple[int, int] | None) -> str:
+    """PyAutoGUI code: relative coordinates when ``size`` is None (AgentNet), else pixels (OSWorld)."""
+
+    def pt(x: float, y: float) -> str:
+        return f"{x}, {y}" if size is None else f"{round(x * size[0])}, {round(y * size[1])}"
+
+    kind = a["kind"]
+    if kind == "click":
+        return f"pyautogui.click({pt(a['x'], a['y'])})"
+    if kind == "type":
+        return f"pyautogui.write({a['text']!r})"
+    if kind == "scroll":
+        return "pyautogui.scroll(-5)"
+    if kind == "back":
+        return "pyautogui.hotkey('alt', 'tab')"
+    return f"pyautogui.click({pt(0.1 + 0.08 * _APPS.index(a['app']), 0.97)})"  # the app's taskbar icon
 
 
-def _action(t: int, t_use: int, value: str, source_app: str, target_app: str, platform: str) -> dict:
-    """A plausible action mix: open the source app, click to the evidence, leave, open the target app,
-    search, scroll, click the field and type the value (relative points)."""
-    back = {"type": "back"} if platform == "mobile" else {"type": "hotkey", "keys": ["alt", "tab"]}
-    plan = {
-        1: {"type": "open_app", "text": source_app},
-        2: {"type": "click", "x": 0.3, "y": 0.2},
-        3: {"type": "click", "x": 0.32, "y": 0.28},
-        4: {"type": "scroll", "x": 0.5, "y": 0.5, "direction": "down"},
-        5: back,
-        6: {"type": "open_app", "text": target_app},
-        7: {"type": "click", "x": 0.25, "y": 0.18},
-        8: {"type": "type", "text": "reports", "x": 0.4, "y": 0.1},
-        9: {"type": "click", "x": 0.3, "y": 0.36},
-        10: {"type": "scroll", "x": 0.5, "y": 0.6, "direction": "down"},
-        11: {"type": "click", "x": 0.3, "y": 0.6},
-    }
-    return plan.get(t, {"type": "type", "text": value, "x": 0.3, "y": 0.6})
+def mobile_json(a: dict, size: tuple[int, int]) -> dict:
+    kind = a["kind"]
+    if kind == "click":
+        return {"action_type": "click", "x": round(a["x"] * size[0]), "y": round(a["y"] * size[1])}
+    if kind == "type":
+        return {"action_type": "input_text", "text": a["text"]}
+    if kind == "scroll":
+        return {"action_type": "scroll", "direction": a["direction"]}
+    if kind == "back":
+        return {"action_type": "navigate_back"}
+    return {"action_type": "open_app", "app_name": a["app"]}
 
 
-def task(source: str, index: int, memory: bool) -> dict:
-    """One task: 12 decisions; memory tasks show the value on event 3's screen and type it at t = 12."""
-    size, platform = SOURCES[source]
-    value = (
-        f"INV-{4100 + 37 * index + len(source)}" if index % 2 == 0 else f"{526300 + 11 * index + len(source)}"
+# ------------------------------------------------------------------ writers
+def write_source(source: str, root: Path, tasks: list[Logical]) -> None:
+    size = SIZES[source]
+    folder = root / source
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    texts: dict[str, str] = {}
+    known: dict[str, dict] = {}
+    records = []
+    for task in tasks:
+        shots = []
+        for k, (app, lines) in enumerate(task.screens):
+            data = png(size, app, lines)
+            sha = hashlib.sha256(data).hexdigest()
+            texts[sha] = text(source, size, app, lines, k)
+            shots.append((data, sha))
+        traj_id = str(_episode_id(task)) if source == "androidcontrol" else task.task_id  # the loader's id
+        known[traj_id] = {
+            "split": task.split,
+            "value": task.value,
+            "evidence_sha": shots[EVIDENCE_STEP][1] if task.split == "memory_critical" else None,
+        }
+        if source == "agentnet":
+            (folder / "images").mkdir(exist_ok=True)
+            steps = []
+            for k, a in enumerate(task.actions):
+                name = f"{task.task_id}_{k:02d}.png"
+                (folder / "images" / name).write_bytes(shots[k][0])
+                steps.append(
+                    {
+                        "index": k,
+                        "image": name,
+                        "value": {
+                            "observation": "",
+                            "thought": "",
+                            "action": a["kind"],
+                            "code": pyautogui(a, None),
+                        },
+                    }
+                )
+            records.append(
+                {"task_id": task.task_id, "instruction": task.goal, "traj": steps, "task_completed": True}
+            )
+        elif source == "osworld":
+            ex = folder / "pyautogui" / "a11y_tree" / "fixture" / "office" / task.task_id
+            ex.mkdir(parents=True)
+            lines = []
+            for k, a in enumerate(task.actions, 1):
+                name = f"step_{k}_20261207@1000{k:02d}.png"
+                (ex / name).write_bytes(shots[k][0])
+                lines.append(
+                    json.dumps(
+                        {
+                            "step_num": k,
+                            "action_timestamp": f"20261207@1000{k:02d}",
+                            "action": pyautogui(a, size),
+                            "response": "",
+                            "reward": 0,
+                            "done": k == T_USE,
+                            "info": {},
+                            "screenshot_file": name,
+                        }
+                    )
+                )
+            (ex / "traj.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            (ex / "result.txt").write_text("1.0\n", encoding="utf-8")
+            inst = folder / "examples" / "office"
+            inst.mkdir(parents=True, exist_ok=True)
+            (inst / f"{task.task_id}.json").write_text(
+                json.dumps({"id": task.task_id, "instruction": task.goal}) + "\n", encoding="utf-8"
+            )
+        elif source == "mobileworld":
+            tf = folder / task.task_id
+            (tf / "screenshots").mkdir(parents=True)
+            steps = []
+            for k, a in enumerate(task.actions, 1):
+                (tf / "screenshots" / f"{task.task_id}-0-{k}.png").write_bytes(shots[k - 1][0])
+                steps.append(
+                    {"task_goal": task.goal, "step": k, "prediction": "", "action": mobile_json(a, size)}
+                )
+            (tf / "traj.json").write_text(json.dumps({"0": {"traj": steps}}) + "\n", encoding="utf-8")
+            (tf / "result.txt").write_text("score: 1\n", encoding="utf-8")
+            records.append((task.task_id, {"app_names": task.apps}))
+        else:
+            records.append(_example(task, shots, size, [texts[s] for _, s in shots]))
+    if source == "agentnet":
+        (folder / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    if source == "mobileworld":
+        (folder / "metadata.json").write_text(json.dumps(dict(records), indent=1) + "\n", encoding="utf-8")
+    if source == "androidcontrol":
+        from tfrecord.writer import TFRecordWriter
+
+        writer = TFRecordWriter(str(folder / "episodes.tfrecord"))
+        for rec in records:
+            writer.write(rec)
+        writer.close()
+    (folder / "screen_text.json").write_text(
+        json.dumps(texts, indent=1, sort_keys=True) + "\n", encoding="utf-8"
     )
-    noun = "invoice number" if value.startswith("INV") else "order number"
-    source_app, target_app = _APPS[index % 3], _APPS[3 + index % 3]
-    item = ("Desk Lamp", "Yoga Mat", "Coffee Grinder")[index % 3]
-    steps, screens = [], []
-    t_use = 12
-    for t in range(1, t_use + 1):
-        app = source_app if t <= 4 else target_app
-        filler = [f"{_FILLER[(t + k) % len(_FILLER)]}" for k in range(3)]
-        lines = filler
-        if t == 3 and memory:
-            lines = [f"{item}", f"Order {value}" if noun == "order number" else f"Invoice {value}", *filler]
-        if not memory and t == t_use - 1:  # control: the value is on the screen the decision sees
-            lines = [item, f"Reference {value}", *filler]
-        if t == t_use - 1:
-            lines = [*lines, f"{noun.capitalize()} field"]
-        screens.append(screen_text(source, app, lines, size, t))
-        steps.append(_action(t, t_use, value, source_app, target_app, platform))
-    goal = (
-        f"Find the {noun} of the {item} in {source_app}, then enter it in the {noun} field in {target_app}"
-        if memory
-        else f"Copy the reference shown in {target_app} for the {item} into its {noun} field"
-    )
+    (folder / "tasks.json").write_text(json.dumps(known, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _episode_id(task: Logical) -> int:
+    return 5400 + int(task.task_id.rsplit("task", 1)[1])
+
+
+def _example(task: Logical, shots: list, size: tuple[int, int], trees: list[str]) -> dict:
+    """One AndroidControl episode as the ``tfrecord`` writer's ``{key: (values, type)}``."""
+    n = len(shots)
     return {
-        "source": source,
-        "platform": platform,
-        "screen_size": list(size),
-        "goal": goal,
-        "split": "memory_critical" if memory else "control",
-        "actions": steps,
-        "screen_texts": [
-            "\n".join([source_app, "Home"])
-            if source != "androidcontrol"
-            else screen_text(source, "Home", [], size, 0),
-            *screens,
-        ],
-        "evidence_event": 3 if memory else None,
-        "use_t": t_use,
+        "episode_id": (_episode_id(task), "int"),
+        "goal": (task.goal.encode(), "byte"),
+        "screenshots": ([d for d, _ in shots], "byte"),
+        "screenshot_widths": ([size[0]] * n, "int"),
+        "screenshot_heights": ([size[1]] * n, "int"),
+        "accessibility_trees": ([t.encode() for t in trees], "byte"),
+        "actions": ([json.dumps(mobile_json(a, size)).encode() for a in task.actions], "byte"),
+        "step_instructions": ([a["kind"].encode() for a in task.actions], "byte"),
     }
 
 
-def build(root: Path) -> list[Path]:
-    out = []
-    for source in SOURCES:
-        for index, memory in enumerate((True, True, False)):
-            spec = task(source, index, memory)
-            folder = root / source / f"task{index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            names = []
-            for k in range(len(spec["screen_texts"])):
-                name = f"screen_{k:02d}.png"
-                _png(folder / name, tuple(spec["screen_size"]), 31 * index + k + 7 * len(source))
-                names.append(name)
-            spec["screens"] = names
-            (folder / "task.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
-            out.append(folder)
-    return out
+def build(root: Path) -> None:
+    for source in SIZES:
+        write_source(
+            source, root, [logical(source, i, memory) for i, memory in enumerate((True, True, False))]
+        )
 
 
 if __name__ == "__main__":
-    print(len(build(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/real_formats"))))
+    build(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/real_formats"))
