@@ -115,6 +115,7 @@ _MENU_WORDS = frozenset(
 _OCR_SWAP = re.compile(r"\b([A-Za-z]{2,})([015])([A-Za-z]+)\b")
 _SWAP = {"0": "o", "1": "l", "5": "s"}
 _ALNUM = re.compile(r"[A-Za-z0-9]")
+_DIGIT = re.compile(r"[015]")
 _NODE = re.compile(r"<node\b([^>]*?)/?>", re.IGNORECASE)
 _XML_ATTR = re.compile(r"([\w:-]+)\s*=\s*\"([^\"]*)\"")
 _TABLE_HEADER = ("tag", "name")
@@ -179,42 +180,48 @@ def _table(lines: list[str]) -> list[str] | None:
     return out
 
 
+def _role_only(line: str) -> bool:
+    head = line.lstrip()[:1]
+    return (head == "-" or head.islower()) and _ROLE_ONLY.match(line) is not None
+
+
 def normalize_line(line: str) -> str:
     """One line without roles, bounds, coordinates, ids and OCR letter/digit confusions ("" = drop it).
 
     A line no rule applies to is returned exactly as it is (spacing included). Clocks are handled per
-    screen by :func:`normalize_screen_text`, not here.
+    screen by :func:`normalize_screen_text`, not here. Each rule is tried only when a character it needs
+    is on the line, so plain text costs a few character tests.
     """
-    if _ROLE_ONLY.match(line):
+    if _role_only(line):
         return ""
     out = line
-    role = _ROLE_NAME.match(out)
-    if role is not None:
-        value = _VALUE_ATTR.search(role.group(2))
-        out = " ".join(p for p in (role.group(1), value.group(1) if value else "") if p)
-    out = _LEAD_INDEX.sub("", out)
+    if '"' in out:
+        role = _ROLE_NAME.match(out)
+        if role is not None:
+            value = _VALUE_ATTR.search(role.group(2))
+            out = " ".join(p for p in (role.group(1), value.group(1) if value else "") if p)
     if "=" in out:
         out = _ATTR.sub(" ", out)
     if "(" in out or "[" in out or "@" in out:
-        out = _FLAGS.sub(" ", _COORDS.sub(" ", out))
-    if any(c.isdigit() for c in out):
+        out = _FLAGS.sub(" ", _COORDS.sub(" ", _LEAD_INDEX.sub("", out)))
+    if _DIGIT.search(out) is not None:
         out = _OCR_SWAP.sub(_fix_ocr_word, out)
-    if not _ALNUM.search(out) or (out != line and _ROLE_ONLY.match(out)):
-        return ""
-    return line if out == line else " ".join(out.split())
+    if out == line:
+        return line if _ALNUM.search(line) else ""
+    return "" if not _ALNUM.search(out) or _role_only(out) else " ".join(out.split())
 
 
 def _split_clock(line: str) -> tuple[str, bool]:
     """``(line without its clock, whether it had one)`` for chrome lines; content lines pass as they are."""
-    if _CLOCK_ONLY.match(line):
-        return "", True
-    if _DATE_ONLY.match(line):
+    if ":" in line:
+        if _CLOCK_ONLY.match(line):
+            return "", True
+        if len({w.lower() for w in line.split()} & _MENU_WORDS) >= 3:
+            tail = _CLOCK_TAIL.search(line)
+            if tail is not None:
+                return line[: tail.start()].rstrip(), True
+    elif line[:1].isdigit() and _DATE_ONLY.match(line):
         return "", False
-    words = {w.lower() for w in line.split()}
-    if len(words & _MENU_WORDS) >= 3:
-        tail = _CLOCK_TAIL.search(line)
-        if tail is not None:
-            return line[: tail.start()].rstrip(), True
     return line, False
 
 
