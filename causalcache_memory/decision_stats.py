@@ -167,6 +167,7 @@ class DecisionMonitor:
         self._far_total: Counter[str] = Counter()
         self.closed_summary: str | None = None  #: the summary :meth:`close` gave (warned or logged)
         self._allocator = "selector"
+        self._text_missing_seen = False  # screen text missing on any could-swap decision so far
         self._no_text: deque[bool] = deque(maxlen=window)  # screen text missing, per could-swap decision
         self._threads: OrderedDict[str, DecisionStats] = OrderedDict()
         self._lock = threading.Lock()
@@ -217,6 +218,7 @@ class DecisionMonitor:
                 if isinstance(far, str):
                     self._far_total[far] += 1
                 self._no_text.append(text_missing(masked))
+                self._text_missing_seen = self._text_missing_seen or text_missing(masked)
                 self._could_swap += 1
                 self._swapped += int(k > 0)
                 message = self._idle_message(allocation.allocator) or self._no_swap_message(
@@ -251,7 +253,8 @@ class DecisionMonitor:
         return (
             f"the allocator {allocator!r} fell back to Recent-B on {fell_back} of the last {self.window} "
             f"decisions where a swap was possible ({share:.0%}, above the {self.max_fallback_share:.0%} "
-            f"limit); main reason: {reason!r} ({times} of them): {fallback_advice(reason, far, times)} "
+            f"limit); main reason: {reason!r} ({times} of them): "
+            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text))} "
             f"The memory is showing Recent-B only. See {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning sets the rule.)"
         )
@@ -290,7 +293,8 @@ class DecisionMonitor:
                     f"{summary}: more than the {self.max_fallback_share:.0%} limit, in a run shorter than the "
                     f"idle rule's window of {self.window} (a pilot); the allocator {self._allocator!r} showed "
                     f"Recent-B only. Main reason: {reason!r} ({times} of them): "
-                    f"{fallback_advice(reason, self._far_total, times)} See {IDLE_DOCS}."
+                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen)} "
+                    f"See {IDLE_DOCS}."
                 )
                 self.warned = summary
             self.closed_summary = summary

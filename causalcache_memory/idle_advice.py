@@ -51,20 +51,29 @@ def far_groups_phrase(groups: Counter[str], declined: int) -> str:
     return f"mostly in {GROUP_WORDS.get(top, top)} (group {top!r} on {n} of {declined} declined{tail})"
 
 
-def fallback_advice(reason: str, groups: Counter[str], declined: int) -> str:
+def _text_note(partial: bool) -> str:
+    """What to say when the far group is the screen text (``partial``: text was missing on some decisions)."""
+    where = (
+        "Where screen text is given, it is what is far (where it is missing, see the missing-text warning)"
+        if partial
+        else "The screen text is being read (that is what is far)"
+    )
+    return (
+        f" {where}: removing it would not help, since without text the selector gains nothing (RESULTS.md "
+        "8e); if it is an accessibility dump or OCR of a whole desktop, see how it is read: "
+        f"{READ_FORMATS_DOCS}."
+    )
+
+
+def fallback_advice(reason: str, groups: Counter[str], declined: int, *, text_missing: bool = False) -> str:
     """The cause and the options of an idle warning whose main fallback reason is ``reason``.
 
-    ``groups`` counts the far feature group of the ``declined`` guard decisions (``ood_group``).
+    ``groups`` counts the far feature group of the ``declined`` guard decisions (``ood_group``);
+    ``text_missing``: screen text was missing on some of the decisions the warning covers.
     """
     if reason == "ood":
         top = groups.most_common(1)[0][0] if groups else None
-        text_note = (
-            " The screen text is being read (that is what is far): removing it would not help, since without "
-            "text the selector gains nothing (RESULTS.md 8e); if it is an accessibility dump or OCR of a "
-            f"whole desktop, see how it is read: {READ_FORMATS_DOCS}."
-            if top == "text"
-            else ""
-        )
+        text_note = _text_note(text_missing) if top == "text" else ""
         return (
             "the out-of-distribution guard found these decision states far from the selector's training "
             f"states, {far_groups_phrase(groups, declined)}.{text_note} Options, in order: (1) refit the guard "

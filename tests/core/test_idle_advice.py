@@ -23,6 +23,7 @@ from causalcache_memory.selector.ood_explain import FEATURE_GROUPS, far_group, g
 
 ADD_TEXT = "return `screen_text`"  # the missing-text warning's fix
 TEXT_IS_READ = "The screen text is being read"
+TEXT_PARTIAL = "Where screen text is given, it is what is far"
 OPTIONS = ("`causalcache learn`", "ood_scale", "allocation.allocator: recent")
 
 
@@ -190,7 +191,8 @@ def _check_consistent(messages: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("group", "masked"), [("text", None), ("position", "app+text"), ("app", "text"), (None, "text")]
+    ("group", "masked"),
+    [("text", None), ("position", "app+text"), ("app", "text"), (None, "text"), ("text", "text")],
 )
 def test_no_warning_contradicts_another(archive, group, masked) -> None:
     ctl = memory(archive, OodAllocator(group, masked), window=5, missing_text_share=0.5)
@@ -201,6 +203,8 @@ def test_no_warning_contradicts_another(archive, group, masked) -> None:
     messages = ours(caught)
     assert len(messages) == 1 + (masked is not None)  # the idle warning, and the missing-text one
     _check_consistent(messages)
+    if group == "text":  # text far: said plainly, or only where it is given when it is also missing
+        assert any((TEXT_PARTIAL if masked else TEXT_IS_READ) in m for m in messages)
 
 
 def test_the_bundle_without_text_and_declining_is_not_told_its_text_is_far(archive) -> None:

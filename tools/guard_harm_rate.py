@@ -1,0 +1,139 @@
+"""Do the OOD guard's refusals sit where swaps hurt? Harm and help rates of swaps the guard would refuse vs
+accept, measured with the guard off (issue 54 item 1's check; nothing in the guard changes).
+
+Runs the closed-loop harness (``causalcache_memory.lab.eval.closed_loop``) on development worlds with two
+arms, Recent-4 and the bundled selector **with its guard off**, over the same tasks and policy seeds. Each
+selector decision still gets the guard's verdict, computed exactly as the guard would (its mask pattern,
+distance and that pattern's threshold, recorded as ``ood_masked`` / ``ood_distance``), but the decision
+goes on as if it had accepted. A decision *swapped* when ``k > 0``.
+
+Harm is judged per episode against the paired Recent-4 episode (same task, same policy seed): a
+selector episode without any swap shows Recent-4's prompts, so a different outcome comes from its swaps.
+Episodes with at least one swap are split by whether the guard would have refused **any** of their swaps
+(``refused``) or accepted all of them (``accepted``); for each group: episodes, swaps, harmed (Recent-4
+solved it, the selector did not), helped (the other way), and the rates per episode. Also per decision:
+the share of swaps the guard would refuse.
+
+    python tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections import defaultdict
+
+from causalcache_memory.selector.allocator import SelectorAllocator
+from causalcache_memory.selector.ood import RobustGuard, state_summary
+from causalcache_memory.selector.ood_explain import far_group, group_contributions
+
+_DECIDE = SelectorAllocator.decide
+
+
+def _decide_guard_off(self, events, *, t, budget, witness):
+    """The selector's decision with the guard off, carrying the verdict the guard would have given."""
+    guard = self.model.ood
+    saved, self.ood_guard = self.ood_guard, False
+    try:
+        allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness)
+    finally:
+        self.ood_guard = saved
+    if events is not None and isinstance(guard, RobustGuard):
+        summary = state_summary(events, self.model.drop_index)
+        key, distance, threshold = guard.judge(summary)
+        allocation.info["ood_distance"] = round(distance, 4)
+        allocation.info["ood_masked"] = key or None
+        if not distance <= threshold:
+            allocation.info["ood_group"] = far_group(group_contributions(guard, summary)) or "?"
+    return allocation
+
+
+def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int) -> dict:
+    from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+
+    SelectorAllocator.decide = _decide_guard_off  # type: ignore[method-assign]
+    try:
+        settings = ClosedLoopSettings(
+            tasks=tasks,
+            seed=seed,
+            arms=("recent", "causalcache"),
+            policy_seeds=seeds,
+            worlds=worlds,
+            workers=1,
+        )
+        episodes: list[dict] = []
+
+        def keep(o) -> None:
+            episodes.append(
+                {
+                    "task_id": o.task_id,
+                    "seed": o.seed,
+                    "arm": o.arm,
+                    "split": o.split,
+                    "success": o.success,
+                    "log": o.log,
+                }
+            )
+
+        with tempfile.TemporaryDirectory() as out:
+            run_closed_loop(settings, out, progress=False, on_episode=keep)
+    finally:
+        SelectorAllocator.decide = _DECIDE  # type: ignore[method-assign]
+    return tally(episodes)
+
+
+def tally(episodes: list[dict]) -> dict:
+    by_key = {(e["task_id"], e["seed"], e["arm"]): e for e in episodes}
+    groups: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    swaps = refused_swaps = declines = decisions = 0
+    far: dict[str, int] = defaultdict(int)
+    for (task, seed, arm), e in by_key.items():
+        if arm != "causalcache":
+            continue
+        base = by_key[(task, seed, "recent")]
+        refused = [bool(r.get("ood_group")) for r in e["log"]]
+        decisions += sum(1 for r in e["log"] if "ood_distance" in r)
+        declines += sum(refused)
+        for r in e["log"]:
+            if r.get("ood_group"):
+                far[r["ood_group"]] += 1
+        swapped = [r.get("k", 0) > 0 for r in e["log"]]
+        n_swaps = sum(swapped)
+        n_refused = sum(s and f for s, f in zip(swapped, refused, strict=True))
+        swaps += n_swaps
+        refused_swaps += n_refused
+        kind = "no_swap" if not n_swaps else ("refused" if n_refused else "accepted")
+        g = groups[f"{kind}/{e['split']}"]
+        g["episodes"] += 1
+        g["swaps"] += n_swaps
+        g["harmed"] += int(base["success"] and not e["success"])
+        g["helped"] += int(e["success"] and not base["success"])
+    out = {k: dict(v) for k, v in sorted(groups.items())}
+    for v in out.values():
+        v["harm_rate"] = round(v["harmed"] / v["episodes"], 3)
+        v["help_rate"] = round(v["helped"] / v["episodes"], 3)
+    return {
+        "decisions_scored": decisions,
+        "would_decline": declines,
+        "swaps": swaps,
+        "swaps_the_guard_would_refuse": refused_swaps,
+        "far_groups_of_refusals": dict(far),
+        "episodes": out,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--worlds", default="dev")
+    parser.add_argument("--seed", type=int, default=1234)
+    args = parser.parse_args(argv)
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    print(json.dumps(measure(args.tasks, seeds, args.worlds, args.seed), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
