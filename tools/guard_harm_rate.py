@@ -15,6 +15,11 @@ solved it, the selector did not), helped (the other way), and the rates per epis
 the share of swaps the guard would refuse.
 
     python tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev
+    python tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev --text-format at-raw
+
+``--text-format at-raw`` gives the selector each world screen's text with every line's position appended
+(``Order #526321 @(412,318)``: an agent's element list) and reads it as is, as the library did before the
+screen-text normaliser: a development source the guard refuses most of, so the rates can be compared.
 """
 
 from __future__ import annotations
@@ -49,10 +54,30 @@ def _decide_guard_off(self, events, *, t, budget, witness):
     return allocation
 
 
-def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int) -> dict:
-    from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+def _at_positions(self, sha256: str) -> str | None:
+    """The world screen's text with each line's position appended, ``@(x,y)`` on a 0-1000 grid."""
+    lines = self.get_lines(sha256)
+    if lines is None:
+        return None
+    return "\n".join(f"{t} @({round(500 * (b[0] + b[2]))},{round(500 * (b[1] + b[3]))})" for t, b in lines)
 
+
+def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int, text_format: str = "world") -> dict:
+    """``text_format``: ``world`` (the worlds' own OCR text), ``at`` (each line ending with ``@(x,y)``,
+    read through the normaliser) or ``at-raw`` (the same, read as is: before the normaliser)."""
+    import causalcache_memory.selector.screen_text as screen_text
+    from causalcache_memory.lab.eval.closed_loop import ClosedLoopSettings, run_closed_loop
+    from causalcache_memory.lab.selector.world_text import WorldScreenText
+
+    get_text, normalizers = (
+        WorldScreenText.get_text,
+        (screen_text.normalize_screen_text, screen_text.normalize_line),
+    )
     SelectorAllocator.decide = _decide_guard_off  # type: ignore[method-assign]
+    if text_format != "world":
+        WorldScreenText.get_text = _at_positions  # type: ignore[method-assign]
+    if text_format == "at-raw":
+        screen_text.normalize_screen_text = screen_text.normalize_line = lambda text: text  # type: ignore[assignment]
     try:
         settings = ClosedLoopSettings(
             tasks=tasks,
@@ -80,7 +105,9 @@ def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int) -> dict:
             run_closed_loop(settings, out, progress=False, on_episode=keep)
     finally:
         SelectorAllocator.decide = _DECIDE  # type: ignore[method-assign]
-    return tally(episodes)
+        WorldScreenText.get_text = get_text  # type: ignore[method-assign]
+        screen_text.normalize_screen_text, screen_text.normalize_line = normalizers
+    return {"text_format": text_format, **tally(episodes)}
 
 
 def tally(episodes: list[dict]) -> dict:
@@ -129,9 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--worlds", default="dev")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--text-format", default="world", choices=("world", "at", "at-raw"))
     args = parser.parse_args(argv)
     seeds = tuple(int(s) for s in args.seeds.split(","))
-    print(json.dumps(measure(args.tasks, seeds, args.worlds, args.seed), indent=1))
+    print(json.dumps(measure(args.tasks, seeds, args.worlds, args.seed, args.text_format), indent=1))
     return 0
 
 
