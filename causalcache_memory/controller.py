@@ -346,7 +346,8 @@ class MemoryController:
             return self._worker
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the allocator worker (a hung call is abandoned); ``wait=False`` never joins. Idempotent."""
+        """Stop the allocator worker and (``wait=True``) close the monitor (pilot rule); ``wait=False`` never joins."""
+        self.monitor.close() if wait else None
         if self._worker is not None:
             self._worker.close() if wait else self._worker.close(None)
             self._worker = None

@@ -47,6 +47,8 @@ INFO_RECORD_KEYS = (
     "threshold_from",
     "ood_distance",
     "ood_masked",
+    "ood_group",
+    "ood_groups",
     "masked",
     "shadow_selected",
 )

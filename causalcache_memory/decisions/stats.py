@@ -12,7 +12,12 @@ last ``window`` such decisions of a memory (all its threads together), when the 
 Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, ...) exceeds
 ``max_fallback_share``, the memory is not selecting, only showing Recent-B: it warns once
 (a :class:`~causalcache_memory.errors.CausalCacheWarning` and a WARNING record on the
-``causalcache_memory.decisions.stats`` logger) with the rate, the main reason and :data:`IDLE_DOCS`.
+``causalcache_memory.decisions.stats`` logger) with the rate, the main reason, its cause (for the guard:
+the far feature group of the declined records, ``ood_group``) and the options in order
+(:mod:`causalcache_memory.idle_advice`), and :data:`IDLE_DOCS`. Pilot rule: a run shorter than the window
+is summed up at :meth:`DecisionMonitor.close` (the controller's ``close()``), which warns with the same
+advice when more than ``max_fallback_share`` of at least :data:`PILOT_MIN_DECISIONS` could-swap decisions
+fell back and no idle warning fired.
 
 Never-swaps rule: a selector that runs on every decision but never clears its swap threshold is as idle
 as one that falls back. When ``no_swap_window`` decisions that could swap of a memory have passed, none
@@ -59,6 +64,7 @@ from causalcache_memory.decisions.counts import (
     text_missing,
 )
 from causalcache_memory.errors import ConfigError, warn
+from causalcache_memory.idle_advice import IDLE_DOCS, fallback_advice
 
 if TYPE_CHECKING:
     from causalcache_memory.controller import StepDecision
@@ -71,6 +77,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "IDLE_DOCS",
     "NO_SHADOW",
+    "PILOT_MIN_DECISIONS",
     "TEXT_DOCS",
     "DecisionMonitor",
     "DecisionStats",
@@ -88,11 +95,8 @@ DEFAULT_MAX_FALLBACK_SHARE = 0.5
 DEFAULT_NO_SWAP_WINDOW = 200
 DEFAULT_MISSING_TEXT_SHARE = 0.5
 
-#: where the warning sends the user: what the rule means and how to train the selector on their data
-IDLE_DOCS = (
-    "docs/SELECTOR.md#when-the-selector-is-idle (training on your own data: "
-    "docs/DATA.md#pipeline-from-a-teams-data-to-a-deployed-adapter-and-selector)"
-)
+#: fewest could-swap decisions for the pilot rule at close() (a shorter run says nothing)
+PILOT_MIN_DECISIONS = 5
 
 #: where the never-disagree warning sends the user: the live comparison and its triggered episodes
 COMPARE_DOCS = "docs/LEARN.md#compare-before-switching"
@@ -158,6 +162,12 @@ class DecisionMonitor:
         self._max_threads = max_threads
         self.missing_text_share = None if missing_text_share is None else float(missing_text_share)
         self._recent: deque[str | None] = deque(maxlen=window)
+        self._far: deque[str | None] = deque(maxlen=window)  # the guard's far group, per could-swap decision
+        self._kinds_total: Counter[str] = Counter()  # fallback kinds over every could-swap decision
+        self._far_total: Counter[str] = Counter()
+        self.closed_summary: str | None = None  #: the summary :meth:`close` gave (warned or logged)
+        self._allocator = "selector"
+        self._text_missing_seen = False  # screen text missing on any could-swap decision so far
         self._no_text: deque[bool] = deque(maxlen=window)  # screen text missing, per could-swap decision
         self._threads: OrderedDict[str, DecisionStats] = OrderedDict()
         self._lock = threading.Lock()
@@ -199,8 +209,16 @@ class DecisionMonitor:
                 selected=allocation.selected,
             )
             if swap_possible(t, budget):
+                self._allocator = allocation.allocator
                 self._recent.append(kind)
+                far = allocation.info.get("ood_group") if kind == "ood" else None
+                self._far.append(far if isinstance(far, str) else None)
+                if kind is not None:
+                    self._kinds_total[kind] += 1
+                if isinstance(far, str):
+                    self._far_total[far] += 1
                 self._no_text.append(text_missing(masked))
+                self._text_missing_seen = self._text_missing_seen or text_missing(masked)
                 self._could_swap += 1
                 self._swapped += int(k > 0)
                 message = self._idle_message(allocation.allocator) or self._no_swap_message(
@@ -231,12 +249,60 @@ class DecisionMonitor:
         if share <= self.max_fallback_share:
             return None
         reason, times = kinds.most_common(1)[0]
+        far = Counter(g for g in self._far if g is not None)
         return (
             f"the allocator {allocator!r} fell back to Recent-B on {fell_back} of the last {self.window} "
             f"decisions where a swap was possible ({share:.0%}, above the {self.max_fallback_share:.0%} "
-            f"limit); main reason: {reason!r} ({times} of them). The memory is showing Recent-B only. "
-            f"What to do: {IDLE_DOCS}. (Warned once per memory; allocation.idle_warning sets the rule.)"
+            f"limit); main reason: {reason!r} ({times} of them): "
+            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text))} "
+            f"The memory is showing Recent-B only. See {IDLE_DOCS}. (Warned once per memory; "
+            "allocation.idle_warning sets the rule.)"
         )
+
+    def close(self) -> str | None:
+        """The pilot rule and the summary at the end of a run (idempotent; returns the summary).
+
+        A short pilot never fills the idle rule's window: when fewer than ``window`` decisions that could
+        swap were seen (at least :data:`PILOT_MIN_DECISIONS`), more than ``max_fallback_share`` of them fell
+        back and no idle warning fired, this warns once with the summary and the same advice as the idle
+        warning. Otherwise the summary is logged at INFO.
+        """
+        with self._lock:
+            if self.closed_summary is not None or not self._could_swap:
+                return self.closed_summary
+            fell_back = sum(self._kinds_total.values())
+            share = fell_back / self._could_swap
+            summary = (
+                f"this memory's run: {self._could_swap} decisions where a swap was possible, {self._swapped} "
+                f"swapped, {fell_back} fell back to Recent-B ({share:.0%})"
+                + (
+                    f" ({', '.join(f'{k}: {n}' for k, n in self._kinds_total.most_common())})"
+                    if fell_back
+                    else ""
+                )
+            )
+            pilot = (
+                self.enabled
+                and self.warned is None
+                and PILOT_MIN_DECISIONS <= self._could_swap < self.window
+                and share > self.max_fallback_share
+            )
+            if pilot:
+                reason, times = self._kinds_total.most_common(1)[0]
+                summary = (
+                    f"{summary}: more than the {self.max_fallback_share:.0%} limit, in a run shorter than the "
+                    f"idle rule's window of {self.window} (a pilot); the allocator {self._allocator!r} showed "
+                    f"Recent-B only. Main reason: {reason!r} ({times} of them): "
+                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen)} "
+                    f"See {IDLE_DOCS}."
+                )
+                self.warned = summary
+            self.closed_summary = summary
+        if pilot:
+            warn(summary, logger=_log, stacklevel=3)
+        else:
+            _log.info("%s", summary)
+        return summary
 
     def _no_swap_message(self, allocator: str) -> str | None:
         """The never-swaps warning's text when its rule is crossed for the first time (lock held)."""

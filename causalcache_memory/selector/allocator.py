@@ -34,6 +34,7 @@ from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, context_features
 from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
+from causalcache_memory.selector.ood_explain import far_group, group_contributions
 from causalcache_memory.selector.ood_masks import state_pattern
 from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
@@ -222,7 +223,8 @@ class SelectorAllocator:
         predicted gain, which the threshold is compared with),
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
-        without some feature groups), and ``masked`` on every decision that was featurized: the groups the
+        without some feature groups; on a declined state ``ood_group``, the feature group with the largest
+        share of the distance, and ``ood_groups``, every group's share: :mod:`.ood_explain`), and ``masked`` on every decision that was featurized: the groups the
         model reads (``OnnxScorer.read_groups``) that no event of the trace had, e.g. ``"text"`` or
         ``"app+text"`` (absent when every such group was available somewhere).
         """
@@ -254,6 +256,11 @@ class SelectorAllocator:
                 info["ood_masked"] = masked
             if out:
                 info["fallback"] = "ood"
+                if isinstance(guard, RobustGuard):  # which feature group made it far (warnings name it)
+                    shares = group_contributions(guard, summary)
+                    if shares:
+                        info["ood_group"] = far_group(shares)
+                        info["ood_groups"] = shares
                 return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         scorer = self.model.scorer(
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0

@@ -251,16 +251,22 @@ class RobustGuard:
         """``D_S``: the marginal distance over the guarded columns outside the groups of pattern ``key``."""
         if key == FULL_PATTERN:
             return self.distance(summary)
+        keep, precision = self.view(key)
+        cols = [self.columns[p] for p in keep]
+        u = (np.asarray(summary, dtype=np.float64)[cols] - self.center[keep]) / self.scale[keep]
+        value = float(u @ precision @ u)
+        return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
+
+    def view(self, key: str) -> tuple[list[int], np.ndarray]:
+        """``(positions in columns, precision)`` the guard judges pattern ``key`` on (cached per key)."""
+        if key == FULL_PATTERN:
+            return list(range(len(self.columns))), self.precision
         view = self._views.get(key)
         if view is None:
             hidden = {c for g in key.split("+") for c in self.mask_groups[g]}
             keep = [p for p, c in enumerate(self.columns) if c not in hidden]
             view = self._views[key] = (keep, marginal_precision(np.linalg.inv(self.precision), keep))
-        keep, precision = view
-        cols = [self.columns[p] for p in keep]
-        u = (np.asarray(summary, dtype=np.float64)[cols] - self.center[keep]) / self.scale[keep]
-        value = float(u @ precision @ u)
-        return float(np.sqrt(max(value, 0.0))) if np.isfinite(value) else float("inf")
+        return view
 
     def judge(self, summary: np.ndarray) -> tuple[str, float, float]:
         """``(pattern, distance, threshold)`` of a state: its mask pattern and that pattern's distance/threshold."""

@@ -10,7 +10,9 @@ is used.
 
 :func:`encode_text` turns one screen's text into :class:`BlobText` (hashed word sets, value-shaped tokens
 and their shapes, per-line words), and :class:`ScreenTextCache` keeps those per content hash (LRU), so a
-screen is tokenized once however many decisions read it. Unknown text is not cached: text that arrives
+screen is tokenized once however many decisions read it. The text is first read as drawn
+(:func:`~causalcache_memory.selector.screen_normalize.normalize_screen_text`: accessibility dumps and OCR
+chrome to plain lines; the identity on the synthetic worlds' text). Unknown text is not cached: text that arrives
 later (OCR running in the background) is picked up by the next read.
 
 Value-shaped tokens are whitespace tokens holding a digit (order numbers, codes, prices, addresses'
@@ -32,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from causalcache_memory.errors import ArchiveError
+from causalcache_memory.selector.screen_normalize import normalize_line, normalize_screen_text
 
 __all__ = [
     "SHAPE_BUCKETS",
@@ -175,12 +178,17 @@ class ScreenTextCache:
     """Per content hash :class:`BlobText` of a :class:`ScreenTextSource` (LRU; thread-safe).
 
     ``get`` returns None when the source has no text for the hash (not cached: asked again next time) or
-    fails to read it (an archive error only masks the text features).
+    fails to read it (an archive error only masks the text features). The source's text goes through
+    :func:`~causalcache_memory.selector.screen_normalize.normalize_screen_text` first (accessibility dumps
+    and OCR chrome to drawn text; the identity on the synthetic worlds' text), and ``lines`` through
+    :func:`~causalcache_memory.selector.screen_normalize.normalize_line`; ``normalize=False`` reads the
+    text as it is (what this library did before the normaliser; for measurements).
     """
 
-    def __init__(self, source: ScreenTextSource, maxsize: int = 4096) -> None:
+    def __init__(self, source: ScreenTextSource, maxsize: int = 4096, *, normalize: bool = True) -> None:
         self.source = source
         self.maxsize = int(maxsize)
+        self.normalize = bool(normalize)
         self._items: OrderedDict[str, BlobText] = OrderedDict()
         self._lines: OrderedDict[str, tuple[tuple[str, tuple[float, ...]], ...]] = OrderedDict()
         self._lock = threading.Lock()
@@ -199,7 +207,8 @@ class ScreenTextCache:
             return None
         if text is None:
             return None
-        blob = encode_text(str(text))
+        text = str(text)
+        blob = encode_text(normalize_screen_text(text) if self.normalize else text)
         with self._lock:
             self._items[sha] = blob
             if len(self._items) > self.maxsize:
@@ -222,6 +231,8 @@ class ScreenTextCache:
         if raw is None:
             return None
         value = tuple((str(t), tuple(float(c) for c in box)) for t, box in raw)
+        if self.normalize:
+            value = tuple((line, box) for line, box in ((normalize_line(t), b) for t, b in value) if line)
         with self._lock:
             self._lines[sha] = value
             if len(self._lines) > self.maxsize:
