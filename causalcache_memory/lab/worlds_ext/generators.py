@@ -1,0 +1,74 @@
+"""The registry of screen generators: how each lays out a state and writes its screen text.
+
+=============  ==========  =========================================  ===========================================
+generator      size        screen grammar                              screen text format
+=============  ==========  =========================================  ===========================================
+``desktop``    640 x 400   menu bar + clock, one window with a title   accessibility dump, one element a line:
+                           bar, taskbar with app buttons, tray clock   ``role "name" [x0,y0,x1,y1]`` (indented
+                           and date; property lists, a dense           inside the window)
+                           spreadsheet grid (up to ~300 elements)
+``web``        480 x 720   browser tab strip, URL bar, site nav,       OCR lines with chrome: one line per visual
+                           long paged lists (``Scroll down``), ``<dl>``  row, elements joined by two spaces, and
+                           label/value pairs on two rows, footer       deterministic OCR confusions (``O``->``0``)
+``mobile``     270 x 480   status bar (clock, battery), app bar,       Android view hierarchy XML: one ``<node``
+                           cards with small text, bottom navigation    ``text= resource-id= class= bounds=[..][..]``
+                           (5-25 elements)                             a line
+=============  ==========  =========================================  ===========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from causalcache_memory.lab.worlds_ext.screen import Screen
+
+__all__ = ["GENERATORS", "Generator", "generator", "screen_clock"]
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A screen generator: ``layout(task, state) -> Screen`` and ``serialize(screen) -> str``."""
+
+    name: str
+    size: tuple[int, int]
+    text_format: str
+    layout: Callable[[Any, Any], Screen]
+    serialize: Callable[[Screen], str]
+    list_rows: int
+
+
+def screen_clock(step: int, *, twelve: bool = False) -> str:
+    """The clock a screen shows at ``step`` (one minute a step from 9:41)."""
+    minutes = 9 * 60 + 41 + step
+    h, m = divmod(minutes, 60)
+    if twelve:
+        return f"{(h - 1) % 12 + 1}:{m:02d} {'AM' if h < 12 else 'PM'}"
+    return f"{h}:{m:02d}"
+
+
+def _registry() -> dict[str, Generator]:
+    from causalcache_memory.lab.worlds_ext import desktop, mobile, web
+
+    return {
+        "desktop": Generator("desktop", desktop.SIZE, "a11y-dump", desktop.layout, desktop.serialize,
+                             desktop.LIST_ROWS),
+        "web": Generator("web", web.SIZE, "ocr-lines", web.layout, web.serialize, web.LIST_ROWS),
+        "mobile": Generator("mobile", mobile.SIZE, "android-xml", mobile.layout, mobile.serialize,
+                            mobile.LIST_ROWS),
+    }  # fmt: skip
+
+
+GENERATORS = ("desktop", "web", "mobile")
+_CACHE: dict[str, Generator] = {}
+
+
+def generator(name: str) -> Generator:
+    """The generator called ``name`` (``desktop``, ``web`` or ``mobile``)."""
+    if not _CACHE:
+        _CACHE.update(_registry())
+    if name not in _CACHE:
+        raise ValueError(f"generator={name!r} is unknown; choose one of {', '.join(GENERATORS)}")
+    return _CACHE[name]
