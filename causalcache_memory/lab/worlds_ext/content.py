@@ -111,7 +111,18 @@ class App:
         return next((i for i in self.items if i.name == name), None)
 
 
-_FILLER_LABELS = ("Owner", "Created", "Updated", "Priority", "Region", "Tag", "Team", "Size", "Count", "State")
+_FILLER_LABELS = (
+    "Owner",
+    "Created",
+    "Updated",
+    "Priority",
+    "Region",
+    "Tag",
+    "Team",
+    "Size",
+    "Count",
+    "State",
+)
 _FILLER_KIND = {"Owner": "person", "Created": "date", "Updated": "date", "Priority": "count", "Region": "status",
                 "Tag": "status", "Team": "person", "Size": "size", "Count": "count", "State": "status"}  # fmt: skip
 
@@ -183,7 +194,9 @@ def build_apps(generator: str, rng: random.Random) -> tuple[App, ...]:
         listing = [i.name for i in items]
         if spec.archive:  # a long list: the items sit among archived entries (web pages scroll)
             n_archived = rng.randint(*spec.archive)
-            listing += [f"Archived {spec.name.lower()} {rng.randint(10_000, 99_999)}" for _ in range(n_archived)]
+            listing += [
+                f"Archived {spec.name.lower()} {rng.randint(10_000, 99_999)}" for _ in range(n_archived)
+            ]
             rng.shuffle(listing)
         apps.append(App(spec.name, tuple(items), spec.grid, tuple(listing)))
     return tuple(apps)

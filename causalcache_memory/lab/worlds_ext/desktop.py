@@ -96,7 +96,9 @@ def layout(task: ExtTask, s: ExtState) -> Screen:
             els.append(Element("heading", FORM_OPEN, (20, 36, 400, 48)))
             for name in FORM_FIELDS.values():
                 els.append(Element("label", name, (24, y, 120, y + 15)))
-                els.append(Element("field", s.form.get(name, ""), (130, y, 420, y + 15), on_click=f"field:{name}"))
+                els.append(
+                    Element("field", s.form.get(name, ""), (130, y, 420, y + 15), on_click=f"field:{name}")
+                )
                 y += 20
             els.append(Element("button", "Submit", (130, y + 6, 210, y + 22), on_click="submit"))
     return Screen("desktop", SIZE, tuple(els + _taskbar(task, s.step)), s.app, title)

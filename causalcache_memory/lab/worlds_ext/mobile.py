@@ -75,16 +75,26 @@ def layout(task: ExtTask, s: ExtState) -> Screen:
             for name in rows:
                 it = app.item(name)
                 els.append(Element("card", "", (6, y, 264, y + 30), rid=f"{pkg}:id/row"))
-                els.append(Element("text", name, (12, y + 2, 180, y + 14), rid=f"{pkg}:id/name", on_click=f"open:{name}"))
+                els.append(
+                    Element(
+                        "text", name, (12, y + 2, 180, y + 14), rid=f"{pkg}:id/name", on_click=f"open:{name}"
+                    )
+                )
                 if it is not None:
-                    els.append(Element("text", it.summary, (12, y + 16, 180, y + 28), rid=f"{pkg}:id/subtitle"))
+                    els.append(
+                        Element("text", it.summary, (12, y + 16, 180, y + 28), rid=f"{pkg}:id/subtitle")
+                    )
                 y += 34
         elif s.view == "item" and s.item and (it := app.item(s.item)):
             for label, value in it.fields:
                 els.append(Element("card", "", (6, y, 264, y + 32), rid=f"{pkg}:id/card"))
-                els.append(Element("text", label, (12, y + 3, 130, y + 15), rid=f"{pkg}:id/{_slug(label)}_label"))
+                els.append(
+                    Element("text", label, (12, y + 3, 130, y + 15), rid=f"{pkg}:id/{_slug(label)}_label")
+                )
                 els.append(Element("text", value, (140, y + 3, 260, y + 15), rid=f"{pkg}:id/{_slug(label)}"))
-                els.append(Element("text", "Updated today", (12, y + 18, 130, y + 30), rid=f"{pkg}:id/caption"))
+                els.append(
+                    Element("text", "Updated today", (12, y + 18, 130, y + 30), rid=f"{pkg}:id/caption")
+                )
                 y += 38
         elif s.view == "form":
             for name in FORM_FIELDS.values():
@@ -92,10 +102,16 @@ def layout(task: ExtTask, s: ExtState) -> Screen:
                 els.append(Element("field", s.form.get(name, ""), (12, y + 14, 258, y + 34),
                                    rid=f"{pkg}:id/{_slug(name)}_input", on_click=f"field:{name}"))  # fmt: skip
                 y += 42
-            els.append(Element("button", "Submit", (12, y + 4, 120, y + 26), rid=f"{pkg}:id/submit", on_click="submit"))
+            els.append(
+                Element(
+                    "button", "Submit", (12, y + 4, 120, y + 26), rid=f"{pkg}:id/submit", on_click="submit"
+                )
+            )
     els.append(Element("nav", "", (0, 448, 270, 480), rid=f"{pkg}:id/bottom_nav"))
     for k, name in enumerate(("Home", "Search", "Profile")):
-        els.append(Element("text", name, (20 + 90 * k, 456, 80 + 90 * k, 470), rid=f"{pkg}:id/nav_{name.lower()}"))
+        els.append(
+            Element("text", name, (20 + 90 * k, 456, 80 + 90 * k, 470), rid=f"{pkg}:id/nav_{name.lower()}")
+        )
     return Screen("mobile", SIZE, tuple(els), s.app, title, background=(250, 250, 250))
 
 

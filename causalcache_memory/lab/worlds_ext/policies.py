@@ -52,7 +52,15 @@ from causalcache_memory.policy import Generation
 if TYPE_CHECKING:
     from causalcache_memory.render.messages import BoundPrompt
 
-__all__ = ["POLICIES", "ExtPolicy", "FirstMatchPolicy", "NoisyPolicy", "SameLinePolicy", "VALUE_PATTERNS", "policy"]
+__all__ = [
+    "POLICIES",
+    "VALUE_PATTERNS",
+    "ExtPolicy",
+    "FirstMatchPolicy",
+    "NoisyPolicy",
+    "SameLinePolicy",
+    "policy",
+]
 
 #: value pattern of each needed kind (what a reader recognises as "a value of that kind")
 VALUE_PATTERNS: dict[str, re.Pattern[str]] = {
@@ -96,7 +104,9 @@ class ExtPolicy:
         self.registry = registry
 
     # ------------------------------------------------------------------ the reading rule
-    def read_screen(self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random) -> str | None:
+    def read_screen(
+        self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random
+    ) -> str | None:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ the prompt
@@ -176,14 +186,18 @@ class ExtPolicy:
         action, where = self.decide(prompt)
         current, _ = self._screens(prompt)
         size = current.size if current is not None else (1, 1)
-        response = compose_response(f"Step with {self.name}.", action, fmt="json", screen_size=size, coords="absolute")
+        response = compose_response(
+            f"Step with {self.name}.", action, fmt="json", screen_size=size, coords="absolute"
+        )
         return Generation(response, action, meta={"simulated": True, "evidence_event": where})
 
     def score(self, prompts: Sequence[BoundPrompt], targets: Sequence[str]) -> list[float]:
         from causalcache_memory.actions import parse_action
 
         if len(prompts) != len(targets):
-            raise PolicyError(f"score: got {len(prompts)} prompts but {len(targets)} targets; pass one target each")
+            raise PolicyError(
+                f"score: got {len(prompts)} prompts but {len(targets)} targets; pass one target each"
+            )
         out = []
         for prompt, target in zip(prompts, targets, strict=True):
             action, _ = self.decide(prompt)
@@ -207,7 +221,9 @@ class SameLinePolicy(ExtPolicy):
 
     name = "same-line"
 
-    def read_screen(self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random) -> str | None:
+    def read_screen(
+        self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random
+    ) -> str | None:
         if not _shows_item(screen, item):
             return None
         pattern = VALUE_PATTERNS[kind]
@@ -229,7 +245,9 @@ class FirstMatchPolicy(ExtPolicy):
 
     name = "first-match"
 
-    def read_screen(self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random) -> str | None:
+    def read_screen(
+        self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random
+    ) -> str | None:
         pattern = VALUE_PATTERNS[kind]
         seen = False
         for row in screen.rows():
@@ -247,7 +265,9 @@ class NoisyPolicy(ExtPolicy):
 
     name = "noisy"
 
-    def read_screen(self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random) -> str | None:
+    def read_screen(
+        self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random
+    ) -> str | None:
         if not _shows_item(screen, item):
             return None
         pattern = VALUE_PATTERNS[kind]

@@ -90,7 +90,9 @@ def parse_goal(goal: str) -> list[PlanStep]:
             attr, item, fld = m.groups()
             steps.append(PlanStep("type", field=fld, need=Need("", item, attr, "")))
         else:
-            raise ValueError(f"goal sentence {sentence!r} is not in the step language (parse_goal's docstring)")
+            raise ValueError(
+                f"goal sentence {sentence!r} is not in the step language (parse_goal's docstring)"
+            )
     return steps
 
 

@@ -63,7 +63,11 @@ def layout(task: ExtTask, s: ExtState) -> Screen:
     if not s.app:
         els.append(Element("heading", "Your sites", (8, y, 300, y + 12)))
         for k, app in enumerate(task.apps):
-            els.append(Element("link", app.name, (8, y + 16 + 14 * k, 200, y + 28 + 14 * k), on_click=f"nav:{app.name}"))
+            els.append(
+                Element(
+                    "link", app.name, (8, y + 16 + 14 * k, 200, y + 28 + 14 * k), on_click=f"nav:{app.name}"
+                )
+            )
     else:
         app = task.app(s.app)
         if s.view == "home":
@@ -96,7 +100,9 @@ def layout(task: ExtTask, s: ExtState) -> Screen:
             y += 18
             for name in FORM_FIELDS.values():
                 els.append(Element("label", name, (8, y, 100, y + 12)))
-                els.append(Element("field", s.form.get(name, ""), (8, y + 14, 300, y + 28), on_click=f"field:{name}"))
+                els.append(
+                    Element("field", s.form.get(name, ""), (8, y + 14, 300, y + 28), on_click=f"field:{name}")
+                )
                 y += 34
             els.append(Element("button", "Submit", (8, y, 80, y + 16), on_click="submit"))
     els.append(Element("text", f"(c) 2026 {s.app or 'Portal'} Inc  Privacy  Terms", (8, 704, 400, 716)))
