@@ -171,6 +171,19 @@ APP_SPECS: dict[str, tuple[AppSpec, ...]] = {
         AppSpec("Health", _PLACES, (("Visit", "ticket"), ("Copay", "money")), "date", (0, 2)),
         AppSpec("Parcel", _PARCELS, (("Tracking", "ref"), ("Cost", "money")), "date", (0, 2)),
     ),
+    # sealed (docs/sealed/generators-v1.yaml): text-mode apps
+    "terminal": (
+        AppSpec("Ledger", ("cash-eur", "cash-usd", "petty", "escrow", "payroll-q3", "grants"),
+                (("Balance", "money"), ("Hold", "money"), ("IBAN ref", "ref")), "status", (1, 6)),
+        AppSpec("Mail", ("ops-alerts", "vendor-acme", "hr-notices", "travel-desk", "legal-review", "it-support"),
+                (("Code", "ref"), ("Invoice", "money"), ("Case", "ticket")), "date", (2, 8)),
+        AppSpec("Issues", ("disk-full-db3", "cron-skew", "cert-expiry", "dns-flap", "oom-worker", "ntp-drift"),
+                (("Issue", "ticket"), ("Blocks", "ticket"), ("Owner", "person")), "status", (2, 8)),
+        AppSpec("Parts", ("hex-bolt-m8", "relay-24v", "fan-120mm", "psu-650w", "ssd-1tb", "cable-cat6"),
+                (("SKU", "ref"), ("Price", "money"), ("Stock", "count")), "count", (1, 6)),
+        AppSpec("Jobs", ("nightly-build", "backup-s3", "etl-orders", "lint-all", "deploy-edge", "reindex"),
+                (("Run", "ref"), ("Cost", "money")), "status", (2, 10)),
+    ),
 }  # fmt: skip
 
 

@@ -48,7 +48,7 @@ from causalcache_memory.lab.eval.world_agent import (
     WorldOracle,
     build_world_agent,
 )
-from causalcache_memory.lab.worlds_ext.generators import GENERATORS, generator
+from causalcache_memory.lab.worlds_ext.generators import ALL_GENERATORS, generator
 from causalcache_memory.lab.worlds_ext.policies import POLICIES, policy
 from causalcache_memory.lab.worlds_ext.screen import REGISTRY, ScreenRegistry
 from causalcache_memory.lab.worlds_ext.tasks import ExtTask, generate_ext_tasks
@@ -154,9 +154,9 @@ class ExtEvalSettings:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        if self.generator not in GENERATORS:
+        if self.generator not in ALL_GENERATORS:
             raise ConfigError(
-                f"generator={self.generator!r} is unknown; choose one of {', '.join(GENERATORS)}"
+                f"generator={self.generator!r} is unknown; choose one of {', '.join(ALL_GENERATORS)}"
             )
         if self.policy not in POLICIES:
             raise ConfigError(f"policy={self.policy!r} is unknown; choose one of {', '.join(POLICIES)}")
@@ -171,6 +171,12 @@ class ExtEvalSettings:
             raise ConfigError(f"budget={self.budget} must be >= 1")
         if not self.sealed:
             sealed = sealed_set()
+            whole = [x for x in (self.generator, self.policy) if x in sealed["whole"]]
+            if whole:
+                raise ConfigError(
+                    f"{' and '.join(whole)} {'is' if len(whole) == 1 else 'are'} sealed as a whole ({SEALED_NAME}, "
+                    "'whole'): never run before the final table, which passes sealed=True (--sealed)"
+                )
             if self.task_seed in sealed["task_seeds"] or set(self.policy_seeds) & set(sealed["policy_seeds"]):
                 raise ConfigError(
                     f"task_seed={self.task_seed} / policy_seeds={list(self.policy_seeds)} touch the sealed set "

@@ -17,9 +17,11 @@ policy             reading rule for ``Type the <Attr> of <Item> into <Field>``
 ``noisy``          the label's row or the row below it holds the value (the labeller's reach), but reading
                    is noisy: one character is misread with probability
                    ``min(0.5, 0.02 + 0.04 [history image] + 0.001 * text elements on the image)``.
+``title-line``     SEALED (never run before the final table): only an image whose title *is* ``<Item>`` is read,
+                   the value on the row that starts with the label (case-insensitive).
 =================  ===========================================================================================
 
-Common to all three: the images of the prompt are searched current screen first, then history screens
+Common to all: the images of the prompt are searched current screen first, then history screens
 from the newest; the first image the rule reads from gives the value. When none does, the policy types a
 guess of the right kind (it never types a value it did not read). Navigation follows the goal's plan
 (:func:`~causalcache_memory.lab.worlds_ext.tasks.parse_goal`): plan step ``t - 1`` at decision ``t``
@@ -59,6 +61,7 @@ __all__ = [
     "FirstMatchPolicy",
     "NoisyPolicy",
     "SameLinePolicy",
+    "TitleLinePolicy",
     "policy",
 ]
 
@@ -297,15 +300,38 @@ class NoisyPolicy(ExtPolicy):
         return value[:i] + str((int(value[i]) + rng.randint(1, 9)) % 10) + value[i + 1 :]
 
 
+class TitleLinePolicy(ExtPolicy):
+    """SEALED (docs/sealed/generators-v1.yaml): reads only from an image whose title is the item (the
+    screen is *about* the item, not one that merely mentions it), the value on the label's row; the
+    label is matched case-insensitively as the row's leading words."""
+
+    name = "title-line"
+
+    def read_screen(
+        self, screen: Screen, item: str, attr: str, kind: str, history: bool, rng: random.Random
+    ) -> str | None:
+        if screen.title != item:
+            return None
+        pattern = VALUE_PATTERNS[kind]
+        want = attr.lower()
+        for row in screen.rows():
+            text = "  ".join(e.text for e in row)
+            if text.lower().lstrip("│ ").startswith(want) and (m := pattern.search(text)):
+                return m.group(0)
+        return None
+
+
 POLICIES: dict[str, type[ExtPolicy]] = {
     "same-line": SameLinePolicy,
     "first-match": FirstMatchPolicy,
     "noisy": NoisyPolicy,
+    "title-line": TitleLinePolicy,  # sealed
 }
 
 
 def policy(name: str, seed: int = 0) -> ExtPolicy:
-    """The simulated policy called ``name`` (``same-line``, ``first-match``, ``noisy``) at ``seed``."""
+    """The simulated policy called ``name`` (``same-line``, ``first-match``, ``noisy``; ``title-line`` is
+    sealed) at ``seed``."""
     if name not in POLICIES:
         raise PolicyError(f"policy={name!r} is unknown; choose one of {', '.join(POLICIES)}")
     return POLICIES[name](seed=seed)

@@ -29,17 +29,23 @@ _ROLE_FILL: dict[str, tuple[int, int, int]] = {
     "button": (214, 222, 236),
     "field": (255, 255, 255),
     "menubar": (232, 232, 236),
-    "taskbar": (40, 44, 52),
-    "statusbar": (20, 20, 24),
+    "taskbar": (206, 210, 218),
+    "statusbar": (226, 228, 234),
     "titlebar": (70, 96, 150),
     "card": (248, 248, 252),
     "tab": (226, 230, 238),
     "urlbar": (240, 242, 246),
     "cell": (252, 252, 252),
     "header": (200, 210, 226),
-    "nav": (60, 70, 90),
+    "nav": (236, 238, 244),
 }
-_DARK_ROLES = {"taskbar", "statusbar", "titlebar", "nav"}
+_DARK_ROLES = {"titlebar"}
+#: the bitmap font is latin-1: box drawing is drawn with its ASCII look-alikes
+_DRAWABLE = str.maketrans({"─": "-", "│": "|", "┌": "+", "┐": "+", "└": "+", "┘": "+"})
+
+
+def _drawable(text: str) -> str:
+    return text.translate(_DRAWABLE).encode("latin-1", "replace").decode("latin-1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +157,14 @@ def _png(screen: Screen) -> bytes:
     img = Image.new("RGB", screen.size, screen.background)
     draw = ImageDraw.Draw(img)
     font = _font()
+    dark = sum(screen.background) < 200  # a terminal: light ink on every element
     for e in screen.elements:
         fill = _ROLE_FILL.get(e.role)
         if fill is not None:
             draw.rectangle(e.box, fill=fill, outline=(180, 186, 196) if e.role not in _DARK_ROLES else None)
         if e.text:
-            ink = (240, 240, 240) if e.role in _DARK_ROLES else (24, 26, 30)
-            draw.text((e.box[0] + 2, e.box[1] + 1), e.text, fill=ink, font=font)
+            ink = (240, 240, 240) if dark or e.role in _DARK_ROLES else (24, 26, 30)
+            draw.text((e.box[0] + 2, e.box[1] + 1), _drawable(e.text), fill=ink, font=font)
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
