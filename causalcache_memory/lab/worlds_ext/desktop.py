@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from causalcache_memory.lab.worlds_ext.content import FORM_FIELDS, FORM_OPEN
-from causalcache_memory.lab.worlds_ext.generators import screen_clock
-from causalcache_memory.lab.worlds_ext.screen import Element, Screen
+from causalcache_memory.lab.worlds_ext.screen import Element, Screen, screen_clock
 
 if TYPE_CHECKING:
     from causalcache_memory.lab.worlds_ext.env import ExtState

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from causalcache_memory.lab.worlds_ext.screen import Screen
 
-__all__ = ["ALL_GENERATORS", "GENERATORS", "SEALED_GENERATORS", "Generator", "generator", "screen_clock"]
+__all__ = ["ALL_GENERATORS", "GENERATORS", "SEALED_GENERATORS", "Generator", "generator"]
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,6 @@ class Generator:
     layout: Callable[[Any, Any], Screen]
     serialize: Callable[[Screen], str]
     list_rows: int
-
-
-def screen_clock(step: int, *, twelve: bool = False) -> str:
-    """The clock a screen shows at ``step`` (one minute a step from 9:41)."""
-    minutes = 9 * 60 + 41 + step
-    h, m = divmod(minutes, 60)
-    if twelve:
-        return f"{(h - 1) % 12 + 1}:{m:02d} {'AM' if h < 12 else 'PM'}"
-    return f"{h}:{m:02d}"
 
 
 def _registry() -> dict[str, Generator]:

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["REGISTRY", "ROW_TOLERANCE", "Element", "Screen", "ScreenRegistry", "render"]
+__all__ = ["REGISTRY", "ROW_TOLERANCE", "Element", "Screen", "ScreenRegistry", "render", "screen_clock"]
 
 #: vertical centres closer than this (pixels) are one visual row
 ROW_TOLERANCE = 3.0
@@ -176,3 +176,12 @@ def render(screen: Screen, registry: ScreenRegistry = REGISTRY) -> tuple[bytes, 
     sha = hashlib.sha256(png).hexdigest()
     registry.put(sha, screen)
     return png, sha
+
+
+def screen_clock(step: int, *, twelve: bool = False) -> str:
+    """The clock a screen shows at ``step`` (one minute a step from 9:41)."""
+    minutes = 9 * 60 + 41 + step
+    h, m = divmod(minutes, 60)
+    if twelve:
+        return f"{(h - 1) % 12 + 1}:{m:02d} {'AM' if h < 12 else 'PM'}"
+    return f"{h}:{m:02d}"
