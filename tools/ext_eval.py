@@ -8,6 +8,11 @@ guard on and off (``--arms`` picks) on the generator's tasks under the policy's 
 task-paired bootstrap 95% interval and helped/harmed, the guard's decline rate on could-swap decisions,
 the swap rate and the pass-2 rate. Task seeds and policy seeds of ``docs/sealed/generators-v1.yaml`` are
 refused unless ``--sealed`` (the final table, run once).
+
+    python tools/ext_eval.py summary runs/ext_*/results.json
+
+prints one compact table over several runs (a row per run and arm: memory-critical success and deltas,
+control success and non-inferiority, the guard's could-swap decline rate, pass 2).
 """
 
 from __future__ import annotations
@@ -54,7 +59,38 @@ def table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def summary(paths: list[str]) -> str:
+    """One row per run and arm (memory-critical and control side by side)."""
+    rows = [
+        "| generator x policy | arm | memory-critical | Δ vs Recent-4 [95% CI] (h/h) | Δ vs Random-4 [95% CI] (h/h) "
+        "| control | control Δ vs Recent-4 (NI at 0.05) | guard declines (could-swap) | pass 2 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        r = json.loads(Path(path).read_text())
+        meta = r["meta"]
+        for arm in meta["arms"]:
+            mc, ctl = r["arms"][arm]["memory_critical"], r["arms"][arm]["control"]
+            vs = r["contrasts_by_arm"].get(arm, {})
+            vr = r.get("contrasts_vs_random", {}).get(arm, {})
+            c = vs.get("control")
+            ni = f"{_fmt_delta(c)} {'yes' if c['non_inferior'] else 'no'}" if c else "-"
+            cs = r.get("could_swap", {}).get(arm, {}).get("all")
+            decline = f"{cs['decline_rate']:.0%} of {cs['could_swap']}" if cs and cs["could_swap"] else "-"
+            fire = r["arms"][arm].get("fire_rate")
+            rows.append(
+                f"| {meta['generator']} x {meta['policy']} | {arm} | {mc['success']:.2f} "
+                f"| {_fmt_delta(vs.get('memory_critical'))} | {_fmt_delta(vr.get('memory_critical'))} "
+                f"| {ctl['success']:.2f} | {ni} | {decline} | {'-' if fire is None else f'{fire:.0%}'} |"
+            )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "summary":
+        print(summary(argv[1:]))
+        return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

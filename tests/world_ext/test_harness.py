@@ -17,7 +17,8 @@ from causalcache_memory.lab.worlds_ext.harness import (
 
 def test_the_sealed_set_is_committed_and_refused_without_the_flag():
     sealed = sealed_set()
-    assert set(sealed["generators"]) == {"desktop", "web", "mobile"}
+    assert set(sealed["generators"]) == {"desktop", "web", "mobile", "terminal"}
+    assert set(sealed["whole"]) == {"terminal", "title-line"}
     assert len(sealed["policies"]) >= 2 and sealed["task_seeds"] and sealed["policy_seeds"]
     with pytest.raises(ConfigError, match="sealed set"):
         ExtEvalSettings("web", "noisy", task_seed=sealed["task_seeds"][0])
