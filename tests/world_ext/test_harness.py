@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import pytest
 
 from causalcache_memory.errors import ConfigError
@@ -77,6 +81,21 @@ def test_a_tiny_run_reports_every_arm_split_and_contrast(tmp_path):
     assert r["could_swap"]["causalcache_noguard"]["all"]["declined_ood"] == 0  # the guard is off
     assert len(r["episodes"]) == 2 * len(settings.arms)
     assert r["meta"]["text_format"] == "android-xml"
+    # the tool's tables read the same dict
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(r))
+    tool = _tool()
+    rows = tool.summary([str(path)]).split("\n")
+    assert len(rows) == 2 + len(settings.arms) and rows[3].startswith("| mobile x same-line | random |")
+    assert "| oracle | memory_critical | 1.00 |" in tool.table(r)
+
+
+def _tool():
+    path = Path(__file__).resolve().parents[2] / "tools" / "ext_eval.py"
+    spec = importlib.util.spec_from_file_location("ext_eval", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_selectors_text_source_serialises_registered_screens_in_their_format():
