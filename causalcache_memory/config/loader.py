@@ -94,8 +94,10 @@ def _show(value: Any) -> str:
 
 
 def parse_config(
-    data: Mapping[str, Any] | None, model: type[M] = CausalCacheConfig, source: str = "config"
-) -> M:  # type: ignore[assignment]
+    data: Mapping[str, Any] | None,
+    model: type[M] = CausalCacheConfig,  # type: ignore[assignment]  # mypy#3737: a default for a TypeVar
+    source: str = "config",
+) -> M:
     """Validate a mapping into ``model``; raises :class:`ConfigError` with every problem."""
     if data is None:
         data = {}

@@ -71,7 +71,8 @@ BUDGET_RULE = (
 
 
 class _Calibrated(Protocol):
-    calibration: Mapping[str, Any]
+    @property
+    def calibration(self) -> Mapping[str, Any]: ...
 
 
 def check_budget(budget: object, *, field: str = "second_pass_budget") -> float:

@@ -237,7 +237,7 @@ class CausalCacheMemory(ThreadReading):
                 view = DeferredArchive(archive) if can_defer(archive) else archive  # writes overlap
                 controller = build_controller(
                     self.config, policy=NoPolicy(), archive=view, allocator=self.allocation
-                )  # type: ignore[arg-type]
+                )
                 controller.monitor = self._monitor  # one monitor per memory, whatever the archive
                 entry = (archive, TraceStore(view), controller)  # records behind the barrier too
                 self._stores[id(archive)] = entry
