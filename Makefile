@@ -4,7 +4,7 @@ PYTHON ?= python
 # one BLAS/OpenMP thread, as the benchmark targets are stated for one core
 ONE_THREAD = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: test bench bench-quick lint mutate plant-bugs
+.PHONY: test bench bench-quick lint typecheck mutate plant-bugs
 
 test:
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
@@ -19,6 +19,9 @@ bench-quick:
 
 lint:
 	ruff check . && ruff format --check .
+
+typecheck:
+	$(PYTHON) tools/typecheck.py
 
 # Mutation testing (opt-in, slow; not part of CI): cosmic-ray over the invariant modules listed in
 # pyproject.toml [tool.causalcache.mutate], JOBS parallel workers; summary in mutation-out/summary.md.

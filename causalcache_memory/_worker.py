@@ -147,7 +147,7 @@ class BoundedWorker:
                     future.set_exception(exc)
             else:
                 if future is not None:
-                    future.finished_at = time.monotonic()  # type: ignore[attr-defined]
+                    future.finished_at = time.monotonic()
                     future.set_result(result)
             finally:
                 self._running = None

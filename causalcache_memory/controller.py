@@ -280,7 +280,9 @@ class MemoryController:
             )
             allocation = replace(allocation, selected=checked.selected)  # ascending, as documented
         except WorkerTimeout:
-            reason = f"allocator {self.allocator.name!r} exceeded {self.selector_timeout_s * 1000:.0f} ms"
+            reason = (
+                f"allocator {self.allocator.name!r} exceeded {(self.selector_timeout_s or 0.0) * 1000:.0f} ms"
+            )
             return self._fallback(trace, reason, start)
         except WorkerBusy as exc:
             reason = f"allocator {self.allocator.name!r} is {exc}"

@@ -57,7 +57,7 @@ def _clip(text: str) -> str:
 
 def summarize_action(action: Action, screen_size: tuple[int, int] | None = None) -> str:
     """The action part of a summary, e.g. ``click (412, 88) "Orders"`` or ``scroll (640, 400) down 3``."""
-    parts = [action.type]
+    parts: list[str] = [action.type]
     if action.type in ("drag", "swipe") and action.x2 is not None and action.y2 is not None:
         parts.append(
             _point(action, action.x, action.y, screen_size)

@@ -63,11 +63,11 @@ class Thumbnails:
                     f".{cls}{{background-image:url(data:image/jpeg;base64,{data});aspect-ratio:{w}/{h}}}"
                 )
                 self._classes[key] = cls
-        cls = self._classes[key]
-        if cls is None:
+        found = self._classes[key]
+        if found is None:
             why = "no archive" if self.archive is None else "screenshot unavailable"
             return f'<div class="thumb missing" title="{html.escape(key)}">{why}</div>'
-        return f'<div class="thumb {cls}" role="img" aria-label="{html.escape(label)}"></div>'
+        return f'<div class="thumb {found}" role="img" aria-label="{html.escape(label)}"></div>'
 
     def css(self) -> str:
         return "\n".join(self._rules)
@@ -99,7 +99,7 @@ def esc(value: object) -> str:
 
 
 def card_html(event: Mapping[str, Any], images: Thumbnails) -> str:
-    fidelity = event.get("fidelity") if event.get("fidelity") in _FIDELITIES else "summary"
+    fidelity = str(event.get("fidelity")) if event.get("fidelity") in _FIDELITIES else "summary"
     index = event.get("index")
     thumb = (
         "" if fidelity == "summary" else images.thumb(event.get("screenshot"), f"screenshot of event {index}")

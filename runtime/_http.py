@@ -28,7 +28,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from causalcache_memory.actions.parse import Platform
 
 import httpx
 
@@ -333,7 +336,7 @@ def check_image_limit(prompts: Any, limit: int | None, *, server: str) -> None:
 
 
 def parse_response_action(
-    response: str, *, platform: str = "auto", screen_size: tuple[int, int] | None = None
+    response: str, *, platform: Platform = "auto", screen_size: tuple[int, int] | None = None
 ) -> tuple[Any, str | None]:
     """``(action, parse_error)`` for a policy response; never raises for an unparsable response.
 

@@ -54,6 +54,7 @@ from causalcache_memory.runtime.image_check import (
 )
 
 if TYPE_CHECKING:
+    from causalcache_memory.actions.parse import Platform
     from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.messages import BoundPrompt
 
@@ -97,7 +98,7 @@ class OpenAIPolicy:
         max_retries: int = 3,
         max_tokens: int = 256,
         max_images_per_prompt: int | None = None,
-        platform: str = "auto",
+        platform: Platform = "auto",
         screen_size: tuple[int, int] | None = None,
         prompt_logprobs: bool | None = None,
         target_suffix: str = "",

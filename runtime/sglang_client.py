@@ -78,6 +78,7 @@ from causalcache_memory.runtime.routing import (
 from causalcache_memory.runtime.sglang_server.roles import ROLES_KWARG
 
 if TYPE_CHECKING:
+    from causalcache_memory.actions.parse import Platform
     from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.messages import BoundPrompt
 
@@ -114,7 +115,7 @@ class SGLangPolicy:
         max_retries: int = 3,
         max_new_tokens: int = 256,
         max_images_per_prompt: int | None = None,
-        platform: str = "auto",
+        platform: Platform = "auto",
         screen_size: tuple[int, int] | None = None,
         chat_format: str | ChatFormat = QWEN_VL,
         score_batch_size: int = 16,
@@ -247,14 +248,14 @@ class SGLangPolicy:
         response = get_field(body, "text", url=url, kind=str)
         meta_info = get_field(body, "meta_info", url=url, kind=dict)
         action, error = parse_response_action(response, platform=self.platform, screen_size=self.screen_size)
-        meta = {"server": url, "runtime": "sglang"}
+        meta: dict[str, Any] = {"server": url, "runtime": "sglang"}
         for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             if isinstance(meta_info.get(key), int):
                 meta[key] = meta_info[key]
         finish = meta_info.get("finish_reason")
         if isinstance(finish, dict) and isinstance(finish.get("type"), str):
             meta["finish_reason"] = finish["type"]
-        cached = meta.get("cached_tokens")
+        cached = meta_info.get("cached_tokens") if isinstance(meta_info.get("cached_tokens"), int) else None
         return Generation(response, action, error, latency, meta, cached_tokens=cached)
 
     # ------------------------------------------------------------------ score

@@ -45,6 +45,7 @@ from causalcache_memory.runtime.vision_cache import VisionCache, check_vision_ca
 if TYPE_CHECKING:
     import torch
 
+    from causalcache_memory.actions.parse import Platform
     from causalcache_memory.config.models import PolicyConfig
     from causalcache_memory.render.messages import BoundPrompt
 
@@ -117,7 +118,7 @@ class TransformersPolicy:
         family: str,
         name: str,
         max_new_tokens: int = 64,
-        platform: str = "auto",
+        platform: Platform = "auto",
         screen_size: tuple[int, int] | None = None,
         adapter: ForwardAdapter | None = None,
         vision_cache_mb: int = 512,
@@ -158,7 +159,7 @@ class TransformersPolicy:
         device: str = "cpu",
         dtype: Any = None,
         max_new_tokens: int = 64,
-        platform: str = "auto",
+        platform: Platform = "auto",
         screen_size: tuple[int, int] | None = None,
         adapter: ForwardAdapter | str | Path | None = None,
         vision_cache_mb: int = 512,
@@ -274,7 +275,7 @@ class TransformersPolicy:
 
     def _parse(self, response: str) -> tuple[Any, str | None]:
         try:
-            from causalcache_memory.actions import parse_action  # type: ignore[attr-defined]
+            from causalcache_memory.actions import parse_action
         except ImportError:
             return None, "no action parser available (causalcache_memory.actions.parse_action is missing)"
         try:

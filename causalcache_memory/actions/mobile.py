@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from causalcache_memory.actions.coords import CoordMode, RawAction, build_action, number
 from causalcache_memory.actions.model import ACTION_TYPES, TRIPLE_CLICKS, Action
@@ -71,6 +71,10 @@ def _point(value: Any, key: str) -> tuple[Any, Any]:
     return value[0], value[1]
 
 
+@overload
+def _start(data: dict[str, Any], required: Literal[True], kind: str) -> tuple[Any, Any]: ...
+@overload
+def _start(data: dict[str, Any], required: bool, kind: str) -> tuple[Any, Any] | None: ...
 def _start(data: dict[str, Any], required: bool, kind: str) -> tuple[Any, Any] | None:
     for key in _START_KEYS:
         if data.get(key) is not None:
@@ -212,11 +216,12 @@ _HANDLERS: dict[str, Callable[[dict[str, Any]], RawAction]] = {
 
 def _load(obj: str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(obj, str):
+        text = obj
         try:
-            obj = json.loads(obj)
+            obj = json.loads(text)
         except json.JSONDecodeError as err:
             raise ActionParseError(
-                f"bad JSON action ({err.msg} at line {err.lineno} column {err.colno}): {obj[:120]!r}"
+                f"bad JSON action ({err.msg} at line {err.lineno} column {err.colno}): {text[:120]!r}"
             ) from None
     if not isinstance(obj, dict):
         raise ActionParseError(
@@ -261,7 +266,7 @@ def _own(data: dict[str, Any]) -> RawAction:
     points = [(action.x, action.y)] if action.x is not None else []
     if action.x2 is not None:
         points.append((action.x2, action.y2))
-    return RawAction(action.type, points, fields, system="relative")  # type: ignore[arg-type]
+    return RawAction(action.type, points, fields, system="relative")
 
 
 def parse_mobile_json(

@@ -334,7 +334,7 @@ def _statement(stmt: ast.stmt, reader: _Reader) -> None:
         )
         if isinstance(label, str) and label.strip().upper() in _SENTINELS:
             kind, fields = _SENTINELS[label.strip().upper()]
-            reader.emit(kind, **fields)
+            reader.emit(kind, None, **fields)
             return
         if isinstance(value, ast.Call):
             module, fn = _callee(value.func)

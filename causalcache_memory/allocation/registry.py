@@ -121,7 +121,7 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
         selector = cfg.selector.model_copy(update={"model_path": compare.model_path})  # type: ignore[union-attr]
         own = cfg.model_copy(update={"selector": selector, "compare": None})  # type: ignore[union-attr]
         compared = lookup_allocator("selector")(own)
-        compared.name = COMPARED_SELECTOR  # type: ignore[misc]
+        compared.name = COMPARED_SELECTOR
         return ExploringAllocator(
             allocator,
             compared,

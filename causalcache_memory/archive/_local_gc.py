@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from causalcache_memory.archive._gc import run_gc
 from causalcache_memory.archive._keys import (
@@ -48,6 +50,15 @@ class LocalCollection:
 
     root: Path
     url: str
+    # provided by the archive class this mixin is part of (LocalArchive)
+    _blob: Callable[[str], Path]
+    iter_hashes: Callable[[], Iterator[str]]
+    iter_records: Callable[[], Iterator[str]]
+    iter_texts: Callable[[], Iterator[str]]
+
+    if TYPE_CHECKING:
+
+        def __contains__(self, sha256: object) -> bool: ...
 
     def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
         """Delete blobs and records no live episode references, older than ``grace_seconds`` (by mtime).

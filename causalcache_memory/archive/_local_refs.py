@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from causalcache_memory.archive._keys import (
@@ -44,6 +44,9 @@ class LocalRetention:
 
     root: Path
     url: str
+    # provided by the archive class this mixin is part of (LocalArchive and its collection mixin)
+    _blob: Callable[[str], Path]
+    _wait_for_collectors: Callable[[str], None]
 
     def _object_path(self, sha: str) -> Path | None:
         for path in (self._blob(sha), self.root / record_relpath(sha)):

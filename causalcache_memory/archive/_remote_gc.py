@@ -14,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive._gc import run_gc
 from causalcache_memory.archive._keys import (
@@ -67,6 +67,11 @@ class FsspecCollection:
     atomic_put: bool
     _path: Any
     _io: Any
+
+    if TYPE_CHECKING:
+
+        def __contains__(self, sha256: object) -> bool: ...  # provided by FsspecArchive
+
     _list: Any
     _list_blobs: Any
     _ls_names: Any

@@ -155,7 +155,9 @@ class CachedArchive:
         raw = self._cached("texts", sha256)
         if raw is not None:
             self.hits += 1
-            text = decode_text(raw, sha256, url=self.url, location=str(self._local("texts", sha256)))
+            text: str | None = decode_text(
+                raw, sha256, url=self.url, location=str(self._local("texts", sha256))
+            )
         else:
             self.misses += 1
             text = self.inner.get_text(sha256)

@@ -255,10 +255,10 @@ class DeferredArchive:
         existing = self.inner.claim(episode_id, name, data, exclusive=exclusive, sync=False)
         if existing is None:
             self._submit(self.inner.sync_claim, episode_id, name)
-        return existing  # type: ignore[no-any-return]
+        return existing
 
     def read_claim(self, episode_id: str, name: str) -> bytes | None:
-        return self.inner.read_claim(episode_id, name)  # type: ignore[no-any-return]
+        return self.inner.read_claim(episode_id, name)
 
     # ------------------------------------------------------------------ reads (kept bytes first)
     def _kept(self, sha256: object) -> bytes | None:
@@ -307,4 +307,4 @@ class DeferredArchive:
 
     def gc(self, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> GCReport:
         self.flush()
-        return self.inner.gc(grace_seconds=grace_seconds, dry_run=dry_run)  # type: ignore[no-any-return]
+        return self.inner.gc(grace_seconds=grace_seconds, dry_run=dry_run)

@@ -147,10 +147,11 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
         gcsfs do, or through ``**kwargs``): bypass their caches. Others (SFTP) have no listing cache."""
         accepts = []
         for method in (self.fs.ls, self.fs.info):
+            params: list[inspect.Parameter] = []
             try:
-                params = inspect.signature(method).parameters.values()
+                params = list(inspect.signature(method).parameters.values())
             except (TypeError, ValueError):
-                params = []
+                pass
             accepts.append(any(p.name == "refresh" or p.kind is p.VAR_KEYWORD for p in params))
         return {"refresh": True} if all(accepts) else {}
 

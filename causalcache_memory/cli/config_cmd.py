@@ -8,9 +8,9 @@ import sys
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from causalcache_memory.config import load_config
+    from causalcache_memory.config import CausalCacheConfig, load_config
 
-    config = load_config(args.file)
+    config = load_config(args.file, CausalCacheConfig)
     if config.policy.kind is not None:  # runtimes live in the runtime layer: checked here, not in the core
         from causalcache_memory.runtime.registry import lookup_runtime
 

@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.archive and not args.config:
         raise ConfigError("give --archive URL (the memory's archive) or --config causalcache.yaml")
     config = load_config(args.config) if args.config else None
-    url = args.archive or config.archive.url  # type: ignore[union-attr]
+    url = args.archive if args.archive or config is None else config.archive.url
     archive = open_archive(url)
     store = TraceStore(archive)
     episode = _episode_id(args.thread)

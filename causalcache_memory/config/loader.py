@@ -124,8 +124,10 @@ def refuse_foreign(data: Mapping[str, Any], model: type[BaseModel], source: str)
 
 
 def parse_config(
-    data: Mapping[str, Any] | None, model: type[M] = CausalCacheConfig, source: str = "config"
-) -> M:  # type: ignore[assignment]
+    data: Mapping[str, Any] | None,
+    model: type[M] = CausalCacheConfig,  # type: ignore[assignment]  # mypy#3737: a default for a TypeVar
+    source: str = "config",
+) -> M:
     """Validate a mapping into ``model``; raises :class:`ConfigError` with every problem."""
     if data is None:
         data = {}

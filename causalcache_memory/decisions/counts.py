@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "NO_SHADOW",
@@ -129,7 +129,7 @@ class DecisionStats:
             self.shadow_missing += 1
         elif shadow is not NO_SHADOW:
             self.shadow += 1
-            self.shadow_disagreed += int(shadow_differs(shadow, selected))
+            self.shadow_disagreed += int(shadow_differs(cast(Iterable[int], shadow), selected))
         return kind
 
     def add_record(self, record: Mapping[str, Any]) -> None:

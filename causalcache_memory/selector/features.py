@@ -22,7 +22,7 @@ import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -128,6 +128,34 @@ class _Static:
     img_prev: np.ndarray | None = None
     img_mean: np.ndarray | None = None
     text: TraceText | None = None
+
+
+class _Grown(Protocol):
+    """A :class:`_Static` that holds at least one event: every per-event array is set (``n`` rows)."""
+
+    n: int
+    shas: list[str]
+    codes: np.ndarray
+    tok: np.ndarray
+    tok_n: np.ndarray
+    chars: np.ndarray
+    chars_n: np.ndarray
+    app_ids: np.ndarray
+    app_in_goal: np.ndarray
+    goal_tok_sim: np.ndarray
+    goal_char_sim: np.ndarray
+    thumbs: np.ndarray
+    thumb_ok: np.ndarray
+    img_prev: np.ndarray
+    img_mean: np.ndarray
+    text: TraceText | None
+
+
+def _grown(st: _Static) -> _Grown:
+    """``st`` as :class:`_Grown`: :meth:`FeatureExtractor._extend` sets every array with the first event."""
+    if st.n == 0 or st.codes is None:
+        raise AssertionError("the feature cache holds no event")
+    return cast(_Grown, st)
 
 
 class FeatureExtractor:
@@ -242,11 +270,12 @@ class FeatureExtractor:
     # ------------------------------------------------------------------ per decision
     def __call__(self, trace: Trace, budget: int, witness: Action | None) -> np.ndarray:
         """Feature matrix ``(t-1, F)`` float32; row ``j-1`` describes event ``j``."""
-        st = self._static(trace)
+        static = self._static(trace)
         n = trace.t - 1
         out = np.zeros((n, NUM_FEATURES), dtype=np.float32)
         if n == 0:
             return out
+        st = _grown(static)
         t = n + 1
         j = np.arange(1, t, dtype=np.float32)
         age = t - j
@@ -281,7 +310,7 @@ class FeatureExtractor:
             out[:, self.drop] = 0.0
         return out
 
-    def _witness_features(self, out, col, st: _Static, n: int, nxt: np.ndarray, witness: Action) -> None:
+    def _witness_features(self, out, col, st: _Grown, n: int, nxt: np.ndarray, witness: Action) -> None:
         w_type, w_group, wx, wy, w_arg = code(witness)
         codes = st.codes[:n]
         own_match, own_tmatch, own_dist = match(codes, w_type, w_group, wx, wy, w_arg)
@@ -307,7 +336,7 @@ class FeatureExtractor:
         out[:-1, col["next_ref_token_jaccard"]] = tj[1:]
 
     def _text_features(
-        self, out: np.ndarray, st: _Static, n: int, current: str | None, witness: Action | None
+        self, out: np.ndarray, st: _Grown, n: int, current: str | None, witness: Action | None
     ) -> None:
         """The ``text_*`` columns (:mod:`~causalcache_memory.selector.text_features`); reads outside the lock."""
         cache, text = self.screen_text, st.text
@@ -325,7 +354,7 @@ class FeatureExtractor:
         text.fill_columns(out, n, cur, witness, lines)
 
     @staticmethod
-    def _app_features(out, col, st: _Static, n: int, nxt: np.ndarray) -> None:
+    def _app_features(out, col, st: _Grown, n: int, nxt: np.ndarray) -> None:
         """App features, masked per event by ``app_available`` (0 = an app label is missing)."""
         ids = st.app_ids[:n]
         if not ids.any() or not ids[-1]:
@@ -338,7 +367,7 @@ class FeatureExtractor:
         out[:, col["app_differs_current"]] = (ids != ids[-1]) & known
         out[:, col["app_switch_after"]] = switch * nxt * known
 
-    def _image_features(self, out, col, st: _Static, n: int, current: str | None) -> None:
+    def _image_features(self, out, col, st: _Grown, n: int, current: str | None) -> None:
         cur = _thumb(self.thumbnails, current)
         if cur is None:
             return

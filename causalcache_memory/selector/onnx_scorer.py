@@ -216,7 +216,7 @@ class OnnxScorer:
             )
         return out
 
-    def scorer(self, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0):  # type: ignore[no-untyped-def]
+    def scorer(self, events: np.ndarray, context: np.ndarray, *, sign: float = 1.0):
         """A beam :data:`~causalcache_memory.selector.beam.SetScorer` bound to one decision's features."""
         events = np.ascontiguousarray(events, dtype=np.float32)
         context = np.ascontiguousarray(context, dtype=np.float32)

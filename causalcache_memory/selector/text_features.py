@@ -200,7 +200,11 @@ class TraceText:
     ) -> None:
         own = witness.text or ""
         plain = " ".join(t for t in own.split() if not any(c.isdigit() for c in t))
-        label = label_at(lines, witness.x, witness.y) if lines and witness.x is not None else None
+        label = (
+            label_at(lines, witness.x, witness.y)
+            if lines and witness.x is not None and witness.y is not None
+            else None
+        )
         words = encode_text(" ".join(p for p in (label, plain) if p))
         shapes = {value_shape(v) for v in value_tokens(own)}
         if words.n_words:

@@ -71,7 +71,8 @@ SHARE_RULE = (
 
 
 class _Calibrated(Protocol):
-    calibration: Mapping[str, Any]
+    @property
+    def calibration(self) -> Mapping[str, Any]: ...
 
 
 def check_share(share: object, *, field: str = "second_pass_share") -> float:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["CausalCacheAgentState", "CausalCacheMiddleware"]
 
 
-class CausalCacheAgentState(AgentState, CausalCacheState):  # type: ignore[misc]
+class CausalCacheAgentState(AgentState, CausalCacheState):
     """``create_agent`` state with the memory's ``cc_*`` keys."""
 
 

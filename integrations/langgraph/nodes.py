@@ -96,7 +96,11 @@ def _observe_step(
     label, require_pending, unannotated = spec
     session = StepSession(memory, runtime, state)
     out, text = take_screen_text(out, label)  # kept out of state; stored beside the screenshot
-    update, found = ({}, [out]) if isinstance(out, str) else strip_images(out, session.put)
+    found: list[Any]  # StoredImage from strip_images, or the sha256 reference the node returned
+    if isinstance(out, str):
+        update, found = {}, [out]
+    else:
+        update, found = strip_images(out, session.put)
     update = update if isinstance(update, dict) else {}
     if not found:
         raise TraceError(

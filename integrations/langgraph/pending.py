@@ -63,7 +63,7 @@ def pending_in_run(pending: Mapping[str, Any], lock: threading.Lock) -> dict[str
     episode = episode_id_for(None)
     found = _recorded(pending, lock, episode)
     if found is not _MISSING:
-        return found  # type: ignore[no-any-return]
+        return found
     saver, thread = _saver_and_thread(config, episode)
     return _pending_of(saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}))
 
@@ -74,7 +74,7 @@ async def apending_in_run(pending: Mapping[str, Any], lock: threading.Lock) -> d
     episode = episode_id_for(None)
     found = _recorded(pending, lock, episode)
     if found is not _MISSING:
-        return found  # type: ignore[no-any-return]
+        return found
     saver, thread = _saver_and_thread(config, episode)
     query = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     aget = getattr(saver, "aget_tuple", None)

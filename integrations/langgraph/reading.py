@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.decisions.stats import DecisionMonitor, DecisionStats
@@ -47,6 +47,9 @@ class ThreadReading:
     _pending: Any
     _pending_lock: Any
     _monitor: DecisionMonitor
+    # provided by CausalCacheMemory, the class this mixin is part of
+    _store_for: Callable[[ScreenshotArchive], TraceStore]
+    trace_store: Callable[..., TraceStore]
 
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer named by ``config.checkpointer`` (SQLite file by default).

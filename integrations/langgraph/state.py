@@ -111,6 +111,6 @@ def merge_schema(schema: type | None) -> type:
         return CausalCacheState
     fields = {**_hints(schema), **_hints(CausalCacheState)}
     name = f"{getattr(schema, '__name__', 'State')}WithCausalCache"
-    merged = TypedDict(name, fields, total=False)  # type: ignore[operator]
+    merged = TypedDict(name, fields, total=False)  # type: ignore[misc]  # a TypedDict built at run time
     merged.__module__ = __name__
     return merged

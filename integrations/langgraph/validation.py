@@ -60,7 +60,7 @@ def check_allocator(value: Any) -> Allocator:
             f"CausalCacheMemory(allocation={value!r}): not an Allocator (missing {', '.join(missing)}); "
             f"pass an allocator object or a registered name ({', '.join(available_allocators())})"
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_coords(coords: Any) -> None:

@@ -214,7 +214,7 @@ class HGKVAdapter:
         first = next(iter(self.modules.values()), None)
         return first.A.device if first is not None else torch.device("cpu")
 
-    def parameters(self) -> list[nn.Parameter]:
+    def parameters(self) -> list[torch.Tensor]:
         """The trainable adapter weights (``A`` and ``B`` of every wrapped projection)."""
         return [p for m in self.modules.values() for p in (m.A, m.B)]
 

@@ -76,7 +76,11 @@ def _check_roles(row: int, prompt: EncodedPrompt) -> None:
             "(retained-turn layout); a role swap or a missing current screen makes the gate ambiguous"
         )
     events = [s.event_index for s in spans[:-1]]
-    if spans[-1].event_index is not None or any(e is None for e in events) or events != sorted(set(events)):
+    if (
+        spans[-1].event_index is not None
+        or any(e is None for e in events)
+        or events != sorted({e for e in events if e is not None})
+    ):
         raise ImageSpanMismatchError(
             f"row {row}: history images must carry distinct ascending event indices and the current image none; "
             f"got history events {events}, current event {spans[-1].event_index}"

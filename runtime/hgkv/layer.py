@@ -38,6 +38,13 @@ from causalcache_memory.runtime.hgkv.kernel import (
 __all__ = ["GateState", "HistoryGatedLinear"]
 
 
+def _weight(linears: nn.ModuleDict) -> torch.Tensor:
+    """The ``default`` adapter's weight of a peft-style ``ModuleDict`` of ``nn.Linear``."""
+    weight = linears["default"].weight
+    assert isinstance(weight, torch.Tensor)
+    return weight
+
+
 @dataclass
 class GateState:
     """Per-forward state shared by every wrapper of one adapter.
@@ -85,16 +92,18 @@ class HistoryGatedLinear(nn.Module):
         kw: dict[str, Any] = {"device": weight.device, "dtype": torch.float32}
         self.lora_A = nn.ModuleDict({"default": nn.Linear(base_layer.in_features, self.r, bias=False, **kw)})
         self.lora_B = nn.ModuleDict({"default": nn.Linear(self.r, base_layer.out_features, bias=False, **kw)})
-        nn.init.kaiming_uniform_(self.lora_A["default"].weight, a=math.sqrt(5))
-        nn.init.zeros_(self.lora_B["default"].weight)
+        nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))
+        nn.init.zeros_(self.B)
 
     @property
     def A(self) -> torch.Tensor:
-        return self.lora_A["default"].weight
+        """``(r, in_features)``, the down projection (peft's ``lora_A["default"].weight``)."""
+        return _weight(self.lora_A)
 
     @property
     def B(self) -> torch.Tensor:
-        return self.lora_B["default"].weight
+        """``(out_features, r)``, the up projection (peft's ``lora_B["default"].weight``)."""
+        return _weight(self.lora_B)
 
     def delta_weight(self) -> torch.Tensor:
         """``ΔW = B A * alpha / r``, shape ``(out_dim, in_dim)``."""
@@ -162,7 +171,7 @@ class HistoryGatedLinear(nn.Module):
     @torch.no_grad()
     def unmerge(self) -> None:
         """Restore the exact pre-merge base weight."""
-        if self.merged:
+        if self.merged and self._unmerged is not None:
             self.base_layer.weight.copy_(self._unmerged)
             self._unmerged = None
             self.merged = False

@@ -228,7 +228,7 @@ class ServerHGKV:
         """Layer ``layer``'s adapted K and/or V weights stacked for the kernel (built once, on their device)."""
         if layer not in self._packed:
             a_k, b_k, a_v, b_v = self._params[layer]
-            pairs = [(a, b) for a, b in ((a_k, b_k), (a_v, b_v)) if a is not None]
+            pairs = [(a, b) for a, b in ((a_k, b_k), (a_v, b_v)) if a is not None and b is not None]
             col0 = self.q_size if a_k is not None else self.q_size + self.kv_size
             self._packed[layer] = pack_lowrank(pairs, col0=col0, scaling=self.scaling)
         return self._packed[layer]
@@ -241,9 +241,9 @@ class ServerHGKV:
         q, kv = self.q_size, self.kv_size
         # rows are distinct, so index_add_ is one rounding of (base + residual.to(dtype)) per element,
         # exactly the transformers adapter's ``result + delta.to(result.dtype)``
-        if a_k is not None:
+        if a_k is not None and b_k is not None:
             qkv[:, q : q + kv].index_add_(0, rows, kv_delta(x_h, a_k, b_k, self.scaling).to(qkv.dtype))
-        if a_v is not None:
+        if a_v is not None and b_v is not None:
             qkv[:, q + kv : q + 2 * kv].index_add_(
                 0, rows, kv_delta(x_h, a_v, b_v, self.scaling).to(qkv.dtype)
             )
