@@ -216,7 +216,7 @@ def read_yaml_bytes(raw: bytes, *, source: str) -> Any:
 _SAFE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _BoundedLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
+class _BoundedLoader(_SAFE_LOADER):
     """``SafeLoader`` (no Python tags); the bounds are checked on the composed node graph."""
 
 

@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from causalcache_memory._optional import require
 from causalcache_memory.actions.coords import CoordMode
@@ -182,11 +182,11 @@ class CausalCacheMemory(ThreadReading):
     # ------------------------------------------------------------------ resolution
     def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
         """The run context's archive, else the constructor's, else opened from ``config.archive`` once."""
-        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))  # type: ignore[no-any-return]
+        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))
 
     def _resolve_policy(self, runtime: Any = None) -> Policy:
         """The run context's policy, else the constructor's, else built from ``config.policy`` once."""
-        return self._resolve(runtime, "policy", lambda: build_policy(self.config.policy))  # type: ignore[no-any-return]
+        return self._resolve(runtime, "policy", lambda: build_policy(self.config.policy))
 
     def _resolve(self, runtime: Any, name: str, build: Callable[[], Any]) -> Any:
         """The one precedence of the archive and the policy: run context, then this memory's (built once)."""
@@ -209,7 +209,8 @@ class CausalCacheMemory(ThreadReading):
         with self._lock:
             entry = self._stores.get(id(archive))
             if entry is None or entry[0] is not archive:
-                view = DeferredArchive(archive) if can_defer(archive) else archive  # writes overlap
+                # writes overlap the model call; the deferred view is an archive by its methods (Protocol)
+                view = cast("ScreenshotArchive", DeferredArchive(archive)) if can_defer(archive) else archive
                 controller = build_controller(  # the step's model is passed to each decide()
                     self.config, archive=view, allocator=self.allocation, monitor=self._monitor
                 )  # one monitor per memory, whatever the archive

@@ -135,7 +135,9 @@ class CausalCacheMiddleware(AgentMiddleware):
         request.runtime.stream_writer(record)
         return result
 
-    def _model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
+    def _model_call(
+        self, request: ModelRequest, handler: Callable[..., Any]
+    ) -> tuple[Any, dict[str, Any] | None]:
         session = StepSession(self.memory, request.runtime, request.state)
         messages, replaced, stored = _strip_request(list(request.messages), session)
         _new_screen(request.state, messages, session, stored)
@@ -188,8 +190,10 @@ class CausalCacheMiddleware(AgentMiddleware):
         if session.trace is not None:
             session.tool_screen(found[-1])  # records the step (a stale decision: observed only)
             extra.update(session.commit()[0])
-        goto = {"goto": result.goto, "graph": result.graph} if isinstance(result, Command) else {}
-        return Command(update={**stripped_update, **extra}, **goto)
+        update = {**stripped_update, **extra}
+        if isinstance(result, Command):  # the tool's own routing is kept
+            return Command(update=update, goto=result.goto, graph=result.graph)
+        return Command(update=update)
 
 
 def _plain(result: Any, stripped_update: dict[str, Any]) -> Any:

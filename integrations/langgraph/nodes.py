@@ -97,6 +97,7 @@ def _observe_step(
     session = StepSession(memory, runtime, state)
     out, text = take_screen_text(out, label)  # kept out of state; stored beside the screenshot
     found: list[Any]  # StoredImage from strip_images, or the sha256 reference the node returned
+    update: Any
     if isinstance(out, str):
         update, found = {}, [out]
     else:

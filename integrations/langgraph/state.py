@@ -24,6 +24,7 @@ with :meth:`CausalCacheMemory.trace` and :meth:`CausalCacheMemory.episode_log`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, get_type_hints
 
 from typing_extensions import TypedDict
@@ -63,7 +64,7 @@ class CausalCacheState(TypedDict, total=False):
 STATE_KEYS: tuple[str, ...] = tuple(k for k in CausalCacheState.__annotations__ if k.startswith("cc_"))
 
 
-def head_of(state: dict[str, Any]) -> str | None:
+def head_of(state: Mapping[str, Any]) -> str | None:
     """The trace chain head stored in ``state`` (None before the first observation)."""
     head = state.get("cc_head")
     if not head:
@@ -80,7 +81,7 @@ def head_of(state: dict[str, Any]) -> str | None:
         raise TraceError(f"{exc}; do not overwrite the memory's cc_* keys") from None
 
 
-def load_trace(state: dict[str, Any], store: Any) -> Trace | None:
+def load_trace(state: Mapping[str, Any], store: Any) -> Trace | None:
     """The trace at ``state['cc_head']`` read through ``store`` (a :class:`TraceStore`), or None."""
     head = head_of(state)
     return None if head is None else store.load_trace(head, episode_id=state.get("cc_episode"))
