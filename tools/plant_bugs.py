@@ -69,7 +69,7 @@ PLANTS = (
         r"(treat = task_scores\(\[o for o in outcomes if o\.arm == )arm( and .*\n\s+"
         r"ctrl = task_scores\(\[o for o in outcomes if o\.arm == )base",
         r"\1base\2arm",
-        ("tests/invariants/test_inv_eval_summary.py",),
+        ("lab/tests/invariants/test_inv_eval_summary.py",),
     ),
     Plant(
         "split-filter",
@@ -77,7 +77,7 @@ PLANTS = (
         "lab/causalcache_lab/eval/summary.py",
         r"(def split_rows\(.*\n\s+return \[o for o in outcomes if split == \"all\" or o\.split )==( split\])",
         r"\1!=\2",
-        ("tests/invariants/test_inv_eval_summary.py",),
+        ("lab/tests/invariants/test_inv_eval_summary.py",),
     ),
     Plant(
         "beam-tie",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 25's GPU check in one run: the selector-labelling throughput of a 7B-shaped Qwen2.5-VL in bf16
-# (tests/gpu/bench_label_throughput.py; docs/LEARN.md "Cost") and every CUDA-marked test of the labelling
+# (lab/tests/gpu/bench_label_throughput.py; docs/LEARN.md "Cost") and every CUDA-marked test of the labelling
 # and adapter paths. ~4-5 minutes on one H100/H200, at most 7.
 #
 #   OUT=/some/dir bash tests/gpu/run_learn_checks.sh          # from the repository root

@@ -8,7 +8,7 @@ against it). No model is called.
 
 Two sources of ``E_t``:
 
-* **links** (AndroTMem-style ground truth), a JSON file (``tests/learn/fixtures/links.json``)::
+* **links** (AndroTMem-style ground truth), a JSON file (``lab/tests/learn/fixtures/links.json``)::
 
       {"episodes": [{"trajectory_id": "ep-7",
                      "links": [{"from": "3", "to": "9", "is_critical": true}]}]}

@@ -22,8 +22,8 @@ with Qwen's tokenizer; image tokens, which dominate, are exact: 2,691 per 1080p 
 default ``max_pixels``). Prints one JSON object and writes it to ``--out`` after every part, so a timeout
 keeps what was measured::
 
-    python tests/gpu/bench_label_throughput.py --out label_throughput.json     # CUDA, bf16
-    python tests/gpu/bench_label_throughput.py --tiny                          # CPU smoke test
+    python lab/tests/gpu/bench_label_throughput.py --out label_throughput.json     # CUDA, bf16
+    python lab/tests/gpu/bench_label_throughput.py --tiny                          # CPU smoke test
 
 ``--vision-cache-mb`` sets the policy's vision-encoder output cache (default 512 MiB, as the runtime;
 0 = off, every image of every prompt encoded). The cache is emptied before every part, and each part

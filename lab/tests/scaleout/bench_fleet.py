@@ -1,7 +1,7 @@
 """Labelling throughput against 1, 2 and 4 fake SGLang workers behind smg (BENCHMARKS.md, scale-out).
 
-    python tests/scaleout/bench_fleet.py label --workers 1,2,4 --concurrency 16 --latency-ms 20
-    python tests/scaleout/bench_fleet.py archive --steps 30       # per-step archive cost on moto S3
+    python lab/tests/scaleout/bench_fleet.py label --workers 1,2,4 --concurrency 16 --latency-ms 20
+    python lab/tests/scaleout/bench_fleet.py archive --steps 30       # per-step archive cost on moto S3
 
 ``label``: each fake worker is its own process serving one request at a time after ``--latency-ms`` (a
 stand-in for a GPU-bound server: it uses no CPU while "computing"); the labeller runs
@@ -151,7 +151,7 @@ def main() -> int:
         result = {"label": rows, "ratio": [round(r["states_per_s"] / base, 2) for r in rows]}
     else:
         result = {"archive": bench_archive(args.steps)}
-    result["command"] = "python tests/scaleout/bench_fleet.py " + " ".join(sys.argv[1:])
+    result["command"] = "python lab/tests/scaleout/bench_fleet.py " + " ".join(sys.argv[1:])
     result["cpus"] = os.cpu_count()
     print(json.dumps(result, indent=2))
     if args.json:
