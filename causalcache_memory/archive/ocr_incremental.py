@@ -6,10 +6,11 @@ that screen's lines (:class:`~causalcache_memory.archive.ocr.OcrLine`, text + pi
 screen of that thread as follows:
 
 1. **Diff.** The screen is cut into ``tile x tile`` pixel tiles; each tile's signature is
-   ``sum_i w_i * p_i mod 2^64`` over its pixels ``p_i`` (RGB packed into 24 bits) with fixed pseudo-random
-   odd weights ``w_i``, so a tile counts as unchanged only when its signature is equal (a changed tile
-   with an equal signature needs ``sum_i w_i * (p_i - p'_i) = 0 mod 2^64``: chance about ``2^-63`` per
-   tile). Memory per thread: one ``uint64`` per tile (8,160 tiles = 64 KiB at 1080p with 16 px tiles).
+   ``sum_i w_i * p_i mod 2^32`` over its pixels ``p_i`` (RGB packed into 24 bits) with fixed pseudo-random
+   odd weights ``w_i``, so a tile counts as unchanged only when its signature is equal. One changed pixel
+   always changes it (an odd weight times a nonzero difference below ``2^24`` is nonzero mod ``2^32``);
+   several changed pixels leave it equal with chance about ``2^-32`` per tile. Memory per thread: one
+   ``uint32`` per tile (8,160 tiles = 32 KiB at 1080p with 16 px tiles).
 2. **Regions.** Changed tiles are grouped into 8-connected components; each component's bounding box,
    padded by ``margin`` pixels, is a region; every previous line whose box touches a region is added to
    it (its text must be read again, whole), and overlapping regions are merged, until stable.
@@ -20,8 +21,8 @@ screen of that thread as follows:
    The result is in reading order, so ``get_lines`` (relative boxes) and the witness's label lookup work
    on an incremental read as on a full one.
 
-The pixel work (packing, signatures) is a few numpy passes over the frame: ~30-60 ms per 1080p screen,
-against seconds for a full read.
+The pixel work (packing, signatures) is a few numpy passes over the frame (about 35 ms of CPU per 1080p
+screen here), against seconds for a full read.
 """
 
 from __future__ import annotations
@@ -44,28 +45,28 @@ def _weights(tile: int) -> Any:
     found = _WEIGHTS.get(tile)
     if found is None:
         rng = np.random.default_rng(0x0C12)
-        found = rng.integers(1, 2**63, size=(tile, tile), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        found = rng.integers(1, 2**31, size=(tile, tile), dtype=np.uint32) * np.uint32(2) + np.uint32(1)
         _WEIGHTS[tile] = found
     return found
 
 
 def tile_signatures(rgb: Any, tile: int) -> Any:
-    """``(ceil(H/tile), ceil(W/tile))`` uint64 signatures of the tiles of ``rgb`` ``(H, W, 3)`` uint8."""
+    """``(ceil(H/tile), ceil(W/tile))`` uint32 signatures of the tiles of ``rgb`` ``(H, W, 3)`` uint8."""
     import numpy as np
 
     height, width = rgb.shape[:2]
     rows, cols = -(-height // tile), -(-width // tile)
-    out = np.empty((rows, cols), dtype=np.uint64)
+    out = np.empty((rows, cols), dtype=np.uint32)
     weights = _weights(tile)[None, :, None, :]
-    band = max(1, (1 << 21) // max(1, cols * tile * tile))  # tile rows per pass: ~16 MiB of uint64 at most
+    band = max(1, (1 << 22) // max(1, cols * tile * tile))  # tile rows per pass: ~16 MiB of uint32 at most
     for r0 in range(0, rows, band):
         r1 = min(rows, r0 + band)
-        part = rgb[r0 * tile : r1 * tile].astype(np.uint64)
-        packed = np.zeros(((r1 - r0) * tile, cols * tile), dtype=np.uint64)
+        part = rgb[r0 * tile : r1 * tile].astype(np.uint32)
+        packed = np.zeros(((r1 - r0) * tile, cols * tile), dtype=np.uint32)
         packed[: part.shape[0], :width] = (part[:, :, 0] << 16) | (part[:, :, 1] << 8) | part[:, :, 2]
         with np.errstate(over="ignore"):
             weighted = packed.reshape(r1 - r0, tile, cols, tile) * weights
-            out[r0:r1] = weighted.sum(axis=(1, 3), dtype=np.uint64)
+            out[r0:r1] = weighted.sum(axis=(1, 3), dtype=np.uint32)
     return out
 
 

@@ -328,6 +328,8 @@ class ScreenTextWriter:
             image = archive.get_bytes(sha256)
             start, cpu = time.perf_counter(), time.thread_time()
             text, result = self._read(image, thread, cancel)
+            if cancel.is_set():  # closed while reading: an abandoned read stores nothing
+                raise OcrCancelledError("OCR read finished after its writer was closed")
             self._bump("ocr", time.perf_counter() - start, time.thread_time() - cpu)
             if result is not None:
                 self._bump("full_reads" if result.full else "incremental_reads")
