@@ -183,8 +183,13 @@ class RapidOcrEngine:
                 opts = self._session_options()
                 for part in (engine.text_det.infer, engine.text_rec.session, engine.text_cls.infer):
                     path = part.session._model_path
-                    part.session = ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
-                engine.text_det.limit_type, engine.text_det.limit_side_len = "min", 32  # we scale, it only pads
+                    part.session = ort.InferenceSession(
+                        path, sess_options=opts, providers=["CPUExecutionProvider"]
+                    )
+                engine.text_det.limit_type, engine.text_det.limit_side_len = (
+                    "min",
+                    32,
+                )  # we scale, it only pads
                 engine.text_rec.rec_batch_num = self.rec_batch
                 self._engine = engine
             return self._engine
@@ -244,7 +249,9 @@ class RapidOcrEngine:
         boxes[:, :, 1] = (boxes[:, :, 1] * sy).clip(0, height - 1)
         return boxes
 
-    def _recognize(self, engine: Any, crops: list[Any], cancel: threading.Event | None) -> list[tuple[str, float]]:
+    def _recognize(
+        self, engine: Any, crops: list[Any], cancel: threading.Event | None
+    ) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
         keys = [_crop_key(crop) for crop in crops]
         todo = []
@@ -298,7 +305,9 @@ class TesseractEngine:
         groups: dict[tuple[int, int, int], list[int]] = {}
         for i, word in enumerate(data["text"]):
             if str(word).strip() and float(data["conf"][i]) > 0:
-                groups.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(i)
+                groups.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(
+                    i
+                )
         out = []
         for idx in groups.values():
             x0 = min(data["left"][i] for i in idx)

@@ -194,7 +194,9 @@ class IncrementalReader:
         self._previous: OrderedDict[str, _Previous] = OrderedDict()
         self._lock = threading.Lock()
 
-    def read(self, rgb: Any, thread: str | None = None, *, cancel: threading.Event | None = None) -> ReadResult:
+    def read(
+        self, rgb: Any, thread: str | None = None, *, cancel: threading.Event | None = None
+    ) -> ReadResult:
         """Lines of ``rgb`` ``(H, W, 3)`` uint8; ``thread`` None = a full read that remembers nothing."""
         height, width = rgb.shape[:2]
         size = (width, height)
@@ -203,7 +205,9 @@ class IncrementalReader:
             previous = self._previous.get(thread) if thread is not None else None
         result = None
         if previous is not None and previous.size == size:
-            regions = changed_regions(previous.signatures, signatures, self.tile, size, previous.lines, self.margin)
+            regions = changed_regions(
+                previous.signatures, signatures, self.tile, size, previous.lines, self.margin
+            )
             area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in regions)
             if area <= self.full_share * width * height:
                 result = self._partial(rgb, previous.lines, regions, area / (width * height), cancel)

@@ -59,6 +59,14 @@ _READY = frozenset({"given", "ocr", "cached"})
 _WAITING = frozenset({"pending", "running"})
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this thread plus those of finished child processes (tesseract runs as one)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.thread_time() + children.ru_utime + children.ru_stime
+
+
 def clip_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
     """``text`` cut to at most ``limit`` bytes of UTF-8 at a character boundary."""
     body = text.encode("utf-8", errors="replace")
@@ -129,6 +137,8 @@ class ScreenTextWriter:
         }
         self.ocr_seconds = 0.0
         self.ocr_cpu_seconds = 0.0
+        #: the newest reads: ``{"sha256", "thread", "full", "read_share", "wall_s", "cpu_s"}`` each
+        self.reads: deque[dict[str, Any]] = deque(maxlen=1024)
 
     @classmethod
     def from_config(cls, config: Any) -> ScreenTextWriter:
@@ -326,11 +336,25 @@ class ScreenTextWriter:
                 status = "cached"
                 return
             image = archive.get_bytes(sha256)
-            start, cpu = time.perf_counter(), time.thread_time()
+            start, cpu = time.perf_counter(), _cpu_seconds()
             text, result = self._read(image, thread, cancel)
             if cancel.is_set():  # closed while reading: an abandoned read stores nothing
                 raise OcrCancelledError("OCR read finished after its writer was closed")
-            self._bump("ocr", time.perf_counter() - start, time.thread_time() - cpu)
+            wall, used = time.perf_counter() - start, _cpu_seconds() - cpu
+            self._bump("ocr", wall, used)
+            full = result.full if result is not None else True
+            share = result.read_share if result is not None else 1.0
+            with self._cond:
+                self.reads.append(
+                    {
+                        "sha256": sha256,
+                        "thread": thread,
+                        "full": full,
+                        "read_share": round(share, 4),
+                        "wall_s": round(wall, 4),
+                        "cpu_s": round(used, 4),
+                    }
+                )
             if result is not None:
                 self._bump("full_reads" if result.full else "incremental_reads")
                 with self._cond:

@@ -129,4 +129,7 @@ def test_tesseract_engine_passes_the_languages_and_groups_words_into_boxed_lines
     assert engine is not None and engine.read(make_png(size=(40, 30))) == "Order A-1042\nDesk Lamp"
     assert calls == [((40, 30), "eng+deu")]
     lines = engine.read_lines(np.zeros((30, 40, 3), dtype=np.uint8))
-    assert [(ln.text, ln.box) for ln in lines] == [("Order A-1042", (4, 3, 35, 10)), ("Desk Lamp", (5, 20, 29, 27))]
+    assert [(ln.text, ln.box) for ln in lines] == [
+        ("Order A-1042", (4, 3, 35, 10)),
+        ("Desk Lamp", (5, 20, 29, 27)),
+    ]

@@ -82,7 +82,9 @@ def test_a_change_at_one_end_of_a_line_reads_the_whole_line_again():
     grown[(20, 0, 0)] = (8, 40, 230, 52)  # the line grows at its right end (typing)
     result = reader.read(screen(grown), "t1")
     assert not result.full
-    assert [(ln.text, ln.box) for ln in result.lines if ln.text == "c20-0-0"] == [("c20-0-0", (8, 40, 230, 52))]
+    assert [(ln.text, ln.box) for ln in result.lines if ln.text == "c20-0-0"] == [
+        ("c20-0-0", (8, 40, 230, 52))
+    ]
 
 
 def test_too_much_change_another_size_or_no_thread_read_the_whole_screen():

@@ -23,8 +23,12 @@ __all__ = ["DrawnLine", "EpisodeScreen", "desktop_episode", "words"]
 SIZE = (1920, 1080)
 _FIRST = "Anna Ben Carla Dmitri Elena Farid Greta Hugo Ines Jonas Kara Liam Mona Nils Olga".split()
 _LAST = "Berger Costa Dietz Evans Fischer Garcia Horn Ivanov Jensen Keller Lopez Meyer".split()
-_ITEMS = "Desk Lamp|Office Chair|Monitor Arm|USB Hub|Laptop Stand|Keyboard|Webcam|Headset|Cable Kit".split("|")
-_TOPICS = "Invoice|Delivery date|Refund request|Meeting notes|Contract draft|Travel plan|Budget review".split("|")
+_ITEMS = "Desk Lamp|Office Chair|Monitor Arm|USB Hub|Laptop Stand|Keyboard|Webcam|Headset|Cable Kit".split(
+    "|"
+)
+_TOPICS = "Invoice|Delivery date|Refund request|Meeting notes|Contract draft|Travel plan|Budget review".split(
+    "|"
+)
 _PROSE = (
     "please find the updated figures attached and confirm the totals before friday so that accounting "
     "can close the quarter we moved the delivery to the second week because the supplier is late the "
@@ -149,7 +153,11 @@ class _World:
         x0, y0, x1, y1 = 60, 40, 1860, 1000
         c.rect((x0, y0, x1, y1), fill=(252, 252, 252), outline=(120, 120, 130))
         c.rect((x0, y0, x1, y0 + 44), fill=(225, 229, 236))
-        title = {"Mail": "Inbox - Mail", "Editor": "report.txt - Editor", "Orders": "Sales Orders - Backoffice"}
+        title = {
+            "Mail": "Inbox - Mail",
+            "Editor": "report.txt - Editor",
+            "Orders": "Sales Orders - Backoffice",
+        }
         c.text((x0 + 20, y0 + 10), title[state.app], big=True)
         for i, menu in enumerate(("File", "Edit", "View", "Tools", "Help")):
             c.text((x0 + 20 + 90 * i, y0 + 56), menu, fill=(60, 60, 70))
@@ -196,7 +204,7 @@ class _World:
             targets["reply"] = (((split + x1) / 2) / SIZE[0], (ry + 130) / SIZE[1])
 
     def _editor(self, c: _Canvas, state: _State, area: tuple[int, int, int, int], targets: dict) -> None:
-        x0, y0, x1, y1 = area
+        x0, y0, _, _ = area
         lines = self.doc + state.editor_lines
         for i, line in enumerate(lines[-22:]):
             c.text((x0 + 40, y0 + 36 * i), line)
@@ -206,7 +214,7 @@ class _World:
         targets["doc"] = ((x0 + 400) / SIZE[0], (y0 + 36 * min(len(lines), 22) + 10) / SIZE[1])
 
     def _orders(self, c: _Canvas, state: _State, area: tuple[int, int, int, int], targets: dict) -> None:
-        x0, y0, x1, y1 = area
+        x0, y0, x1, _ = area
         c.rect((x0 + 30, y0, x0 + 530, y0 + 40), fill=(255, 255, 255), outline=(140, 140, 150))
         c.text((x0 + 42, y0 + 9), f"Search: {state.query}" if state.query else "Search orders")
         targets["search"] = ((x0 + 280) / SIZE[0], (y0 + 20) / SIZE[1])
