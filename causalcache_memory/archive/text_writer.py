@@ -43,6 +43,7 @@ import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
+from causalcache_memory.archive._text_ready import TextClock
 from causalcache_memory.archive._texts import MAX_TEXT_BYTES
 from causalcache_memory.archive.deferred import DeferredArchive
 from causalcache_memory.errors import OcrCancelledError
@@ -53,10 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["ScreenTextWriter", "clip_text"]
 
 _log = logging.getLogger("causalcache_memory.archive.text_writer")
-
-#: statuses of a screen's text, as :meth:`ScreenTextWriter.at_decision` judges them
-_READY = frozenset({"given", "ocr", "cached"})
-_WAITING = frozenset({"pending", "running"})
 
 
 def _cpu_seconds() -> float:
@@ -114,9 +111,6 @@ class ScreenTextWriter:
         self._generation = 0  # a close starts a new one: a worker of an older one stops
         self._reader: Any = None
         self._reader_engine: Any = None
-        self._status: OrderedDict[str, str] = OrderedDict()  # sha -> pending|running|given|ocr|cached|...
-        self._threads: OrderedDict[str, list[str]] = OrderedDict()  # thread -> its screens, in order
-        self._judged: dict[str, int] = {}  # thread -> screens already judged by at_decision
         self._lines: OrderedDict[str, list[tuple[str, tuple[float, float, float, float]]]] = OrderedDict()
         self.warned: set[str] = set()  # kinds of warning logged already (once per writer)
         self.counts = {
@@ -135,6 +129,7 @@ class ScreenTextWriter:
             "screens_missing": 0,
             "close_timeouts": 0,
         }
+        self._clock = TextClock(self.counts)  # text statuses and ready/late/missing at decisions
         self.ocr_seconds = 0.0
         self.ocr_cpu_seconds = 0.0
         #: the newest reads: ``{"sha256", "thread", "full", "read_share", "wall_s", "cpu_s"}`` each
@@ -182,14 +177,14 @@ class ScreenTextWriter:
         with self._cond:
             self._reopen()
             if thread is not None:
-                self._remember_screen(thread, sha256)
-            if key in self._jobs or self._status.get(sha256) == "running":
+                self._clock.screen(thread, sha256)
+            if key in self._jobs or self._clock.status.get(sha256) == "running":
                 return
             if len(self._jobs) >= self.max_pending:
                 _, (_, dropped, _) = self._jobs.popitem(last=False)  # the oldest waiting screen
-                self._set_status(dropped, "dropped")
+                self._clock.set(dropped, "dropped")
             self._jobs[key] = (archive, sha256, thread)
-            self._set_status(sha256, "pending")
+            self._clock.set(sha256, "pending")
             self._start()
             self._cond.notify_all()
         if dropped is not None:
@@ -208,18 +203,7 @@ class ScreenTextWriter:
         first decision after it arrived: ready, late or missing (see the module docstring). Returns
         whether every earlier screen of the thread (its newest 256) had its text at this decision."""
         with self._cond:
-            screens = self._threads.get(thread, [])
-            history = screens[:-1]
-            judged = self._judged.get(thread, 0)
-            for sha in history[judged:]:
-                status = self._status.get(sha)
-                kind = "ready" if status in _READY else "late" if status in _WAITING else "missing"
-                self.counts[f"screens_{kind}"] += 1
-            self._judged[thread] = len(history)
-            ready = all(self._status.get(sha) in _READY for sha in history[-256:])
-            self.counts["decisions"] += 1
-            self.counts["decisions_text_ready"] += int(ready)
-            return ready
+            return self._clock.decision(thread)
 
     def get_lines(self, sha256: str) -> list[tuple[str, tuple[float, float, float, float]]] | None:
         """The lines OCR read on screen ``sha256`` with their boxes relative to the screen (x0, y0, x1,
@@ -240,30 +224,11 @@ class ScreenTextWriter:
         return out
 
     # ------------------------------------------------------------------ bookkeeping (lock held)
-    def _remember_screen(self, thread: str, sha256: str) -> None:
-        screens = self._threads.pop(thread, None) or []
-        if not screens or screens[-1] != sha256:
-            screens.append(sha256)
-        if len(screens) > 512:
-            cut = len(screens) - 256
-            del screens[:cut]
-            self._judged[thread] = max(0, self._judged.get(thread, 0) - cut)
-        self._threads[thread] = screens
-        while len(self._threads) > 4096:
-            old, _ = self._threads.popitem(last=False)
-            self._judged.pop(old, None)
-
-    def _set_status(self, sha256: str, status: str) -> None:
-        self._status.pop(sha256, None)
-        self._status[sha256] = status
-        while len(self._status) > 65536:
-            self._status.popitem(last=False)
-
     def _note(self, sha256: str, status: str, thread: str | None) -> None:
         with self._cond:
-            self._set_status(sha256, status)
+            self._clock.set(sha256, status)
             if thread is not None:
-                self._remember_screen(thread, sha256)
+                self._clock.screen(thread, sha256)
 
     def _bump(self, kind: str, seconds: float = 0.0, cpu: float = 0.0) -> None:
         with self._cond:
@@ -300,7 +265,7 @@ class ScreenTextWriter:
                     job: tuple[Any, ...] = ("store", *self._stores.popleft())
                 else:
                     _, (archive, sha, thread) = self._jobs.popitem(last=True)  # newest first
-                    self._set_status(sha, "running")
+                    self._clock.set(sha, "running")
                     job = ("ocr", archive, sha, thread)
             if job[0] == "store":
                 self._store(job[1], job[2], job[3])
@@ -370,7 +335,7 @@ class ScreenTextWriter:
             self._failed(sha256, exc)
         finally:
             with self._cond:
-                self._set_status(sha256, status)
+                self._clock.set(sha256, status)
 
     def _failed(self, sha256: str, exc: BaseException) -> None:
         self._bump("failed")
@@ -409,7 +374,7 @@ class ScreenTextWriter:
             self._generation += 1
             self._busy = False
             for _, sha, _ in self._jobs.values():
-                self._set_status(sha, "dropped")
+                self._clock.set(sha, "dropped")
             self._jobs.clear()
             self._stores.clear()
             self._cancel.set()

@@ -254,19 +254,9 @@ class CausalCacheMemory(ThreadReading):
             if isinstance(view, DeferredArchive):
                 view.flush()
 
-    def screen_text_stats(self) -> dict[str, Any]:
-        """Screen-text counts of this process: texts given and OCR'd, full and incremental reads, screens
-        dropped from the OCR queue, and at decisions how many earlier screens had their text ready, late
-        or missing (``ready_share``) and ``decisions_text_ready`` (see
-        :class:`~causalcache_memory.archive.text_writer.ScreenTextWriter`)."""
-        return self.screen_texts.stats()
-
     def close(self) -> None:
-        """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them).
-
-        A running OCR read is asked to stop and waited for at most ``archive.ocr.close_timeout_s``
-        seconds (then abandoned, with a WARNING); screenshots still waiting for OCR get no text."""
-        self.screen_texts.close()  # bounded; OCR still waiting is dropped; its queued put_text lands below
+        """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them)."""
+        self.screen_texts.close()  # waits <= archive.ocr.close_timeout_s; OCR still waiting is dropped
         with self._lock:
             _close_controllers(self._stores)
 

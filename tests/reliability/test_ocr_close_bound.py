@@ -49,7 +49,7 @@ def test_close_kills_a_6000x6000_read_within_its_timeout(tmp_path, caplog):
     writer = memory.screen_texts
     writer.submit(memory.controller().archive, sha, None, thread="huge")
     deadline = time.monotonic() + 120
-    while writer._status.get(sha) != "running" and time.monotonic() < deadline:
+    while writer._clock.status.get(sha) != "running" and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(2.0)  # into the read (decode, detection, the first recognition batches)
     worker = writer._worker
