@@ -1,8 +1,8 @@
 """Incremental OCR: read only what changed since the previous screen of the same thread.
 
 Consecutive screens of an agent differ in a few regions (a dialog, a field being typed into, a selected
-row). :class:`IncrementalReader` keeps, per thread, a *tile signature* of the last screen it read and
-that screen's lines (:class:`~causalcache_memory.archive.ocr.OcrLine`, text + pixel box), and reads a new
+row). :class:`IncrementalReader` keeps, per thread, a *tile signature* of the last screens it read (4 by
+default) and those screens' lines (:class:`~causalcache_memory.archive.ocr.OcrLine`, text + pixel box), and reads a new
 screen of that thread as follows:
 
 1. **Diff.** The screen is cut into ``tile x tile`` pixel tiles; each tile's signature is
@@ -15,7 +15,8 @@ screen of that thread as follows:
    padded by ``margin`` pixels, is a region; every previous line whose box touches a region is added to
    it (its text must be read again, whole), and overlapping regions are merged, until stable.
 3. **Full read when too much changed**: a screen of another size, no previous screen, or regions covering
-   more than ``full_share`` of the screen are read whole.
+   more than ``full_share`` of the screen are read whole. Of the thread's remembered screens, the one with
+   the fewest changed tiles is the base (a screen returned to is read incrementally too).
 4. **Read and carry over.** Each region is read by the engine as a crop; its lines are moved back into
    screen coordinates. Previous lines outside every region are carried over unchanged, with their boxes.
    The result is in reading order, so ``get_lines`` (relative boxes) and the witness's label lookup work
@@ -174,7 +175,11 @@ class IncrementalReader:
         tile: tile side in pixels for the diff.
         full_share: read the whole screen when the changed regions cover more than this share of it.
         margin: pixels added around each changed component (context for the detector).
-        max_threads: threads whose previous screen is kept (least recently used out).
+        max_threads: threads whose previous screens are kept (least recently used out).
+        bases: screens kept per thread (the newest reads); a new screen is diffed against the one of
+            them with the fewest changed tiles, so a screen returned to (an app switched back to, a
+            dialog closed, screens read out of order when the queue serves newest first) is read
+            incrementally too.
     """
 
     def __init__(
@@ -185,13 +190,15 @@ class IncrementalReader:
         full_share: float = 0.5,
         margin: int = 12,
         max_threads: int = 64,
+        bases: int = 4,
     ) -> None:
         self.engine = engine
         self.tile = int(tile)
         self.full_share = float(full_share)
         self.margin = int(margin)
         self.max_threads = int(max_threads)
-        self._previous: OrderedDict[str, _Previous] = OrderedDict()
+        self.bases = max(1, int(bases))
+        self._previous: OrderedDict[str, list[_Previous]] = OrderedDict()
         self._lock = threading.Lock()
 
     def read(
@@ -202,9 +209,11 @@ class IncrementalReader:
         size = (width, height)
         signatures = tile_signatures(rgb, self.tile)
         with self._lock:
-            previous = self._previous.get(thread) if thread is not None else None
+            bases = list(self._previous.get(thread, ())) if thread is not None else []
         result = None
-        if previous is not None and previous.size == size:
+        same = [b for b in bases if b.size == size]
+        if same:  # the remembered screen with the fewest changed tiles (an app switched back to, ...)
+            previous = min(same, key=lambda b: int((b.signatures != signatures).sum()))
             regions = changed_regions(
                 previous.signatures, signatures, self.tile, size, previous.lines, self.margin
             )
@@ -215,8 +224,11 @@ class IncrementalReader:
             result = ReadResult(self.engine.read_lines(rgb, cancel=cancel), size, True, 1.0)
         if thread is not None:
             with self._lock:
-                self._previous.pop(thread, None)
-                self._previous[thread] = _Previous(signatures, size, result.lines)
+                kept = [b for b in self._previous.pop(thread, ()) if b.size == size][-(self.bases - 1) :]
+                self._previous[thread] = [
+                    *(kept if self.bases > 1 else []),
+                    _Previous(signatures, size, result.lines),
+                ]
                 while len(self._previous) > self.max_threads:
                     self._previous.popitem(last=False)
         return result

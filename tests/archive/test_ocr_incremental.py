@@ -229,3 +229,19 @@ def test_a_closed_writer_restarts_on_the_next_screen(tmp_path, make_png):
     finally:
         writer.close()
     assert [archive.get_text(s) for s in shas] == ["done", "done"]
+
+
+def test_a_screen_returned_to_is_diffed_against_the_remembered_screen_closest_to_it():
+    engine = ColourOcr()
+    reader = IncrementalReader(engine, tile=16, full_share=0.5)
+    reader.read(screen(BASE), "t")
+    other = {(70, 0, 0): (0, 0, W, 200)}  # another app: most of the screen
+    assert reader.read(screen(other), "t").full
+    back = dict(BASE)
+    back[(80, 0, 0)] = back.pop((10, 0, 0))  # back to the first app, one line changed
+    result = reader.read(screen(back), "t")
+    assert not result.full and texts(result) == ["c80-0-0", "c20-0-0", "c30-0-0"]
+    one = IncrementalReader(ColourOcr(), tile=16, full_share=0.5, bases=1)  # only the last screen kept
+    one.read(screen(BASE), "t")
+    one.read(screen(other), "t")
+    assert one.read(screen(back), "t").full
