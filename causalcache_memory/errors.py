@@ -28,6 +28,7 @@ __all__ = [
     "ImageSpanMismatchError",
     "ImagesIgnoredError",
     "MissingDependencyError",
+    "OcrCancelledError",
     "PolicyError",
     "PolicyInputError",
     "PolicyResponseError",
@@ -125,6 +126,10 @@ class ImageRejectedError(ArchiveError, ValueError):
 
 class ScreenTextError(ArchiveError, ValueError):
     """Screen text offered to the archive is not acceptable (not a ``str``, not UTF-8, over the size cap)."""
+
+
+class OcrCancelledError(ScreenTextError):
+    """An OCR read stopped because its writer was closed (the screen gets no text; nothing is stored)."""
 
 
 class AllocationError(CausalCacheError, ValueError):

@@ -64,7 +64,37 @@ class OcrConfig(_Strict):
         32,
         ge=1,
         le=4096,
-        description="Screenshots waiting for OCR at most; newer ones get no text (logged once).",
+        description="Screenshots waiting for OCR at most; the queue is served newest first and, when full, "
+        "drops the oldest waiting screenshot (counted in screen_text_stats(), logged once).",
+    )
+    close_timeout_s: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="close() asks a running OCR read to stop and waits at most this many seconds for it; a "
+        "read still running then is abandoned on its daemon thread (logged as a WARNING).",
+    )
+    incremental: bool = Field(
+        True,
+        description="Read only the regions that changed since the previous screen of the same thread, "
+        "carrying the other lines over with their boxes (a full read when too much changed).",
+    )
+    full_read_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Incremental reads fall back to a full read when the changed regions cover more than "
+        "this share of the screen.",
+    )
+    det_side: int = Field(
+        960,
+        ge=0,
+        le=8192,
+        description="rapidocr: longest side in pixels of the image text detection runs on (the screen is "
+        "scaled down to it; recognition reads full-resolution crops); 0 = full resolution.",
+    )
+    rec_batch: int = Field(
+        4, ge=1, le=64, description="rapidocr: text crops per recognition batch (sorted by aspect ratio)."
     )
 
 

@@ -231,7 +231,7 @@ class CausalCacheMemory(ThreadReading):
 
     def close(self) -> None:
         """Finish the screenshot writes and stop the allocator workers (idempotent; steps restart them)."""
-        self.screen_texts.close()  # OCR still waiting is dropped; its queued put_text lands below
+        self.screen_texts.close()  # waits <= archive.ocr.close_timeout_s; OCR still waiting is dropped
         with self._lock:
             _close_controllers(self._stores)
 

@@ -151,6 +151,13 @@ class ThreadReading:
             return self._monitor.stats()
         return DecisionStats.from_records(self.episode_log(graph_or_state, config, archive=archive))
 
+    def screen_text_stats(self) -> dict[str, Any]:
+        """Screen-text counts of this process: texts given and OCR'd, full and incremental reads, screens
+        dropped from the OCR queue, and at decisions whether earlier screens' texts were ready, late or
+        missing (``ready_share``, ``decisions_text_ready``); see
+        :class:`~causalcache_memory.archive.text_writer.ScreenTextWriter`."""
+        return self.screen_texts.stats()  # type: ignore[attr-defined]
+
     def trace(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
     ) -> Trace | None:

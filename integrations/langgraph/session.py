@@ -168,7 +168,8 @@ class StepSession:
         ``text`` is None and ``archive.ocr`` is set; :mod:`.text_intake`). Never part of a prompt."""
         sha = screenshot if isinstance(screenshot, str) else screenshot.sha256
         text = text_for_archive(text, self.memory.screen_texts.warned)
-        self.memory.screen_texts.submit(self._controller.archive, sha, text)
+        thread = self.trace.episode_id if self.trace is not None else None
+        self.memory.screen_texts.submit(self._controller.archive, sha, text, thread=thread)
 
     def begin(self, state: Mapping[str, Any], *, unannotated: str | None = None) -> Trace:
         """The loaded trace, or a new one started from ``state`` (goal) on a thread's first step."""
@@ -238,6 +239,7 @@ class StepSession:
                 "observe the post-action screen before deciding again"
             )
         self._controller.warm(trace)  # untimed allocation before a resumed thread's first timed one
+        self.memory.screen_texts.at_decision(trace.episode_id)  # counts texts ready / late (stats only)
         return self._controller.decide(trace, policy=policy)
 
     def reserve(self, tool_call_id: str | None = None) -> None:

@@ -19,10 +19,14 @@ def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archi
     ctl.selector_timeout_s = None
     records = run(ctl, archive, 20)
     scored = [r for r in records if "top_gain" in r]
-    assert len(scored) >= 10 and all(
-        set(INFO_RECORD_KEYS) - {"ood_distance", "ood_masked", "ood_group", "ood_groups", "shadow_selected"}
-        <= set(r)
-        for r in scored
+    assert (
+        len(scored) >= 10
+        and all(
+            set(INFO_RECORD_KEYS)
+            - {"ood_distance", "ood_masked", "ood_group", "ood_groups", "shadow_selected"}
+            <= set(r)
+            for r in scored
+        )
     )  # no guard here, and shadow sets come only with allocation.compare (lab/tests/allocation/test_explore.py)
     assert [r["threshold_from"] for r in scored[:5]] == ["dev"] * 5
     assert {r["threshold_from"] for r in scored[5:]} == {"deployment"}
