@@ -49,6 +49,7 @@ INFO_RECORD_KEYS = (
     "ood_masked",
     "ood_group",
     "ood_groups",
+    "ood_refit",
     "masked",
     "shadow_selected",
 )

@@ -50,6 +50,7 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         share_window=sel.share_window,
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
+        ood_refit=sel.ood_refit,
     )
 
 

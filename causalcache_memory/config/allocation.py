@@ -67,6 +67,15 @@ class SelectorConfig(_Strict):
     ood_scale: float = Field(
         1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
     )
+    ood_refit: int | None = Field(
+        None,
+        ge=30,
+        le=1_000_000,
+        strict=True,
+        description="null = the model's OOD guard on every decision; N (>= 30) = the model's guard during "
+        "the first N featurized decisions, then its center/scale refitted on those N unlabelled states of "
+        "this deployment (docs/results/guard_rule.md).",
+    )
 
     @field_validator("second_pass_share", mode="before")
     @classmethod

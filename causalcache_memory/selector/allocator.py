@@ -36,6 +36,7 @@ from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
 from causalcache_memory.selector.ood_masks import state_pattern
+from causalcache_memory.selector.ood_refit import RefitGuard, check_refit
 from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_SHARE,
@@ -93,6 +94,9 @@ class SelectorAllocator:
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
             (needs a model exported with OOD statistics; older models are not guarded).
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
+        ood_refit: None (default) = the model's guard on every decision; an integer ``N`` = the model's
+            guard during the first ``N`` featurized decisions, then its center/scale refitted on those
+            ``N`` unlabelled states (:mod:`~causalcache_memory.selector.ood_refit`).
         screen_text: where the ``text_*`` features read each screenshot's text
             (``get_text(sha256) -> str | None``); None = ``ctx.archive`` when it has ``get_text``, else the
             text features are masked (0, ``text_available = 0``).
@@ -114,6 +118,7 @@ class SelectorAllocator:
         share_window: int | None = DEFAULT_SHARE_WINDOW,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
+        ood_refit: int | None = None,
         screen_text: ScreenTextSource | None = None,
     ) -> None:
         if beam_width < 1:
@@ -142,6 +147,13 @@ class SelectorAllocator:
         self.thumbnail_size = thumbnail_size
         self.ood_guard = ood_guard and self.model.ood is not None
         self.ood_scale = float(ood_scale)
+        guard = self.model.ood
+        #: the deployment-refitted guard (None: the model's guard on every decision)
+        self.refit = (
+            RefitGuard(guard, warmup)
+            if (warmup := check_refit(ood_refit)) is not None and isinstance(guard, RobustGuard)
+            else None
+        )
         if inverted:
             self.name = "selector_inverted"
         self.screen_text = screen_text
@@ -249,6 +261,9 @@ class SelectorAllocator:
         if self.ood_guard:
             guard = self.model.ood
             assert guard is not None
+            if self.refit is not None:
+                guard = self.refit.observe(summary)
+                info["ood_refit"] = "refit" if self.refit.refitted else "warmup"
             out, distance = guard.is_ood(summary, scale=self.ood_scale)
             info["ood_distance"] = round(distance, 4) if distance != float("inf") else "inf"
             masked = guard.pattern(summary) if isinstance(guard, RobustGuard) else ""

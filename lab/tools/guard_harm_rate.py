@@ -17,6 +17,9 @@ the share of swaps the guard would refuse.
     python lab/tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev
     python lab/tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev --text-format at-raw
 
+``--guard refit`` judges with the guard refitted on each allocator's own first ``--warmup`` decisions
+(``ood_refit``, docs/results/guard_rule.md; the bundled guard during the warm-up) instead of the bundled one.
+
 ``--text-format at-raw`` gives the selector each world screen's text with every line's position appended
 (``Order #526321 @(412,318)``: an agent's element list) and reads it as is, as the library did before the
 screen-text normaliser: a development source the guard refuses most of, so the rates can be compared.
@@ -34,6 +37,8 @@ from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
 
 _DECIDE = SelectorAllocator.decide
+#: None: the bundled guard's verdicts; an integer N: the guard refitted after N decisions (``ood_refit``)
+REFIT_WARMUP: int | None = None
 
 
 def _decide_guard_off(self, events, *, t, budget, witness):
@@ -46,6 +51,11 @@ def _decide_guard_off(self, events, *, t, budget, witness):
         self.ood_guard = saved
     if events is not None and isinstance(guard, RobustGuard):
         summary = state_summary(events, self.model.drop_index)
+        if REFIT_WARMUP is not None:
+            from causalcache_memory.selector.ood_refit import RefitGuard
+
+            shadow = self.__dict__.setdefault("_shadow_refit", RefitGuard(guard, REFIT_WARMUP))
+            guard = shadow.observe(summary)
         key, distance, threshold = guard.judge(summary)
         allocation.info["ood_distance"] = round(distance, 4)
         allocation.info["ood_masked"] = key or None
@@ -157,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worlds", default="dev")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--text-format", default="world", choices=("world", "at", "at-raw"))
+    parser.add_argument("--guard", default="bundled", choices=("bundled", "refit"))
+    parser.add_argument("--warmup", type=int, default=64, help="with --guard refit: warm-up decisions")
     args = parser.parse_args(argv)
+    global REFIT_WARMUP
+    REFIT_WARMUP = args.warmup if args.guard == "refit" else None
     seeds = tuple(int(s) for s in args.seeds.split(","))
     print(json.dumps(measure(args.tasks, seeds, args.worlds, args.seed, args.text_format), indent=1))
     return 0

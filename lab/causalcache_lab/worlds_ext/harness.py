@@ -76,7 +76,10 @@ EXT_ARMS: dict[str, str] = {
     "oracle": "recent",
     "causalcache": "selector",
     "causalcache_noguard": "selector",
+    "causalcache_refit": "selector",
 }
+#: warm-up decisions of the ``causalcache_refit`` arm (``ood_refit``: docs/results/guard_rule.md)
+REFIT_WARMUP = 64
 SEALED_NAME = Path("docs") / "sealed" / "generators-v1.yaml"
 
 
@@ -204,6 +207,7 @@ def _memory(
                     "timeout_ms": 2000,
                     "min_gain": settings.min_gain,
                     "ood_guard": arm != "causalcache_noguard",
+                    "ood_refit": REFIT_WARMUP if arm == "causalcache_refit" else None,
                 },
                 # the harness measures the fallbacks itself (could_swap); the memory's warning is not news
                 "idle_warning": {"enabled": False},
@@ -276,6 +280,10 @@ def could_swap_decline(outcomes: Sequence[EpisodeOutcome], budget: int) -> dict[
             "could_swap": n,
             "declined_ood": sum(r.get("fallback") == "ood" for r in recs),
             "decline_rate": (sum(r.get("fallback") == "ood" for r in recs) / n) if n else None,
+            "after_refit": sum(r.get("ood_refit") == "refit" for r in recs),
+            "declined_after_refit": sum(
+                r.get("ood_refit") == "refit" and r.get("fallback") == "ood" for r in recs
+            ),
             "swap_rate": (sum(int(r.get("k", 0)) > 0 for r in recs) / n) if n else None,
         }
     return out

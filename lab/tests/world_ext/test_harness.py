@@ -47,8 +47,8 @@ def _outcome(split: str, log: list[dict]) -> EpisodeOutcome:
 def test_could_swap_counts_only_two_pass_decisions_with_a_longer_history_than_b():
     log = [
         {"t": 3, "proposal": {}, "fallback": "ood"},  # t - 1 = 2 <= B: no swap was possible
-        {"t": 6, "proposal": {}, "fallback": "ood"},
-        {"t": 7, "proposal": {}, "fallback": None, "k": 1},
+        {"t": 6, "proposal": {}, "fallback": "ood", "ood_refit": "refit"},  # declined after the refit
+        {"t": 7, "proposal": {}, "fallback": None, "k": 1, "ood_refit": "refit"},
         {"t": 8, "fallback": "ood"},  # not a two-pass decision
     ]
     got = could_swap_decline([_outcome("memory_critical", log), _outcome("control", log[:2])], budget=4)
@@ -56,6 +56,8 @@ def test_could_swap_counts_only_two_pass_decisions_with_a_longer_history_than_b(
         "could_swap": 2,
         "declined_ood": 1,
         "decline_rate": 0.5,
+        "after_refit": 2,
+        "declined_after_refit": 1,
         "swap_rate": 0.5,
     }
     assert got["control"]["could_swap"] == 1 and got["control"]["decline_rate"] == 1.0
