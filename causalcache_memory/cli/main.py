@@ -27,7 +27,7 @@ COMMAND_MODULES = ("config_cmd", "archive_cmd", "serve", "report")
 #: entry-point group through which other distributions (the lab) add subcommand modules
 COMMAND_GROUP = "causalcache.commands"
 #: the lab's commands, named in the error when the lab is not installed
-LAB_COMMANDS = ("bench", "compare", "data", "demo", "eval", "label", "learn", "train")
+LAB_COMMANDS = ("bench", "compare", "data", "demo", "eval", "inspect", "label", "learn", "train")
 
 
 def plugin_command_modules() -> list[str]:
