@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["documented_parser", "plain_text", "plain_help"]
+__all__ = ["documented_parser", "plain_help", "plain_text"]
 
 #: a Sphinx cross-reference, ``:role:`target``` or ``:role:`~pkg.mod.Name``` (shown as ``Name``)
 _ROLE = re.compile(r":(?:py:)?[a-z]+:`(~?)([^`]+)`")
