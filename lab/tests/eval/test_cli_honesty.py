@@ -52,3 +52,17 @@ def test_the_progress_bar_names_the_running_arm(monkeypatch, tmp_path) -> None:
     closed_loop._run_jobs(ClosedLoopSettings(), tmp_path, jobs, None, bar, None)
     assert [postfix for _, postfix in seen] == ["running recent B=4 seed=0", "running causalcache B=4 seed=0"]
     assert bar.updates == 2
+
+
+def test_the_budget_sweep_at_b0_is_not_warned_about(tmp_path) -> None:
+    """The selector arm at B = 0 (the budget sweep's first point) runs as what it is, summary-only: no
+    'budget: 0 with the selector' warning from the lab's own run (pytest turns warnings into errors)."""
+    import warnings
+
+    from causalcache_lab.eval.world_agent import memory_for
+    from causalcache_memory.archive import LocalArchive
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        memory = memory_for("causalcache", 0, None, LocalArchive(str(tmp_path / "a")), None)
+    assert memory.config.budget == 0 and memory.config.allocation.allocator == "recent"
