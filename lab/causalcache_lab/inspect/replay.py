@@ -44,7 +44,8 @@ class DecisionRow:
     selected: tuple[int, ...]
     recent: tuple[int, ...]
     action: str
-    predicted_gain: float | None = None
+    top_gain: float | None = None
+    min_gain: float | None = None
 
     @property
     def declined(self) -> bool:
@@ -65,7 +66,14 @@ class DecisionRow:
             return f"declined: guard, far group {self.ood_group or '?'}"
         if self.fallback:
             return f"declined: {self.fallback}"
-        return f"swapped {self.swaps}" if self.swaps else "kept Recent-B (no gain above threshold)"
+        gain = (
+            f"top gain {self.top_gain:.3f} vs threshold {self.min_gain:.3f}"
+            if self.top_gain is not None and self.min_gain is not None
+            else ""
+        )
+        if self.swaps:
+            return f"swapped {self.swaps}" + (f" ({gain})" if gain else "")
+        return f"kept Recent-B ({gain or 'no gain above the threshold'})"
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,8 @@ class InspectReport:
                             "fallback": d.fallback,
                             "ood_group": d.ood_group,
                             "swaps": d.swaps,
+                            "top_gain": d.top_gain,
+                            "min_gain": d.min_gain,
                             "restored": list(d.restored),
                             "selected": list(d.selected),
                             "action": d.action,
@@ -189,6 +199,10 @@ class _ReplayPolicy:
         return Generation(response=step.response, action=step.action)
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _short_action(action: Any) -> str:
     d = {k: v for k, v in action.to_dict().items() if v not in (None, "", [], {})}
     kind = d.pop("type", "?")
@@ -211,7 +225,6 @@ def replay_trajectory(traj: Trajectory, ctl: Any) -> TrajectoryReport:
     for step in steps:
         decision = ctl.decide(trace, policy=policy)
         r = decision.to_record()
-        gain = r.get("top_gain", r.get("predicted_gain"))
         rows.append(
             DecisionRow(
                 t=int(r["t"]),
@@ -223,7 +236,8 @@ def replay_trajectory(traj: Trajectory, ctl: Any) -> TrajectoryReport:
                 selected=tuple(int(e) for e in r["selected"]),
                 recent=tuple(int(e) for e in r["recent"]),
                 action=_short_action(step.action),
-                predicted_gain=float(gain) if isinstance(gain, int | float) else None,
+                top_gain=_number(r.get("top_gain")),
+                min_gain=_number(r.get("min_gain")),
             )
         )
         if step.screenshot_after is None:  # the last step's screen is not stored by every dataset
