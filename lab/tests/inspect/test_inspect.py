@@ -9,11 +9,13 @@ restored is the evidence the fixture knows.
 from __future__ import annotations
 
 import json
+from html import escape
 from pathlib import Path
 
 import pytest
 
 from causalcache_lab.inspect import inspect_dataset
+from causalcache_memory.archive import LocalArchive
 from causalcache_memory.cli.main import main
 from causalcache_memory.config import parse_config
 
@@ -60,6 +62,12 @@ def test_inspect_prints_the_tables_and_writes_the_page(imported, tmp_path, capsy
         for d in traj.decisions:  # every decision has a row, with its reason
             assert d.why in out
     html = page.read_text("utf-8")
+    archive = LocalArchive(str(ds / "archive"))
+    for traj in report.trajectories:  # beside each restored screenshot: the text the selector read
+        for d in traj.decisions:
+            for e in d.restored:
+                text = archive.get_text(traj.screens[e])
+                assert text and escape(text[:40]) in html
     assert html.startswith("<!doctype html>") and "http" not in html.replace("http-equiv", "")
     assert (
         html.count('<input type="checkbox"><img src="data:image/')
@@ -125,3 +133,16 @@ def test_bad_screen_text_is_refused_by_name(imported, tmp_path, capsys) -> None:
     bad.write_text("[1, 2]", encoding="utf-8")
     assert main(["inspect", str(ds), "--screen-text", str(bad)]) == 1
     assert "--screen-text" in capsys.readouterr().err
+
+
+def test_the_configured_allocator_is_the_one_replayed(tmp_path) -> None:
+    """allocator: recent never swaps nor declines; --limit replays only the first trajectories."""
+    ds = tmp_path / "agentnet"
+    assert main(["data", "import", "agentnet", *_import_args("agentnet"), "--out", str(ds)]) == 0
+    config = parse_config({"budget": 4, "allocation": {"allocator": "recent"}})
+    report = inspect_dataset(str(ds), config, limit=2)
+    assert report.allocator == "recent" and len(report.trajectories) == 2
+    assert report.could_swap > 0 and report.swapped == 0 and report.declined == 0
+    assert all(
+        d.why.startswith(("kept Recent-B", "no choice")) for t in report.trajectories for d in t.decisions
+    )
