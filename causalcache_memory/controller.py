@@ -107,6 +107,10 @@ class MemoryController:
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
         self._warmed: set[str] = set()  # threads whose caches warm() filled (episode ids)
+        thresholds = getattr(allocator, "thresholds", None)  # the learned selector's (selector/threshold.py)
+        if callable(getattr(thresholds, "describe", None)):
+            deployment = getattr(allocator, "deployment", None) is not None
+            _log.info("%s", thresholds.describe(self.budget, deployment=deployment))  # this B's value first
 
     # ------------------------------------------------------------------ trace bookkeeping
     def put(self, screenshot: bytes | Image.Image) -> StoredImage:

@@ -78,6 +78,15 @@ class Action:
     target: str | None = None
     box: tuple[float, float, float, float] | None = field(default=None)
 
+    def __repr__(self) -> str:
+        """Only the fields that are set, ``type`` first: ``Action(type='click', x=0.86, y=0.96)``."""
+        shown = (
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) is not None and getattr(self, f.name) != ()
+        )
+        return f"Action({', '.join(shown)})"
+
     def __post_init__(self) -> None:
         if self.type not in ACTION_TYPES:
             raise ActionParseError(

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from causalcache_memory import __version__
+from causalcache_memory.cli._help import plain_help
 from causalcache_memory.errors import CausalCacheError
 
 __all__ = ["build_parser", "main"]
@@ -27,7 +28,7 @@ COMMAND_MODULES = ("config_cmd", "archive_cmd", "serve", "report")
 #: entry-point group through which other distributions (the lab) add subcommand modules
 COMMAND_GROUP = "causalcache.commands"
 #: the lab's commands, named in the error when the lab is not installed
-LAB_COMMANDS = ("bench", "compare", "data", "demo", "eval", "label", "learn", "train")
+LAB_COMMANDS = ("bench", "compare", "data", "demo", "eval", "inspect", "label", "learn", "train")
 
 
 def plugin_command_modules() -> list[str]:
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for path in [f"{__package__}.{name}" for name in COMMAND_MODULES] + plugin_command_modules():
         importlib.import_module(path).register(subparsers)
-    return parser
+    return plain_help(parser)  # --help in plain text: no Sphinx markup from the modules' docstrings
 
 
 def _registered(parser: argparse.ArgumentParser) -> set[str]:

@@ -7,6 +7,7 @@ the policy runtime and the LangGraph checkpointer. Load it from YAML with
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -20,6 +21,7 @@ from causalcache_memory.config.allocation import (
     SelectorConfig,
 )
 from causalcache_memory.config.strict import _registered, _Strict
+from causalcache_memory.errors import CausalCacheWarning
 from causalcache_memory.render.prompt import DEFAULT_SYSTEM_PROMPT
 
 __all__ = [
@@ -288,3 +290,15 @@ class CausalCacheConfig(_Strict):
     @classmethod
     def _one_budget_rule(cls, value: Any) -> int:
         return _registered(check_budget, value)
+
+    @model_validator(mode="after")
+    def _selector_needs_a_budget(self) -> CausalCacheConfig:
+        if self.budget == 0 and self.allocation.allocator == "selector":
+            warnings.warn(
+                "budget: 0 shows no past screenshot, so allocation.allocator 'selector' has nothing to "
+                "choose (it would still load its model on every memory); set allocation.allocator: recent "
+                "for a summary-only memory, or budget: 1 or more for the selector",
+                CausalCacheWarning,
+                stacklevel=2,
+            )
+        return self

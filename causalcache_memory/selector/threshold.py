@@ -126,6 +126,26 @@ class Thresholds:
         """The threshold a decision at memory budget ``budget`` uses."""
         return self.by_budget.get(budget, self.default)
 
+    def describe(self, budget: int | None = None, *, deployment: bool = False) -> str:
+        """One line that leads with the threshold in use at ``budget`` (the memory's ``B``), then the rule.
+
+        Without ``budget``: the per-``B`` thresholds first, then the pooled one for other budgets.
+        ``deployment``: a :class:`DeploymentThreshold` takes over after :data:`WINDOW_WARMUP` decisions."""
+        if budget is not None:
+            own = budget in self.by_budget
+            which = f"B={budget}'s own dev frontier" if own else "pooled: no frontier of its own for this B"
+            later = (
+                f", until the deployment's own quantile replaces it after {WINDOW_WARMUP} decisions at this B"
+                if deployment
+                else ""
+            )
+            value = self.for_budget(budget)
+            return f"selector swap threshold {value:.4f} at B={budget} ({which}{later}); {self.source}"
+        if not self.by_budget:
+            return f"selector swap threshold {self.default:.4f}: {self.source}"
+        per_b = ", ".join(f"B={b}: {v:.4f}" for b, v in sorted(self.by_budget.items()))
+        return f"selector swap thresholds {per_b}; {self.default:.4f} at other budgets: {self.source}"
+
 
 def _auto(model: _Calibrated, share: float) -> Thresholds:
     cal = model.calibration
@@ -167,7 +187,7 @@ def resolve_thresholds(
         raise SelectorError(f"min_gain={min_gain!r} must be 'auto' or a number >= 0 (0 = the paper's rule)")
     else:
         out = Thresholds(float(min_gain), {}, "fixed (min_gain set explicitly; second_pass_share not used)")
-    logger.info("selector swap threshold %.4f: %s", out.default, out.source)
+    logger.info("%s", out.describe())
     return out
 
 

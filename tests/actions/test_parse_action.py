@@ -112,3 +112,14 @@ def test_triple_click_is_not_a_single_click() -> None:
     for fmt in ("pyautogui", "json"):
         text = render_action(triple, fmt=fmt, coords="relative")
         assert parse_action(text) == triple, text
+
+
+def test_action_repr_shows_only_the_set_fields() -> None:
+    """Issue 51 item 4: the README's ``Action(type='click', x=0.86, y=0.96)``, and it evaluates back."""
+    from causalcache_memory.actions.model import Action
+
+    click = Action("click", x=0.86, y=0.96)
+    assert repr(click) == str(click) == "Action(type='click', x=0.86, y=0.96)"
+    assert eval(repr(click)) == click
+    keys = Action("hotkey", keys=("ctrl", "c"))
+    assert repr(keys) == "Action(type='hotkey', keys=('ctrl', 'c'))" and eval(repr(keys)) == keys

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from causalcache_memory.cli.main import main
 from causalcache_memory.config import CausalCacheConfig, load_config, parse_config
-from causalcache_memory.errors import ConfigError
+from causalcache_memory.errors import CausalCacheWarning, ConfigError
 
 
 def test_defaults_are_the_embedded_setup() -> None:
@@ -130,3 +131,15 @@ def test_a_renamed_selector_key_is_refused_naming_the_new_one(old, new, value) -
     with pytest.raises(ConfigError, match=rf"allocation\.selector.*{old} was renamed {new}: write {new}"):
         parse_config({"allocation": {"allocator": "selector", "selector": {old: value}}})
     assert getattr(parse_config({"allocation": {"selector": {new: value}}}).allocation.selector, new) == value
+
+
+def test_budget_zero_with_the_selector_is_warned_and_with_recent_is_not() -> None:
+    """Issue 51 item 4: ``budget: 0`` leaves the selector nothing to choose."""
+    with pytest.warns(CausalCacheWarning, match="allocation.allocator: recent"):
+        parse_config({"budget": 0, "allocation": {"allocator": "selector"}})
+    with pytest.warns(CausalCacheWarning, match="budget: 0"):
+        parse_config({"budget": 0})  # the selector is the default allocator
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_config({"budget": 0, "allocation": {"allocator": "recent"}})
+        parse_config({"budget": 1, "allocation": {"allocator": "selector"}})

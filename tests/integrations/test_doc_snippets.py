@@ -126,6 +126,8 @@ def test_readme_use_it_in_your_agent_snippet_runs(workdir, namespace, capsys):
     assert len(trace) == 5 and trace.events[2].unparsed
     out = capsys.readouterr().out
     assert "Action(type='click'" in out
+    # the README's short form: only the set fields (issue 51 item 4)
+    assert re.search(r"^Action\(type='click', x=[0-9.]+, y=[0-9.]+\)$", out, re.M), out
     for args in report_commands(section):
         assert cli_main([*args, "--out", str(workdir / "readme.html")]) == 0
 

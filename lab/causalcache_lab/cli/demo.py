@@ -1,10 +1,13 @@
 """``causalcache demo``: the closed loop on embedded defaults (the main job of the README Quickstart).
 
-Synthetic cross-app world (v2: evaluation templates, mobile), simulated policy, local archive, SQLite
-checkpoints, bundled selector; a small task set under Recent-4 and CausalCache; prints a table and writes
-``DIR/results.json`` and ``DIR/report.html``. The demo runs one policy seed so it stays under a minute;
-figures follow the protocol (``--seeds 0,1,2``; ``causalcache eval closed-loop`` defaults to it).
-"""
+By default it runs the synthetic world family's four held-out worlds (--worlds heldout: heldout-00 to
+heldout-03, each a mobile or desktop world that nothing was trained or tuned on, with an action vocabulary,
+a layout family and evidence ages no training world has; docs/WORLD.md), the simulated policy (a CPU
+stand-in for a VLM), a local archive, SQLite checkpoints and the bundled selector: 120 tasks under
+Recent-4 and CausalCache. It prints a table (also one row per world) and writes DIR/results.json and
+DIR/report.html. It takes one to two minutes on two CPU cores with one policy seed; figures follow the
+protocol (--seeds 0,1,2; causalcache eval closed-loop defaults to it). --worlds none runs the previous
+default, world v2's evaluation templates on --platform."""
 
 from __future__ import annotations
 
@@ -188,7 +191,7 @@ def add_closed_loop_arguments(
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="closed-loop demo on embedded defaults: Recent-4 vs CausalCache on the synthetic world",
+        help="closed-loop demo on embedded defaults: Recent-4 vs CausalCache on the held-out synthetic worlds",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -276,23 +276,27 @@ def _run_jobs(
     outcomes: list[EpisodeOutcome] = []
     shows: list[dict[str, Any]] = []
 
-    def collect(result: tuple[list[EpisodeOutcome], Any], job: tuple[str, int, int]) -> None:
+    def running(job: tuple[str, int, int]) -> None:
+        """The bar names the job whose episodes it waits for (not the one that just finished)."""
+        bar.set_postfix_str(f"running {job[0]} B={job[1]} seed={job[2]}")
+
+    def collect(result: tuple[list[EpisodeOutcome], Any]) -> None:
         outcomes.extend(result[0])
         shows.extend([result[1]] if result[1] else [])
         bar.update(len(result[0]))
-        bar.set_postfix_str(f"{job[0]} B={job[1]} seed={job[2]}")
 
     if settings.workers > 1 and policy is None:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=settings.workers) as pool:
-            for job, result in zip(
-                jobs, pool.map(_job_entry, [(settings, str(out), j) for j in jobs]), strict=True
-            ):
-                collect(result, job)
+            results = pool.map(_job_entry, [(settings, str(out), j) for j in jobs])
+            for job in jobs:  # results come back in job order
+                running(job)
+                collect(next(results))
     else:
         for job in jobs:
-            collect(run_job(settings, out, job, policy, on_episode), job)
+            running(job)
+            collect(run_job(settings, out, job, policy, on_episode))
     return outcomes, (shows[0] if shows else None)
 
 

@@ -199,11 +199,13 @@ def memory_for(
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
     effective = 0 if arm == "summary_only" else budget
+    # at B = 0 every allocator shows nothing: the selector would only load its model (and be warned about)
+    allocator = ARMS[arm] if effective else "recent"
     config = parse_config(
         {
             "budget": effective,
             "allocation": {
-                "allocator": ARMS[arm],
+                "allocator": allocator,
                 "selector": {
                     "model_path": selector_path,
                     "timeout_ms": 2000,
@@ -218,7 +220,7 @@ def memory_for(
     )
     if allocation is None:
         allocation = build_allocator(config.allocation)
-        if ARMS[arm] == "selector":  # the screens' text, read as in training (the world's exact OCR)
+        if allocator == "selector":  # the screens' text, read as in training (the world's exact OCR)
             from causalcache_lab.selector.world_text import NoScreenText, WorldScreenText
 
             allocation.use_screen_text(WorldScreenText(archive) if screen_text else NoScreenText())
