@@ -108,7 +108,7 @@ class MemoryController:
         self._worker_lock = threading.Lock()
         self._warmed: set[str] = set()  # threads whose caches warm() filled (episode ids)
         thresholds = getattr(allocator, "thresholds", None)  # the learned selector's (selector/threshold.py)
-        if callable(getattr(thresholds, "describe", None)):
+        if thresholds is not None and callable(getattr(thresholds, "describe", None)):
             deployment = getattr(allocator, "deployment", None) is not None
             _log.info("%s", thresholds.describe(self.budget, deployment=deployment))  # this B's value first
 
