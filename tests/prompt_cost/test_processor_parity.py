@@ -122,7 +122,7 @@ def test_counts_equal_the_processor_on_100_rendered_prompts(tiny) -> None:
 
 
 def test_parts_are_attributed_to_their_turns(tiny) -> None:
-    processor, tokenizer, tokens, rule = tiny
+    _, tokenizer, _, rule = tiny
     archive = DictArchive()
     trace = _episode(random.Random(3), archive, 4)
     prompt = render_prompt(trace, make_allocation([1, 3], t=trace.t, budget=2, allocator="x"))
