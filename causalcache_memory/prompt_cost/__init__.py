@@ -24,6 +24,7 @@ from causalcache_memory.prompt_cost.cache_models import (
     CacheModel,
     StepCacheCost,
     cache_model_from_dict,
+    hosted_cache_model,
     simulate_cache,
 )
 from causalcache_memory.prompt_cost.image_tokens import (
@@ -51,6 +52,7 @@ __all__ = [
     "account_prompt",
     "cache_model_from_dict",
     "hf_tokenize",
+    "hosted_cache_model",
     "hosted_image_rule",
     "hosted_image_rules",
     "image_sizes_of",

@@ -92,8 +92,8 @@ class PromptTokens:
         return sum(c.n for c in self.chunks if c.image is not None)
 
     def part_total(self, part: str) -> int:
-        text, image = self.parts.get(part, (0, 0))
-        return text + image
+        """Tokens of ``part`` (text and images; 0 when the prompt has no such part)."""
+        return sum(c.n for c in self.chunks if c.part == part)
 
     def end_of(self, part: str) -> int:
         """Tokens up to and including the last chunk of ``part`` (0 when the prompt has no such part)."""

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.prompt_cost.accounting import PromptTokens, shared_prefix
+from causalcache_memory.prompt_cost.image_tokens import hosted_table
 
 __all__ = [
     "AutomaticPrefixCache",
@@ -39,6 +40,7 @@ __all__ = [
     "CacheModel",
     "StepCacheCost",
     "cache_model_from_dict",
+    "hosted_cache_model",
     "simulate_cache",
 ]
 
@@ -103,6 +105,17 @@ class BlockPrefixCache(_Model):
 
 CacheModel = Annotated[BreakpointCache | AutomaticPrefixCache | BlockPrefixCache, Field(discriminator="kind")]
 _ADAPTER = TypeAdapter(CacheModel)
+
+
+def hosted_cache_model(model: str) -> BreakpointCache | AutomaticPrefixCache | BlockPrefixCache:
+    """The cache model of one hosted model of ``assets/prompt_cost/hosted_models.yaml``, by name."""
+    table = {name: entry["cache"] for name, entry in hosted_table().items() if "cache" in entry}
+    if model not in table:
+        raise ConfigError(
+            f"model={model!r} has no cache entry in the hosted-model table; use one of "
+            f"{', '.join(sorted(table))} or build a BreakpointCache/AutomaticPrefixCache/BlockPrefixCache"
+        )
+    return cache_model_from_dict(table[model])
 
 
 def cache_model_from_dict(data: object) -> BreakpointCache | AutomaticPrefixCache | BlockPrefixCache:

@@ -46,6 +46,7 @@ __all__ = [
     "TileImageRule",
     "hosted_image_rule",
     "hosted_image_rules",
+    "hosted_table",
 ]
 
 
@@ -150,14 +151,19 @@ _RULE = TypeAdapter(ImageRule)
 
 
 @cache
-def hosted_image_rules() -> dict[str, PatchImageRule | AreaImageRule | TileImageRule]:
-    """The documented table of hosted models' image rules (``assets/prompt_cost/hosted_models.yaml``)."""
+def hosted_table() -> dict[str, dict[str, Any]]:
+    """``assets/prompt_cost/hosted_models.yaml``'s ``models``: ``{name: {"image": ..., "cache": ...}}``."""
     import yaml
 
     text = resources.files("causalcache_memory").joinpath("assets/prompt_cost/hosted_models.yaml").read_text()
-    table = yaml.safe_load(text) or {}
+    return dict((yaml.safe_load(text) or {}).get("models") or {})
+
+
+@cache
+def hosted_image_rules() -> dict[str, PatchImageRule | AreaImageRule | TileImageRule]:
+    """The documented table of hosted models' image rules (``assets/prompt_cost/hosted_models.yaml``)."""
     try:
-        return {name: _RULE.validate_python(entry["image"]) for name, entry in table["models"].items()}
+        return {name: _RULE.validate_python(entry["image"]) for name, entry in hosted_table().items()}
     except (KeyError, TypeError, ValidationError) as exc:  # pragma: no cover - the bundled file is tested
         raise ConfigError(f"assets/prompt_cost/hosted_models.yaml is malformed: {exc}") from exc
 
