@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Generation, Policy
+    from causalcache_memory.prompt_cost.meter import PromptCostMeter
     from causalcache_memory.trace import Event, Trace
 
 __all__ = ["MemoryController", "StepDecision", "unparsed_summary"]  # the last two: re-exported
@@ -63,6 +64,7 @@ class _Step:
 
     policy: Policy
     present: set[str] = field(default_factory=set)
+    costs: list[dict[str, float | int]] = field(default_factory=list)  # one per model call (prompt_cost)
 
 
 class MemoryController:
@@ -81,6 +83,9 @@ class MemoryController:
             caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
         monitor: counts every decision and warns once when the allocator mostly falls back
             (:mod:`causalcache_memory.decisions.stats`); default: one of its own with the default rule.
+        prompt_cost: a :class:`~causalcache_memory.prompt_cost.meter.PromptCostMeter`: each decision's
+            record then carries ``prompt_cost``, the predicted cache reads and writes of every model call
+            (None, the default: nothing is counted).
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class MemoryController:
         render_options: RenderOptions | None = None,
         selector_timeout_s: float | None = 0.25,
         monitor: DecisionMonitor | None = None,
+        prompt_cost: PromptCostMeter | None = None,
     ) -> None:
         self.policy = policy
         self.archive = archive
@@ -103,6 +109,7 @@ class MemoryController:
         self.render_options = render_options or RenderOptions()
         self.selector_timeout_s = selector_timeout_s
         self.monitor = monitor if monitor is not None else DecisionMonitor()
+        self.prompt_cost = prompt_cost
         self._recent = RecentAllocator()
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
@@ -248,13 +255,16 @@ class MemoryController:
         step = _Step(chosen)  # prompt images checked once a step
         run = self._two_pass if self.allocator.uses_witness and self.two_pass else self._single_pass
         decision = run(trace, step)
+        if step.costs:
+            decision.extra["prompt_cost"] = step.costs
         self.monitor.observe(trace.episode_id, decision)
         return decision
 
     def _generate(self, trace: Trace, allocation: Allocation, step: _Step) -> tuple[Generation, float]:
-        prompt = render_prompt(trace, allocation, options=self.render_options).bind(
-            self.archive, present=step.present
-        )
+        rendered = render_prompt(trace, allocation, options=self.render_options)
+        if self.prompt_cost is not None:
+            step.costs.append(self.prompt_cost.observe(trace, rendered).to_dict())
+        prompt = rendered.bind(self.archive, present=step.present)
         start = time.perf_counter()
         generation = step.policy.generate(prompt)
         return generation, time.perf_counter() - start

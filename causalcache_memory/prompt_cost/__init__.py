@@ -22,6 +22,7 @@ from causalcache_memory.prompt_cost.cache_models import (
     BlockPrefixCache,
     BreakpointCache,
     CacheModel,
+    CacheSimulator,
     StepCacheCost,
     cache_model_from_dict,
     hosted_cache_model,
@@ -35,6 +36,7 @@ from causalcache_memory.prompt_cost.image_tokens import (
     hosted_image_rule,
     hosted_image_rules,
 )
+from causalcache_memory.prompt_cost.meter import PromptCostMeter
 
 __all__ = [
     "AreaImageRule",
@@ -42,10 +44,12 @@ __all__ = [
     "BlockPrefixCache",
     "BreakpointCache",
     "CacheModel",
+    "CacheSimulator",
     "ChatFraming",
     "Chunk",
     "ImageRule",
     "PatchImageRule",
+    "PromptCostMeter",
     "PromptTokens",
     "StepCacheCost",
     "TileImageRule",

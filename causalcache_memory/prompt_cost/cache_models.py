@@ -38,6 +38,7 @@ __all__ = [
     "BlockPrefixCache",
     "BreakpointCache",
     "CacheModel",
+    "CacheSimulator",
     "StepCacheCost",
     "cache_model_from_dict",
     "hosted_cache_model",
@@ -165,31 +166,27 @@ def _round(tokens: int, minimum: int, block: int) -> int:
     return minimum + (tokens - minimum) // block * block if minimum else tokens // block * block
 
 
-def simulate_cache(
-    prompts: Sequence[PromptTokens],
-    model: BreakpointCache | AutomaticPrefixCache | BlockPrefixCache,
-    *,
-    times: Sequence[float] | None = None,
-    step_seconds: float = 10.0,
-) -> list[StepCacheCost]:
-    """Each call's cache-read, cache-write and uncached tokens and cost under ``model`` (module docstring)."""
-    if times is not None and len(times) != len(prompts):
-        raise ConfigError(f"times has {len(times)} entries for {len(prompts)} prompts; give one per prompt")
-    clock = list(times) if times is not None else [i * step_seconds for i in range(len(prompts))]
-    entries: list[_Entry] = []
-    out: list[StepCacheCost] = []
-    previous: PromptTokens | None = None
-    for prompt, now in zip(prompts, clock, strict=True):
-        entries = _alive(entries, now, model.ttl_seconds)
+class CacheSimulator:
+    """One cache's state over an episode's calls: :meth:`step` each prompt in order (module docstring)."""
+
+    def __init__(self, model: BreakpointCache | AutomaticPrefixCache | BlockPrefixCache) -> None:
+        self.model = model
+        self._entries: list[_Entry] = []
+        self._previous: PromptTokens | None = None
+
+    def step(self, prompt: PromptTokens, now: float) -> StepCacheCost:
+        """The cache accounting of the call sending ``prompt`` at time ``now`` (seconds); updates the cache."""
+        model = self.model
+        entries = self._entries = _alive(self._entries, now, model.ttl_seconds)
         total = prompt.total
+        previous = self._previous
         shared = shared_prefix(previous, prompt) if previous is not None else 0
         hits = [(min(shared_prefix(e.prompt, prompt), e.length), e) for e in entries]
         if isinstance(model, BreakpointCache):
             marks = model.breakpoints(prompt)
             usable = [(e.length, e) for m, e in hits if m == e.length]  # an entry hits only whole
             read = max((n for n, _ in usable), default=0)
-            last = marks[-1] if marks else 0
-            write = max(0, last - read)
+            write = max(0, (marks[-1] if marks else 0) - read)
             for n, e in usable:
                 if n == read and read:
                     e.used = now
@@ -208,6 +205,20 @@ def simulate_cache(
             entries.append(_Entry(prompt, total, now))
         uncached = total - read - write
         cost = (uncached * model.input_price + write * model.write + read * model.read_price) / 1e6
-        out.append(StepCacheCost(total, shared, read, write, uncached, cost))
-        previous = prompt
-    return out
+        self._previous = prompt
+        return StepCacheCost(total, shared, read, write, uncached, cost)
+
+
+def simulate_cache(
+    prompts: Sequence[PromptTokens],
+    model: BreakpointCache | AutomaticPrefixCache | BlockPrefixCache,
+    *,
+    times: Sequence[float] | None = None,
+    step_seconds: float = 10.0,
+) -> list[StepCacheCost]:
+    """Each call's cache-read, cache-write and uncached tokens and cost under ``model`` (module docstring)."""
+    if times is not None and len(times) != len(prompts):
+        raise ConfigError(f"times has {len(times)} entries for {len(prompts)} prompts; give one per prompt")
+    clock = list(times) if times is not None else [i * step_seconds for i in range(len(prompts))]
+    simulator = CacheSimulator(model)
+    return [simulator.step(prompt, now) for prompt, now in zip(prompts, clock, strict=True)]
