@@ -14,7 +14,8 @@ one per call) to one :class:`StepCacheCost` per call, with ``prompt = read + wri
   prefix shared with an earlier live call, counted only from ``min_cacheable_tokens`` on and rounded down
   to ``block_tokens``; writing costs the input price (``write_price`` defaults to it).
 * :class:`BlockPrefixCache` (``kind: block``, SGLang's radix cache with ``block_tokens = 1``, vLLM's prefix
-  cache with its block size, 16 by default): reads the shared prefix rounded down to whole blocks; capacity
+  cache with its block size, 16 by default): reads the shared prefix rounded down to whole blocks, and
+  never the last token (``recompute_last_token``: the server computes it to start decoding); capacity
   and eviction are not modelled (an unbounded cache; ``ttl_seconds`` bounds it in time if given).
 
 Times: :func:`simulate_cache` takes each call's time in seconds (default ``step_seconds`` apart). Two
@@ -102,6 +103,9 @@ class AutomaticPrefixCache(_Model):
 class BlockPrefixCache(_Model):
     kind: Literal["block"] = "block"
     block_tokens: int = Field(1, ge=1, description="1: SGLang radix; 16: vLLM's default block")
+    recompute_last_token: bool = Field(
+        True, description="a fully cached prompt still computes its last token (SGLang and vLLM do)"
+    )
 
 
 CacheModel = Annotated[BreakpointCache | AutomaticPrefixCache | BlockPrefixCache, Field(discriminator="kind")]
@@ -197,7 +201,8 @@ class CacheSimulator:
             else:
                 minimum, block = 0, model.block_tokens
             best = max((m for m, _ in hits), default=0)
-            read = _round(min(best, total), minimum, block)
+            limit = total - 1 if isinstance(model, BlockPrefixCache) and model.recompute_last_token else total
+            read = _round(min(best, max(limit, 0)), minimum, block)
             for m, e in hits:
                 if m >= read and read:
                     e.used = now

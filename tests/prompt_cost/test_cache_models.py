@@ -64,9 +64,11 @@ def test_shared_prefix_stops_inside_the_first_differing_chunk() -> None:
 
 def test_radix_and_block_caches_round_down_to_blocks() -> None:
     radix = simulate_cache([P1, P2, P2], BlockPrefixCache(input_price=1.0))
-    assert [(s.cache_read_tokens, s.cache_write_tokens) for s in radix] == [(0, 238), (30, 213), (243, 0)]
+    assert [(s.cache_read_tokens, s.cache_write_tokens) for s in radix] == [(0, 238), (30, 213), (242, 1)]
     assert radix[1].shared_prefix_tokens == 30
     assert radix[1].cost == pytest.approx(213 / 1e6)
+    whole = simulate_cache([P2, P2], BlockPrefixCache(recompute_last_token=False))
+    assert whole[1].cache_read_tokens == 243
     vllm = simulate_cache([P1, P2], BlockPrefixCache(block_tokens=16))
     assert vllm[1].cache_read_tokens == 16 and vllm[1].cache_write_tokens == 227
 
