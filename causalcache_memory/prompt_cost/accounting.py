@@ -128,15 +128,15 @@ def _part_of(role: str, index: int, prompt: RenderedPrompt, ref: ImageRef | None
     if index == 1 and role == "user":
         return "summaries"
     if role == "assistant":
-        return f"response:{prompt_event(prompt, position)}"
+        return f"response:{_event_of(prompt, position)}"
     if ref is not None and ref.role == "history":
         return f"screen:{ref.event_index}"
     if index == len(prompt.messages) - 1:
         return "current"
-    return f"screen:{prompt_event(prompt, position)}"
+    return f"screen:{_event_of(prompt, position)}"
 
 
-def prompt_event(prompt: RenderedPrompt, position: int) -> int:
+def _event_of(prompt: RenderedPrompt, position: int) -> int:
     """The event of the ``position``-th retained turn (0-based) of ``prompt``."""
     return prompt.allocation.selected[position]
 
