@@ -107,3 +107,16 @@ def test_both_passes_are_counted_and_pass_two_reads_pass_one(tmp_path, make_png)
             first["cache_read_tokens"] + first["cache_write_tokens"] + first["uncached_tokens"]
             == first["prompt_tokens"]
         )
+
+
+def test_a_meter_that_cannot_count_warns_and_never_fails_the_step(tmp_path, make_png) -> None:
+    from causalcache_memory.errors import CausalCacheWarning
+
+    def broken(text: str) -> list[int]:
+        raise ValueError("tokenizer unavailable")
+
+    meter = PromptCostMeter(tokenize=broken, image_rule=RULE, cache=BlockPrefixCache())
+    with pytest.warns(CausalCacheWarning, match="prompt cost not counted for step 1 of ep: ValueError"):
+        _, records, _ = run(tmp_path, make_png, RecentAllocator(), meter, steps=2)
+    assert [r["prompt_cost"] for r in records] == [[None], [None]]
+    assert all(r["action"] is not None for r in records)
