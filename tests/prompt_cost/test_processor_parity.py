@@ -1,4 +1,5 @@
-"""Token accounting against the tiny offline Qwen2.5-VL processor: the same ids, on 100 rendered prompts.
+"""Token accounting against the tiny offline Qwen2.5-VL and Qwen3-VL processors: the same ids, on 100
+rendered prompts each.
 
 Each prompt comes from the project's renderer on a random episode (random responses, screenshot sizes
 below ``min_pixels``, above ``max_pixels`` and of odd aspect ratios, random allocations, sometimes the
@@ -36,17 +37,18 @@ WORDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from causalcache_memory.runtime.qwen_encoding import QwenTokens, image_only_processor_class
     from causalcache_memory.runtime.tiny import build_tiny_qwen_vl
 
-    root = build_tiny_qwen_vl(tmp_path_factory.mktemp("tiny") / "q25", family="qwen2_5_vl", num_layers=1)
+    family = request.param
+    root = build_tiny_qwen_vl(tmp_path_factory.mktemp("tiny") / family, family=family, num_layers=1)
     tokenizer = transformers.AutoTokenizer.from_pretrained(root, local_files_only=True)
     image_processor = transformers.Qwen2VLImageProcessorPil.from_pretrained(root, local_files_only=True)
-    processor = image_only_processor_class("qwen2_5_vl")(
+    processor = image_only_processor_class(family)(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer.chat_template
     )
     ids = {
@@ -91,7 +93,8 @@ def test_counts_equal_the_processor_on_100_rendered_prompts(tiny) -> None:
     from causalcache_memory.runtime.qwen_encoding import encode_prompt
 
     processor, tokenizer, tokens, rule = tiny
-    assert (rule.patch_size, rule.merge_size, rule.min_pixels, rule.max_pixels) == (14, 2, 784, 18816)
+    unit = rule.patch_size * rule.merge_size  # the tiny fixture: 14 (Qwen2.5-VL) or 16 (Qwen3-VL) * 2
+    assert (rule.min_pixels, rule.max_pixels) == (unit * unit, unit * unit * 24)
     rng = random.Random(50)
     checked = images_seen = 0
     grids = set()
