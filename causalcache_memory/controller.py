@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Generation, Policy
+    from causalcache_memory.prompt_cost.meter import PromptCostMeter
+    from causalcache_memory.render.messages import RenderedPrompt
     from causalcache_memory.trace import Event, Trace
 
 __all__ = ["MemoryController", "StepDecision", "unparsed_summary"]  # the last two: re-exported
@@ -63,6 +65,9 @@ class _Step:
 
     policy: Policy
     present: set[str] = field(default_factory=set)
+    costs: list[dict[str, float | int] | None] = field(
+        default_factory=list
+    )  # one per model call (prompt_cost)
 
 
 class MemoryController:
@@ -81,6 +86,9 @@ class MemoryController:
             caller's thread, unbounded. ``close()`` (or ``with``) stops the worker.
         monitor: counts every decision and warns once when the allocator mostly falls back
             (:mod:`causalcache_memory.decisions.stats`); default: one of its own with the default rule.
+        prompt_cost: a :class:`~causalcache_memory.prompt_cost.meter.PromptCostMeter`: each decision's
+            record then carries ``prompt_cost``, the predicted cache reads and writes of every model call
+            (None, the default: nothing is counted).
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class MemoryController:
         render_options: RenderOptions | None = None,
         selector_timeout_s: float | None = 0.25,
         monitor: DecisionMonitor | None = None,
+        prompt_cost: PromptCostMeter | None = None,
     ) -> None:
         self.policy = policy
         self.archive = archive
@@ -103,6 +112,8 @@ class MemoryController:
         self.render_options = render_options or RenderOptions()
         self.selector_timeout_s = selector_timeout_s
         self.monitor = monitor if monitor is not None else DecisionMonitor()
+        self.prompt_cost = prompt_cost
+        self._cost_warned = False
         self._recent = RecentAllocator()
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
@@ -252,16 +263,34 @@ class MemoryController:
         step = _Step(chosen)  # prompt images checked once a step
         run = self._two_pass if self.allocator.uses_witness and self.two_pass else self._single_pass
         decision = run(trace, step)
+        if step.costs:
+            decision.extra["prompt_cost"] = step.costs
         self.monitor.observe(trace.episode_id, decision)
         return decision
 
     def _generate(self, trace: Trace, allocation: Allocation, step: _Step) -> tuple[Generation, float]:
-        prompt = render_prompt(trace, allocation, options=self.render_options).bind(
-            self.archive, present=step.present
-        )
+        rendered = render_prompt(trace, allocation, options=self.render_options)
+        if self.prompt_cost is not None:
+            step.costs.append(self._count_prompt(trace, rendered))
+        prompt = rendered.bind(self.archive, present=step.present)
         start = time.perf_counter()
         generation = step.policy.generate(prompt)
         return generation, time.perf_counter() - start
+
+    def _count_prompt(self, trace: Trace, rendered: RenderedPrompt) -> dict[str, float | int] | None:
+        """The meter's prediction for this call; None (and a warning) when it cannot count: metering is a
+        report, it never fails the step."""
+        try:
+            return self.prompt_cost.observe(trace, rendered).to_dict()  # type: ignore[union-attr]
+        except Exception as exc:
+            where = f"step {trace.t} of {trace.episode_id}"
+            message = f"prompt cost not counted for {where}: {type(exc).__name__}: {exc}"
+            if self._cost_warned:  # warned once per controller; later failures are logged
+                _log.info("%s", message)
+            else:
+                self._cost_warned = True
+                warnings.warn(f"{message} (warned once)", CausalCacheWarning, stacklevel=5)
+            return None
 
     def _recent_allocation(self, trace: Trace) -> Allocation:
         return self._recent.allocate(AllocationContext(trace, self.budget, self.archive))

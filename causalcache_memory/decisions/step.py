@@ -82,4 +82,6 @@ class StepDecision:
         if any(g.cached_tokens is not None for g in passes):
             record["cached_tokens"] = [g.cached_tokens for g in passes]
             record["prompt_tokens"] = [g.meta.get("prompt_tokens") for g in passes]
+        if "prompt_cost" in self.extra:  # predicted cache reads/writes per call (a PromptCostMeter)
+            record["prompt_cost"] = list(self.extra["prompt_cost"])
         return record

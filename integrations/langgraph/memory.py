@@ -61,6 +61,7 @@ from causalcache_memory.trace.store import TraceStore
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
     from causalcache_memory.policy import Policy
+    from causalcache_memory.prompt_cost import PromptCostMeter
 
 __all__ = ["STEP_EVENT", "CausalCacheMemory"]
 
@@ -91,6 +92,9 @@ class CausalCacheMemory(ThreadReading):
         app_key: state key naming the foreground app (optional); the value in state when a step is
             recorded becomes the event's ``app`` (the app the action was taken in), which summaries show
             as ``[App]`` and the selector reads as app markers.
+        prompt_cost: a :class:`~causalcache_memory.prompt_cost.PromptCostMeter`: every step's decision
+            record then carries ``prompt_cost``, the predicted cache reads and writes of each model call
+            (docs/PROMPT_COST.md); None (the default) counts nothing.
     """
 
     def __init__(
@@ -109,6 +113,7 @@ class CausalCacheMemory(ThreadReading):
         parse: Callable[..., Any] | None = None,
         dedupe_current_screen: bool | None = None,
         warmup: bool = True,
+        prompt_cost: PromptCostMeter | None = None,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
         self.config = memory_config(config, budget, dedupe_current_screen)
@@ -120,6 +125,7 @@ class CausalCacheMemory(ThreadReading):
         check_object("archive", archive, ("put", "get_bytes"), "pass a ScreenshotArchive (open_archive)")
         self._policy = policy
         self._archive = archive
+        self._prompt_cost = prompt_cost
         self._allocation = check_allocator(allocation) if allocation is not None else None
         self.goal_key, self.messages_key, self.action_key, self.app_key = (*keys.values(), app_key)
         self.coords: CoordMode = coords  # type: ignore[assignment]
@@ -212,7 +218,11 @@ class CausalCacheMemory(ThreadReading):
                 # writes overlap the model call; the deferred view is an archive by its methods (Protocol)
                 view = cast("ScreenshotArchive", DeferredArchive(archive)) if can_defer(archive) else archive
                 controller = build_controller(  # the step's model is passed to each decide()
-                    self.config, archive=view, allocator=self.allocation, monitor=self._monitor
+                    self.config,
+                    archive=view,
+                    allocator=self.allocation,
+                    monitor=self._monitor,
+                    prompt_cost=self._prompt_cost,
                 )  # one monitor per memory, whatever the archive
                 entry = (archive, TraceStore(view), controller)  # records behind the barrier too
                 self._stores[id(archive)] = entry
