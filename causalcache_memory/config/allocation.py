@@ -74,7 +74,7 @@ class SelectorConfig(_Strict):
         strict=True,
         description="null = the model's OOD guard on every decision; N (>= 30) = the model's guard during "
         "the first N featurized decisions, then its center/scale refitted on those N unlabelled states of "
-        "this deployment (docs/results/guard_rule.md).",
+        "this deployment (docs/notebook/results/guard_rule.md).",
     )
 
     @field_validator("second_pass_share", mode="before")

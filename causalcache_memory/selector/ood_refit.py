@@ -11,7 +11,7 @@ scale once, column by column over those ``N`` summaries ``x`` ``(N, d)``::
 and keeps everything else: the shrunk precision (the training correlations of the standardised
 columns), the dev thresholds of every mask pattern, the watched groups. From then on a state is declined
 when it is far from *this deployment's* typical states, in the units the thresholds were calibrated in.
-The refit is frozen (deterministic; no drift). Rule and criterion: docs/results/guard_rule.md.
+The refit is frozen (deterministic; no drift). Rule and criterion: docs/notebook/results/guard_rule.md.
 """
 
 from __future__ import annotations

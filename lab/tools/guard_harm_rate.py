@@ -18,7 +18,7 @@ the share of swaps the guard would refuse.
     python lab/tools/guard_harm_rate.py --tasks 40 --seeds 0,1,2 --worlds dev --text-format at-raw
 
 ``--guard refit`` judges with the guard refitted on each allocator's own first ``--warmup`` decisions
-(``ood_refit``, docs/results/guard_rule.md; the bundled guard during the warm-up) instead of the bundled one.
+(``ood_refit``, docs/notebook/results/guard_rule.md; the bundled guard during the warm-up) instead of the bundled one.
 
 ``--text-format at-raw`` gives the selector each world screen's text with every line's position appended
 (``Order #526321 @(412,318)``: an agent's element list) and reads it as is, as the library did before the

@@ -1,4 +1,4 @@
-"""The refit guard (``ood_refit``, docs/results/guard_rule.md) on one development generator x policy.
+"""The refit guard (``ood_refit``, docs/notebook/results/guard_rule.md) on one development generator x policy.
 
     python lab/tools/guard_refit_eval.py web noisy --tasks-per-split 10 --policy-seeds 0,1 --out runs/refit_web
 

@@ -1,4 +1,4 @@
-"""The OOD guard refitted on the deployment's own decisions (``ood_refit``; docs/results/guard_rule.md)."""
+"""The OOD guard refitted on the deployment's own decisions (``ood_refit``; docs/notebook/results/guard_rule.md)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ EXT_ARMS: dict[str, str] = {
     "causalcache_noguard": "selector",
     "causalcache_refit": "selector",
 }
-#: warm-up decisions of the ``causalcache_refit`` arm (``ood_refit``: docs/results/guard_rule.md)
+#: warm-up decisions of the ``causalcache_refit`` arm (``ood_refit``: docs/notebook/results/guard_rule.md)
 REFIT_WARMUP = 64
 SEALED_NAME = Path("docs") / "sealed" / "generators-v1.yaml"
 
