@@ -28,6 +28,7 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.fine_tune_check import harm_warning
+from causalcache_memory.lab.learn.labeller_version import adopt_unversioned
 from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
 from causalcache_memory.lab.learn.recording_check import recording_warning
 from causalcache_memory.lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
@@ -126,6 +127,10 @@ def _label_inputs(config: LearnConfig, source: str, upstream: StageResult) -> di
         inputs["evidence"] = {**ev.model_dump(), "digest": file_digest(ev.links or ev.groups)}  # type: ignore[arg-type]
     else:
         inputs["labeller"] = config.labeller.model_dump() if config.labeller else None
+        if config.labeller is not None:  # its code, not only its name: a changed labeller relabels
+            from causalcache_memory.lab.learn.labeller_version import labeller_version
+
+            inputs["labeller_version"] = labeller_version(config.labeller.factory)
     if source == "agreement":
         inputs["agreement"] = config.agreement.model_dump()
     return inputs
@@ -159,6 +164,18 @@ def _labels_stage(
         "samples": getattr(scorer, "samples", None),
         "seconds_per_state": round(seconds / max(counts["written"], 1), 4),
     }
+
+
+def _relabel_note(old: dict[str, Any] | None, inputs: dict[str, Any]) -> str | None:
+    """Say so when the labels stage reruns because the labeller's version changed."""
+    before = ((old or {}).get("inputs") or {}).get("labeller_version")
+    now = inputs.get("labeller_version")
+    if before is None or now is None or before == now:
+        return None
+    return (
+        f"the labeller changed (version {before['version']} -> {now['version']}, from its "
+        f"{now['from']}): relabelling"
+    )
 
 
 # ------------------------------------------------------------------------------------------ stage 4
@@ -317,9 +334,14 @@ def run_learn(
     labels: dict[str, StageResult] = {}
     for i, source in enumerate(config.sources, 2):
         say(f"[{i}/{n_steps}] labels ({source})")
+        inputs = _label_inputs(config, source, traj_stage)
+        adopted = adopt_unversioned(stages, f"labels-{source}", inputs)
+        if (note := adopted or _relabel_note(stages.manifest(f"labels-{source}"), inputs)) is not None:
+            say(f"      {note}")
+            summary.setdefault("notes", []).append(note)
         stage = stages.run(
             f"labels-{source}",
-            _label_inputs(config, source, traj_stage),
+            inputs,
             lambda f, s=source: _labels_stage(config, s, trajectories, archive, f, progress),
         )
         labels[source] = stage
