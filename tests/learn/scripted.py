@@ -55,7 +55,7 @@ def _text(content: Any) -> str:
 @dataclass
 class Scripted:
     checkpointer: Path
-    archive: Path
+    archive: str  # a folder or an fsspec URL
     model: ScriptedChatModel
 
 
@@ -67,8 +67,10 @@ def record_scripted(
     coords: str = "auto",
     budget: int = 2,
     thread_prefix: str = "thread",
+    archive_url: str | None = None,
 ) -> Scripted:
-    """One thread per goal of ``script``, each reply executed on a fresh ``size`` screen (module doc)."""
+    """One thread per goal of ``script``, each reply executed on a fresh ``size`` screen (module doc); the
+    archive is ``root/archive`` or ``archive_url`` (e.g. ``s3://bucket/prefix``)."""
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.sqlite import SqliteSaver
     from PIL import Image
@@ -81,7 +83,12 @@ def record_scripted(
     from causalcache_memory.trace_store import TraceStore
 
     root.mkdir(parents=True, exist_ok=True)
-    archive = LocalArchive(root / "archive")
+    if archive_url is None:
+        archive = LocalArchive(root / "archive")
+    else:
+        from causalcache_memory.archive import open_archive
+
+        archive = open_archive(archive_url)
     model = ScriptedChatModel(script=script)
     policy = ChatModelPolicy(model, coords=coords)  # type: ignore[arg-type]
     controller = MemoryController(
@@ -112,4 +119,4 @@ def record_scripted(
         controller.close()
         conn.close()
     model.calls = 0
-    return Scripted(root / "checkpoints.sqlite", root / "archive", model)
+    return Scripted(root / "checkpoints.sqlite", archive_url or str(root / "archive"), model)

@@ -31,8 +31,15 @@ from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 from causalcache_memory.lab.learn.labeller_version import adopt_unversioned
 from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
 from causalcache_memory.lab.learn.recording_check import recording_warning
+from causalcache_memory.lab.learn.recordings import (
+    open_recordings_archive,
+    read_recordings,
+    recording_specs,
+    recordings_inputs,
+    stale_conversion_note,
+)
 from causalcache_memory.lab.learn.screen_text import coverage_warning, learn_screen_text, text_coverage
-from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
+from causalcache_memory.lab.learn.stages import StageResult, Stages, file_digest
 from causalcache_memory.lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 
 __all__ = ["STAGES", "run_learn"]
@@ -45,24 +52,26 @@ STAGES = ("trajectories", "labels", "model")
 
 def _archive_url(config: LearnConfig) -> str:
     if config.data.threads is not None:
-        return config.data.threads.archive
+        return " + ".join(spec.archive for spec in recording_specs(config.data.threads))
     return str(Path(config.data.dataset) / "archive")  # type: ignore[arg-type]
+
+
+def _open_archive(config: LearnConfig) -> Any:
+    if config.data.threads is not None:  # one recording's archive, or a read-only view of several
+        return open_recordings_archive(recording_specs(config.data.threads))
+    from causalcache_memory.archive import open_archive
+
+    return open_archive(_archive_url(config))
 
 
 # ------------------------------------------------------------------------------------------ stage 1
 def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
     data, only = config.data, config.successful_only
-    if data.threads is not None:
-        t = data.threads
-        from causalcache_memory.lab.learn.threads import thread_states
-
-        heads = {tid: s.get("cc_head") for tid, s in thread_states(t.checkpointer).items()}
-        return {
-            "threads": t.model_dump(),
-            "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
-            "success_digest": file_digest(t.success) if t.success != "all" else "all",
-            "successful_only": only,
-        }
+    if data.threads is not None:  # each recording's spec, its threads' chain heads, its success digest
+        parts = recordings_inputs(recording_specs(data.threads))
+        if not isinstance(data.threads, list):  # one recording: the identity it always had
+            return {**parts[0], "successful_only": only}
+        return {"recordings": parts, "successful_only": only}
     src = Path(data.dataset) / "trajectories.jsonl"  # type: ignore[arg-type]
     return {"dataset": str(data.dataset), "digest": file_digest(src), "successful_only": only}
 
@@ -72,13 +81,7 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
 
     report: dict[str, Any] = {}
     if config.data.threads is not None:
-        from causalcache_memory.lab.learn.threads import load_success_labels, threads_to_trajectories
-
-        t = config.data.threads
-        trajs, rep = threads_to_trajectories(
-            t.checkpointer, t.archive, load_success_labels(t.success), platform=t.platform, source=t.source
-        )
-        report = rep.to_dict()
+        trajs, report = read_recordings(recording_specs(config.data.threads))
     else:
         trajs = list(load_trajectories(Path(config.data.dataset) / "trajectories.jsonl"))  # type: ignore[arg-type]
     total = len(trajs)
@@ -304,7 +307,6 @@ def run_learn(
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the stages (see module doc); returns the summary (also written to ``summary.json``)."""
-    from causalcache_memory.archive import open_archive
     from causalcache_memory.lab.data.trajectory import load_trajectories
 
     if stop_after != "trajectories" and (errors := config.labelling_errors()):
@@ -324,11 +326,14 @@ def run_learn(
     trajectories = list(load_trajectories(traj_stage.path / "trajectories.jsonl"))
     say(f"      {traj_stage.result['kept']} trajectories ({_skipped(traj_stage)})")
     summary: dict[str, Any] = {"output": str(out), "stages": {"trajectories": _stage_summary(traj_stage)}}
+    if config.data.threads is not None and (note := stale_conversion_note(trajectories, traj_stage.path)):
+        say(f"      warning: {note}")
+        summary.setdefault("notes", []).append(note)
     if stop_after == "trajectories":
         return _finish(out, summary, start)
 
     config = _plan_or_refuse(config, trajectories, summary)
-    archive = open_archive(_archive_url(config))
+    archive = _open_archive(config)
     text = learn_screen_text(config.screen_text, archive)  # before labelling: a bad source costs nothing
 
     labels: dict[str, StageResult] = {}
