@@ -11,8 +11,10 @@ LangGraph checkpointer, as ``CausalCacheMemory`` does.
 
 from __future__ import annotations
 
+import random
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,7 @@ def record_scripted(
     budget: int = 2,
     thread_prefix: str = "thread",
     archive_url: str | None = None,
+    screen_text: Callable[[str, int], str] | None = None,
 ) -> Scripted:
     """One thread per goal of ``script``, each reply executed on a fresh ``size`` screen (module doc); the
     archive is ``root/archive`` or ``archive_url`` (e.g. ``s3://bucket/prefix``)."""
@@ -101,7 +104,9 @@ def record_scripted(
         for e, (goal, replies) in enumerate(script.items()):
             tid = f"{thread_prefix}-{e}"
             trace = Trace(goal, episode_id=tid)
-            controller.observe(trace, Image.new("RGB", size, (e * 37 % 256, 0, 0)))
+            sha = controller.observe(trace, Image.new("RGB", size, (e * 37 % 256, 0, 0)))
+            if screen_text is not None:  # what the agent's screenshot node returns beside the pixels
+                archive.put_text(sha, screen_text(goal, 0))
             log = []
             for step in range(len(replies)):
                 decision = controller.decide(trace)
@@ -110,7 +115,9 @@ def record_scripted(
                     {"t": decision.t, "allocator": "recent", "selected": list(decision.allocation.selected)}
                 )
                 screen = Image.new("RGB", size, (e * 37 % 256, (step * 53 + 1) % 256, 90))
-                controller.record(trace, decision, screen)
+                event = controller.record(trace, decision, screen)
+                if screen_text is not None:
+                    archive.put_text(event.screenshot, screen_text(goal, step + 1))
             head = store.commit(None, trace, log)
             checkpoint = empty_checkpoint()
             checkpoint["channel_values"] = {"cc_head": head, "cc_episode": tid}
@@ -120,3 +127,39 @@ def record_scripted(
         conn.close()
     model.calls = 0
     return Scripted(root / "checkpoints.sqlite", archive_url or str(root / "archive"), model)
+
+
+_APPS = ("Tickets", "Bank", "Sheet", "Chat", "Files")
+_WORDS = ("invoice", "amount", "due", "owner", "status", "ref", "total", "client", "note", "date")
+
+
+def desktop_episodes(n: int, *, seed: int = 0, size: tuple[int, int] = (1280, 800)) -> dict[str, list[str]]:
+    """``n`` black-box desktop episodes of 9-13 steps: pixel clicks, typing, hotkeys and scrolls."""
+    rng = random.Random(seed)
+    script = {}
+    for e in range(n):
+        replies = []
+        for i in range(rng.randint(9, 13)):
+            kind = rng.random()
+            if kind < 0.55:
+                action = f"pyautogui.click({rng.randint(5, size[0] - 5)}, {rng.randint(5, size[1] - 5)})"
+            elif kind < 0.8:
+                action = f"pyautogui.write('{rng.choice(_WORDS)} {rng.randint(100, 99999)}')"
+            elif kind < 0.9:
+                action = "pyautogui.hotkey('ctrl', 's')"
+            else:
+                action = f"pyautogui.scroll({rng.choice((-5, 5))})"
+            replies.append(f"Thought: step {i} of {e}.\nAction: {action}")
+        script[f"{rng.choice(_APPS)} task {seed}-{e}: copy the {rng.choice(_WORDS)} across apps"] = replies
+    return script
+
+
+def desktop_text(goal: str, step: int) -> str:
+    """A desktop accessibility dump: one line per element, each ending with its position ``@(x,y)``."""
+    rng = random.Random(f"{goal}#{step}")
+    lines = [f"{rng.choice(_APPS)} - window {rng.randint(1, 9)}"]
+    for _ in range(rng.randint(8, 30)):
+        lines.append(
+            f"{rng.choice(_WORDS)}: {rng.randint(1, 99999)} @({rng.randint(0, 1279)},{rng.randint(0, 799)})"
+        )
+    return "\n".join(lines)
