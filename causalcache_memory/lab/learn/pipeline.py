@@ -27,9 +27,15 @@ from causalcache_memory._jsonl import write_json
 from causalcache_memory.errors import ConfigError
 from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
+from causalcache_memory.lab.learn.evidence_plan import planned_trajectories
 from causalcache_memory.lab.learn.fine_tune_check import harm_warning
 from causalcache_memory.lab.learn.labeller_version import adopt_unversioned
-from causalcache_memory.lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
+from causalcache_memory.lab.learn.plan import (
+    InsufficientDataError,
+    check_plan,
+    fold_test_into_dev,
+    plan_labels,
+)
 from causalcache_memory.lab.learn.recording_check import recording_warning
 from causalcache_memory.lab.learn.recordings import (
     open_recordings_archive,
@@ -278,7 +284,8 @@ def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[
     need_dev = int(config.train.get("min_dev_states", MIN_DEV_STATES))
 
     salt, split_by = str(config.train.get("split_salt", "")), str(config.train.get("split_by", "hash"))
-    plan_for = lambda f: plan_labels(trajectories, config.labels, salt=salt, fractions=f, split_by=split_by)  # noqa: E731
+    planned, scope = planned_trajectories(config, trajectories)  # evidence alone: its trajectories only
+    plan_for = lambda f: plan_labels(planned, config.labels, salt=salt, fractions=f, split_by=split_by)  # noqa: E731
     if (warning := recording_warning(trajectories, config)) is not None:
         summary["recording_warning"] = warning
     fractions = config.splits()
@@ -295,7 +302,12 @@ def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[
         config = config.model_copy(update={"train": {**config.train, "splits": list(folded)}})
         fractions, plan = folded, plan_for(folded)
     summary["plan"] = plan.to_dict()
-    check_plan(plan, fractions, total=len(trajectories), need_train=need_train, need_dev=need_dev)
+    try:
+        check_plan(plan, fractions, total=len(planned), need_train=need_train, need_dev=need_dev)
+    except InsufficientDataError as exc:
+        if scope is None:
+            raise
+        raise InsufficientDataError(scope + str(exc)) from None
     return config
 
 
