@@ -163,3 +163,14 @@ def desktop_text(goal: str, step: int) -> str:
             f"{rng.choice(_WORDS)}: {rng.randint(1, 99999)} @({rng.randint(0, 1279)},{rng.randint(0, 799)})"
         )
     return "\n".join(lines)
+
+
+def replay_labeller(script: str, coords: str = "auto"):  # type: ignore[no-untyped-def]
+    """A labeller factory for learn configs: the scripted agent (its script a JSON file), wrapped with
+    ``coords`` as a team would wrap its model."""
+    import json
+
+    from causalcache_memory.integrations.langgraph.policies import ChatModelPolicy
+
+    model = ScriptedChatModel(script=json.loads(Path(script).read_text()))
+    return ChatModelPolicy(model, coords=coords)  # type: ignore[arg-type]

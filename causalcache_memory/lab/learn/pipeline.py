@@ -165,7 +165,13 @@ def _labels_stage(
         if callable(close):
             close()
     seconds = time.perf_counter() - start
+    extra: dict[str, Any] = {}
+    if source == "agreement":  # does the labeller reproduce the agent's own recorded actions?
+        from causalcache_memory.lab.learn.agreement_check import agreement_report
+
+        extra = agreement_report(folder, config.agreement.k)
     return {
+        **extra,
         **counts,
         "source": label_source(scorer),
         "trajectories": len(chosen),
@@ -366,6 +372,8 @@ def run_learn(
             f"      {stage.result['written'] + stage.result['skipped']} states, {stage.result['prompts']} prompts ({_skipped(stage)})"
         )
         summary["stages"][stage.name] = _stage_summary(stage)
+        for warning in stage.result.get("warnings") or ():
+            say(f"      warning: {warning}")
     if stop_after == "labels":
         return _finish(out, summary, start)
 
