@@ -8,7 +8,7 @@ Stages (each resumable and published atomically, :mod:`.stages`), under ``config
                      guard (:mod:`.plan`).
 3. ``labels-<source>`` one labels file per source (``teacher_forced`` | ``agreement`` | ``evidence``),
                      through :func:`~causalcache_memory.lab.selector.labels.run_labelling`; the only
-                     stage that builds the labeller.
+                     stage that builds the labeller (:mod:`.label_stage`).
 4. ``model``         mix the sources (:mod:`.mix`), train (fine-tuning the bundled selector unless
                      ``train.init_from`` says otherwise), calibrate on dev, fit the OOD guard, export
                      ONNX (:func:`~causalcache_memory.lab.selector.train.train_selector`).
@@ -29,6 +29,7 @@ from causalcache_memory.lab.learn.config import LearnConfig
 from causalcache_memory.lab.learn.deploy import deploy_snippet
 from causalcache_memory.lab.learn.evidence_plan import planned_trajectories
 from causalcache_memory.lab.learn.fine_tune_check import harm_warning
+from causalcache_memory.lab.learn.label_stage import label_inputs, labels_stage, relabel_note
 from causalcache_memory.lab.learn.labeller_version import adopt_unversioned
 from causalcache_memory.lab.learn.plan import (
     InsufficientDataError,
@@ -100,97 +101,6 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
         by[name] = by.get(name, 0) + 1
     out = {"read": total, "kept": len(trajs), "archive": _archive_url(config), "report": report}
     return {**out, "kept_by_allocator": dict(sorted(by.items()))} if config.data.threads is not None else out
-
-
-# ------------------------------------------------------------------------------------------ stage 3
-def _labeller(config: LearnConfig, source: str, trajectories: list) -> Any:
-    """The scorer of ``source`` (built here only: training never calls this)."""
-    if source == "evidence":
-        from causalcache_memory.lab.learn.evidence import (
-            EvidenceScorer,
-            evidence_from_groups,
-            evidence_from_links,
-        )
-
-        ev = config.evidence
-        if ev.links:
-            return EvidenceScorer(
-                evidence_from_links(ev.links, trajectories, screen=ev.screen), origin=ev.links
-            )
-        return EvidenceScorer(evidence_from_groups(ev.groups), origin=str(ev.groups))  # type: ignore[arg-type]
-    from causalcache_memory.lab.selector.recipe import _call
-
-    assert config.labeller is not None  # the config's validator requires it for these sources
-    obj = _call(config.labeller.factory, config.labeller.kwargs, "labeller")
-    if source == "teacher_forced":
-        return obj
-    from causalcache_memory.lab.learn.agreement import AgreementScorer, make_sampler
-
-    return AgreementScorer(make_sampler(obj), k=config.agreement.k, temperature=config.agreement.temperature)
-
-
-def _label_inputs(config: LearnConfig, source: str, upstream: StageResult) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"trajectories": upstream.hash, "labels": config.labels.model_dump()}
-    if source == "evidence":
-        ev = config.evidence
-        inputs["evidence"] = {**ev.model_dump(), "digest": file_digest(ev.links or ev.groups)}  # type: ignore[arg-type]
-    else:
-        inputs["labeller"] = config.labeller.model_dump() if config.labeller else None
-        if config.labeller is not None:  # its code, not only its name: a changed labeller relabels
-            from causalcache_memory.lab.learn.labeller_version import labeller_version
-
-            inputs["labeller_version"] = labeller_version(config.labeller.factory)
-    if source == "agreement":
-        inputs["agreement"] = config.agreement.model_dump()
-    return inputs
-
-
-def _labels_stage(
-    config: LearnConfig, source: str, trajectories: list, archive: Any, folder: Path, progress: bool
-) -> dict[str, Any]:
-    from causalcache_memory.lab.selector.labels import label_source, run_labelling
-
-    scorer = _labeller(config, source, trajectories)
-    labels = config.labels
-    if source == "agreement":
-        labels = labels.model_copy(update={"target": "action_json"})
-    from causalcache_memory.lab.learn.evidence import EvidenceScorer
-
-    chosen = scorer.trajectories(trajectories) if isinstance(scorer, EvidenceScorer) else trajectories
-    start = time.perf_counter()
-    try:
-        counts = run_labelling(scorer, archive, chosen, folder / "labels.jsonl", labels, progress=progress)
-    finally:
-        close = getattr(scorer, "close", None)
-        if callable(close):
-            close()
-    seconds = time.perf_counter() - start
-    extra: dict[str, Any] = {}
-    if source == "agreement":  # does the labeller reproduce the agent's own recorded actions?
-        from causalcache_memory.lab.learn.agreement_check import agreement_report
-
-        extra = agreement_report(folder, config.agreement.k)
-    return {
-        **extra,
-        **counts,
-        "source": label_source(scorer),
-        "trajectories": len(chosen),
-        "prompts_per_state": round(counts["prompts"] / max(counts["written"], 1), 2),
-        "samples": getattr(scorer, "samples", None),
-        "seconds_per_state": round(seconds / max(counts["written"], 1), 4),
-    }
-
-
-def _relabel_note(old: dict[str, Any] | None, inputs: dict[str, Any]) -> str | None:
-    """Say so when the labels stage reruns because the labeller's version changed."""
-    before = ((old or {}).get("inputs") or {}).get("labeller_version")
-    now = inputs.get("labeller_version")
-    if before is None or now is None or before == now:
-        return None
-    return (
-        f"the labeller changed (version {before['version']} -> {now['version']}, from its "
-        f"{now['from']}): relabelling"
-    )
 
 
 # ------------------------------------------------------------------------------------------ stage 4
@@ -357,15 +267,15 @@ def run_learn(
     labels: dict[str, StageResult] = {}
     for i, source in enumerate(config.sources, 2):
         say(f"[{i}/{n_steps}] labels ({source})")
-        inputs = _label_inputs(config, source, traj_stage)
+        inputs = label_inputs(config, source, traj_stage)
         adopted = adopt_unversioned(stages, f"labels-{source}", inputs)
-        if (note := adopted or _relabel_note(stages.manifest(f"labels-{source}"), inputs)) is not None:
+        if (note := adopted or relabel_note(stages.manifest(f"labels-{source}"), inputs)) is not None:
             say(f"      {note}")
             summary.setdefault("notes", []).append(note)
         stage = stages.run(
             f"labels-{source}",
             inputs,
-            lambda f, s=source: _labels_stage(config, s, trajectories, archive, f, progress),
+            lambda f, s=source: labels_stage(config, s, trajectories, archive, f, progress),
         )
         labels[source] = stage
         say(
