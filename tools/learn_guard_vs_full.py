@@ -3,7 +3,7 @@
 On a world whose screens the bundled guard declines (e.g. ``devtype-00``, a development world: its typed
 slash navigation is out of the bundle's distribution, RESULTS.md 9j), record ``--record`` pure Recent-4
 episodes (task seed 7001), run ``causalcache learn --guard-only`` and, unless ``--skip-full``, the full
-``learn`` with teacher-forced labels, then evaluate Recent-4, the bundle, the guard-only model and the full
+``learn`` with teacher-forced labels against the full-history action (every episode), then evaluate Recent-4, the bundle, the guard-only model and the full
 model in the closed loop on ``--eval`` fresh tasks (seed 9001, policy seeds 0,1,2), with task-paired
 contrasts (tools/paired_contrast.py). Every step is resumable (tools/learn_heldout.py's helpers)::
 
@@ -68,7 +68,10 @@ def main() -> int:
     }
     models = {"guard": guard["guard"]["model"]}
     if not args.skip_full:
-        full = _learn(out / "learn-teacher_forced", rec, args.world, "teacher_forced", 4, {}, {}, False)
+        # a pure Recent-4 recording: labels against the labeller's full-history action, failed episodes
+        # too (docs/LEARN.md section 2, RESULTS.md 9i), as the devtype runs of RESULTS.md 9j
+        labels = {"reference": "full_history"}
+        full = _learn(out / "learn-teacher_forced", rec, args.world, "teacher_forced", 4, {}, labels, True)
         models["full"] = full["model"]
         report["full_seconds"] = full["seconds"]
     evals = {
