@@ -77,9 +77,9 @@ def fallback_advice(reason: str, groups: Counter[str], declined: int, *, text_mi
         return (
             "the out-of-distribution guard found these decision states far from the selector's training "
             f"states, {far_groups_phrase(groups, declined)}.{text_note} Options, in order: (1) refit the guard "
-            "on your own screens: record episodes with this memory and run `causalcache learn` on them (it "
-            "keeps the bundled scorer where it transfers and refits the guard on your states; "
-            "docs/LEARN.md); (2) raise allocation.selector.ood_scale (e.g. 2.0) - risk: the scorer then "
+            "on your own screens: record episodes with this memory and run `causalcache learn --guard-only` "
+            "on them (no labels needed: it keeps the bundled scorer and refits the guard on your states; "
+            "docs/LEARN.md 1b), then the full `causalcache learn` if that is not enough; (2) raise allocation.selector.ood_scale (e.g. 2.0) - risk: the scorer then "
             "decides on states it was never validated on, so check swaps against Recent-B on your own tasks "
             "before keeping it; (3) allocation.allocator: recent, the honest choice when neither is possible "
             "(the same prompts without the selector's cost, and no warning)."

@@ -3,6 +3,7 @@
     causalcache learn --config learn.yaml
     causalcache learn --threads .causalcache/checkpoints.sqlite --archive .causalcache/archive \\
         --success success.json --labeller mypkg.models:labeller --out runs/learn
+    causalcache learn --guard-only --threads ... --archive ... --out runs/learn   # no labeller, no labels
 
 Flags override the config file's values. Stages are resumable: rerunning skips every stage whose inputs
 did not change (docs/LEARN.md).
@@ -42,6 +43,14 @@ def _learn(args: argparse.Namespace) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     config = load_learn_config(args.config, trusted=args.trust_module, **_overrides(args))
+    if args.guard_only:  # no labeller, no labels: the OOD guard refitted on the team's states
+        from causalcache_lab.learn.guard_refit import print_guard_summary, run_guard_refit
+
+        summary = run_guard_refit(config, log=print)
+        print_guard_summary(summary)
+        if args.json:
+            print(dumps_json(summary))
+        return 0
     summary = run_learn(config, stop_after=args.stop_after, progress=not args.no_progress, log=print)
     _print_summary(summary)
     if args.json:
@@ -166,6 +175,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--stop-after", choices=STAGES, help="stop after this stage (e.g. trajectories = export only)"
+    )
+    p.add_argument(
+        "--guard-only",
+        action="store_true",
+        help="no labeller: refit the OOD guard on every recorded episode, keep the base's scorer and "
+        "threshold, write guard-deploy.yaml (try this first when the idle warning says 'ood')",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the labelling progress bar")
     p.add_argument("--json", action="store_true", help="also print the summary as JSON")

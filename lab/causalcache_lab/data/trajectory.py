@@ -124,7 +124,15 @@ class Trajectory:
         return len(self.steps)
 
     def trace_at(self, t: int, *, summarizer: Summarizer | None = None) -> Trace:
-        """The decision state at ``t`` (1-based): events ``1..t-1`` and current screen ``x_t``."""
+        """The decision state at ``t`` (1-based): events ``1..t-1`` and current screen ``x_t``.
+
+        The trace carries what the live prompt carried where the data recorded it (threads recorded by
+        ``CausalCacheMemory``: :mod:`causalcache_memory.lab.learn.threads`): each step's
+        ``metadata["screen_size"]`` (the pixel size of ``x_t``, so pixel coordinates parse as they did
+        live; default: the trajectory's ``screen_size`` when it is known, i.e. not the ``(1, 1)``
+        placeholder), ``metadata["screenshot_size"]`` (of ``x_{t+1}``) and ``metadata["summary"]`` (the
+        one-line summary the live prompt showed; used unless ``summarizer`` is given).
+        """
         if not 1 <= t <= len(self.steps):
             raise TraceError(
                 f"decision t={t} is outside 1..{len(self.steps)} of trajectory {self.trajectory_id}"
@@ -137,25 +145,35 @@ class Trajectory:
             )
         trace = Trace(self.goal, episode_id=self.trajectory_id, platform=self.platform, summarizer=summarizer)
         if self.steps[0].screenshot_before is not None:
-            trace.observe(self.steps[0].screenshot_before)
-        for step in self.steps[: t - 1]:
+            trace.observe(self.steps[0].screenshot_before, size=self._size(0, "screen_size"))
+        for i, step in enumerate(self.steps[: t - 1]):
             if step.screenshot_after is None:
                 raise TraceError(f"step {step.step_id} of {self.trajectory_id} has no post-action screen")
-            summary = None
-            if step.unparsed is not None:
+            summary = step.metadata.get("summary") if summarizer is None else None
+            if step.unparsed is not None and summary is None:
                 summary = "unparsed action: " + " ".join(step.unparsed.split())[:80]
             trace.record(
                 step.action,
                 step.response,
                 step.screenshot_after,
                 app=step.app,
-                screen_size=self.screen_size,
+                screen_size=self._size(i, "screen_size"),
                 instruction=step.instruction,
                 summary=summary,
+                screenshot_size=self._size(i, "screenshot_size"),
             )
-        if current != trace.current_screenshot:
-            trace.observe(current)
+        trace.observe(current, size=self._size(t - 1, "screen_size"))
         return trace
+
+    def _size(self, index: int, key: str) -> tuple[int, int] | None:
+        """Step ``index``'s recorded ``key`` size (``screenshot_size``: else the next step's screen size),
+        else the trajectory's ``screen_size`` when known (not the ``(1, 1)`` placeholder), else None."""
+        size = self.steps[index].metadata.get(key)
+        if not size and key == "screenshot_size" and index + 1 < len(self.steps):
+            size = self.steps[index + 1].metadata.get("screen_size")
+        if size:
+            return (int(size[0]), int(size[1]))
+        return self.screen_size if min(self.screen_size) > 1 else None
 
     def screenshots(self) -> set[str]:
         refs = {s.screenshot_before for s in self.steps} | {s.screenshot_after for s in self.steps}

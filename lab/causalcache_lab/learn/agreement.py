@@ -17,7 +17,9 @@ labels, and training consumes the records unchanged. Targets are the recorded ac
 
 Samplers (one call = one sampled action):
 
-* :class:`ChatModelSampler` -- a LangChain ``BaseChatModel`` (``temperature`` bound per call);
+* :class:`ChatModelSampler` -- a LangChain ``BaseChatModel`` (``temperature`` bound per call), or the
+  agent's ``ChatModelPolicy`` wrapper of one (its ``coords``, ``system`` and ``parse`` kept: a model that
+  writes the 0-1000 grid on a screen wider than 1000 pixels must say so, as it did live);
 * :class:`OpenAISampler` -- an OpenAI-compatible endpoint through
   :class:`~causalcache_memory.runtime.openai_client.OpenAIPolicy` (``temperature`` in the request);
 * :class:`PolicySampler` -- any policies' greedy ``generate``, rotating over them (e.g. the synthetic
@@ -64,12 +66,14 @@ class Sampler(Protocol):
 class ChatModelSampler:
     """Samples a LangChain chat model (``model.bind(temperature=...)`` per call; needs langchain-core)."""
 
-    def __init__(self, model: Any, *, coords: str = "auto", system: str | None = None) -> None:
+    def __init__(
+        self, model: Any, *, coords: str = "auto", system: str | None = None, parse: Any = None
+    ) -> None:
         from causalcache_memory._optional import require
 
         require("langchain_core", purpose="agreement labels from a LangChain chat model")
         self.model = model
-        self.coords, self.system = coords, system
+        self.coords, self.system, self.parse = coords, system, parse
         self.name = str(
             getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
         )
@@ -80,7 +84,10 @@ class ChatModelSampler:
         model = self.model
         if temperature is not None and hasattr(model, "bind"):
             model = model.bind(temperature=temperature)
-        return ChatModelPolicy(model, coords=self.coords, system=self.system, name=self.name).generate(prompt)  # type: ignore[arg-type]
+        policy = ChatModelPolicy(
+            model, coords=self.coords, system=self.system, name=self.name, parse=self.parse
+        )  # type: ignore[arg-type]
+        return policy.generate(prompt)
 
 
 class OpenAISampler:
@@ -111,13 +118,18 @@ class PolicySampler:
 
 
 def make_sampler(obj: Any) -> Sampler:
-    """A sampler for ``obj``: a sampler, an ``OpenAIPolicy``, policies, or a LangChain chat model."""
+    """A sampler for ``obj``: a sampler, an ``OpenAIPolicy``, a ``ChatModelPolicy``, policies, or a LangChain
+    chat model."""
     if callable(getattr(obj, "sample", None)):
         return obj  # type: ignore[no-any-return]
     from causalcache_memory.runtime.openai_client import OpenAIPolicy
 
     if isinstance(obj, OpenAIPolicy):
         return OpenAISampler(obj)
+    if _is_chat_model_policy(obj):  # the agent's own wrapper: keep its coordinate convention and system
+        sampler = ChatModelSampler(obj.model, coords=obj.coords, system=obj.system, parse=obj.parse)
+        sampler.name = str(obj.name)
+        return sampler
     if isinstance(obj, (list, tuple)) and obj and all(callable(getattr(p, "generate", None)) for p in obj):
         return PolicySampler(obj)
     if callable(getattr(obj, "generate", None)) and callable(getattr(obj, "score", None)):
@@ -128,6 +140,14 @@ def make_sampler(obj: Any) -> Sampler:
         f"labeller {type(obj).__name__} cannot be sampled for agreement labels; give a LangChain chat "
         "model, an OpenAIPolicy, a Policy or a list of policies"
     )
+
+
+def _is_chat_model_policy(obj: Any) -> bool:
+    """Whether ``obj`` is the LangGraph integration's ``ChatModelPolicy`` (imported only if loaded)."""
+    import sys
+
+    module = sys.modules.get("causalcache_memory.integrations.langgraph.policies")
+    return module is not None and isinstance(obj, module.ChatModelPolicy)
 
 
 class AgreementScorer:

@@ -5,7 +5,8 @@
     output: runs/learn                      # stage folders, the model, deploy.yaml, summary.json
     data:                                   # one of threads / dataset
       threads: {checkpointer: .causalcache/checkpoints.sqlite, archive: .causalcache/archive,
-                success: success.json}      # or success: all
+                success: success.json}      # or success: all; or a list of such recordings, each
+                                            # with a name (ids become '<name>/<thread id>')
       dataset: runs/agentnet                # a `causalcache data import` folder
       successful_only: true                 # default: true, false with labels.reference: full_history
     labeller: {factory: "pkg.module:make", kwargs: {...}}   # built only by the labelling stage
@@ -104,6 +105,8 @@ class _Strict(BaseModel):
 
 
 class ThreadsSpec(_Strict):
+    #: the recording's namespace when data.threads lists several (thread ids become '<name>/<id>')
+    name: str | None = None
     checkpointer: str
     archive: str
     success: str = "all"
@@ -116,7 +119,8 @@ class ThreadsSpec(_Strict):
 
 
 class DataSection(_Strict):
-    threads: ThreadsSpec | None = None
+    #: one recording, or several read as one dataset (lab/learn/recordings.py)
+    threads: ThreadsSpec | list[ThreadsSpec] | None = None
     dataset: str | None = None
     #: keep only the successful episodes; None (default): true when the labels' target is the recorded
     #: step, false with ``labels.reference: full_history`` (:attr:`LearnConfig.successful_only`)
@@ -129,6 +133,8 @@ class DataSection(_Strict):
                 "give exactly one of data.threads (recorded LangGraph threads) or data.dataset "
                 "(a `causalcache data import` folder)"
             )
+        if isinstance(self.threads, list) and not self.threads:
+            raise ValueError("data.threads is an empty list; give at least one recording")
         return self
 
 
@@ -270,9 +276,14 @@ def _resolve(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     if "output" in raw:
         raw["output"] = fix(raw["output"])
     data = dict(raw.get("data") or {})
+    paths = ("checkpointer", "archive", "success")
     if isinstance(data.get("threads"), dict):
-        paths = ("checkpointer", "archive", "success")
         data["threads"] = {k: fix(v) if k in paths else v for k, v in data["threads"].items()}
+    elif isinstance(data.get("threads"), list):
+        data["threads"] = [
+            {k: fix(v) if k in paths else v for k, v in t.items()} if isinstance(t, dict) else t
+            for t in data["threads"]
+        ]
     if "dataset" in data:
         data["dataset"] = fix(data["dataset"])
     raw["data"] = data

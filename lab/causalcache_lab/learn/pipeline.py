@@ -8,7 +8,7 @@ Stages (each resumable and published atomically, :mod:`.stages`), under ``config
                      guard (:mod:`.plan`).
 3. ``labels-<source>`` one labels file per source (``teacher_forced`` | ``agreement`` | ``evidence``),
                      through :func:`~causalcache_lab.selector.labels.run_labelling`; the only
-                     stage that builds the labeller.
+                     stage that builds the labeller (:mod:`.label_stage`).
 4. ``model``         mix the sources (:mod:`.mix`), train (fine-tuning the bundled selector unless
                      ``train.init_from`` says otherwise), calibrate on dev, fit the OOD guard, export
                      ONNX (:func:`~causalcache_lab.selector.train.train_selector`).
@@ -25,10 +25,25 @@ from typing import Any
 
 from causalcache_lab.learn.config import LearnConfig
 from causalcache_lab.learn.deploy import deploy_snippet
+from causalcache_lab.learn.evidence_plan import planned_trajectories
 from causalcache_lab.learn.fine_tune_check import harm_warning
-from causalcache_lab.learn.plan import check_plan, fold_test_into_dev, plan_labels
+from causalcache_lab.learn.label_stage import label_inputs, labels_stage, relabel_note
+from causalcache_lab.learn.labeller_version import adopt_unversioned
+from causalcache_lab.learn.plan import (
+    InsufficientDataError,
+    check_plan,
+    fold_test_into_dev,
+    plan_labels,
+)
 from causalcache_lab.learn.recording_check import recording_warning
-from causalcache_lab.learn.stages import StageResult, Stages, file_digest, inputs_hash
+from causalcache_lab.learn.recordings import (
+    open_recordings_archive,
+    read_recordings,
+    recording_specs,
+    recordings_inputs,
+    stale_conversion_note,
+)
+from causalcache_lab.learn.stages import StageResult, Stages, file_digest
 from causalcache_lab.learn.text_source import coverage_warning, learn_screen_text, text_coverage
 from causalcache_lab.selector.split_sizes import MIN_DEV_STATES, MIN_TRAIN_STATES
 from causalcache_memory._jsonl import write_json
@@ -44,24 +59,26 @@ STAGES = ("trajectories", "labels", "model")
 
 def _archive_url(config: LearnConfig) -> str:
     if config.data.threads is not None:
-        return config.data.threads.archive
+        return " + ".join(spec.archive for spec in recording_specs(config.data.threads))
     return str(Path(config.data.dataset) / "archive")  # type: ignore[arg-type]
+
+
+def _open_archive(config: LearnConfig) -> Any:
+    if config.data.threads is not None:  # one recording's archive, or a read-only view of several
+        return open_recordings_archive(recording_specs(config.data.threads))
+    from causalcache_memory.archive import open_archive
+
+    return open_archive(_archive_url(config))
 
 
 # ------------------------------------------------------------------------------------------ stage 1
 def _trajectory_inputs(config: LearnConfig) -> dict[str, Any]:
     data, only = config.data, config.successful_only
-    if data.threads is not None:
-        t = data.threads
-        from causalcache_lab.learn.threads import thread_states
-
-        heads = {tid: s.get("cc_head") for tid, s in thread_states(t.checkpointer).items()}
-        return {
-            "threads": t.model_dump(),
-            "heads": inputs_hash(heads),  # the threads' chain heads: what the stage reads
-            "success_digest": file_digest(t.success) if t.success != "all" else "all",
-            "successful_only": only,
-        }
+    if data.threads is not None:  # each recording's spec, its threads' chain heads, its success digest
+        parts = recordings_inputs(recording_specs(data.threads))
+        if not isinstance(data.threads, list):  # one recording: the identity it always had
+            return {**parts[0], "successful_only": only}
+        return {"recordings": parts, "successful_only": only}
     src = Path(data.dataset) / "trajectories.jsonl"  # type: ignore[arg-type]
     return {"dataset": str(data.dataset), "digest": file_digest(src), "successful_only": only}
 
@@ -71,13 +88,7 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
 
     report: dict[str, Any] = {}
     if config.data.threads is not None:
-        from causalcache_lab.learn.threads import load_success_labels, threads_to_trajectories
-
-        t = config.data.threads
-        trajs, rep = threads_to_trajectories(
-            t.checkpointer, t.archive, load_success_labels(t.success), platform=t.platform, source=t.source
-        )
-        report = rep.to_dict()
+        trajs, report = read_recordings(recording_specs(config.data.threads))
     else:
         trajs = list(load_trajectories(Path(config.data.dataset) / "trajectories.jsonl"))  # type: ignore[arg-type]
     total = len(trajs)
@@ -90,75 +101,6 @@ def _trajectories_stage(config: LearnConfig, folder: Path) -> dict[str, Any]:
         by[name] = by.get(name, 0) + 1
     out = {"read": total, "kept": len(trajs), "archive": _archive_url(config), "report": report}
     return {**out, "kept_by_allocator": dict(sorted(by.items()))} if config.data.threads is not None else out
-
-
-# ------------------------------------------------------------------------------------------ stage 3
-def _labeller(config: LearnConfig, source: str, trajectories: list) -> Any:
-    """The scorer of ``source`` (built here only: training never calls this)."""
-    if source == "evidence":
-        from causalcache_lab.learn.evidence import (
-            EvidenceScorer,
-            evidence_from_groups,
-            evidence_from_links,
-        )
-
-        ev = config.evidence
-        if ev.links:
-            return EvidenceScorer(
-                evidence_from_links(ev.links, trajectories, screen=ev.screen), origin=ev.links
-            )
-        return EvidenceScorer(evidence_from_groups(ev.groups), origin=str(ev.groups))  # type: ignore[arg-type]
-    from causalcache_lab.selector.recipe import _call
-
-    assert config.labeller is not None  # the config's validator requires it for these sources
-    obj = _call(config.labeller.factory, config.labeller.kwargs, "labeller", config.trusted)
-    if source == "teacher_forced":
-        return obj
-    from causalcache_lab.learn.agreement import AgreementScorer, make_sampler
-
-    return AgreementScorer(make_sampler(obj), k=config.agreement.k, temperature=config.agreement.temperature)
-
-
-def _label_inputs(config: LearnConfig, source: str, upstream: StageResult) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"trajectories": upstream.hash, "labels": config.labels.model_dump()}
-    if source == "evidence":
-        ev = config.evidence
-        inputs["evidence"] = {**ev.model_dump(), "digest": file_digest(ev.links or ev.groups)}  # type: ignore[arg-type]
-    else:
-        inputs["labeller"] = config.labeller.model_dump() if config.labeller else None
-    if source == "agreement":
-        inputs["agreement"] = config.agreement.model_dump()
-    return inputs
-
-
-def _labels_stage(
-    config: LearnConfig, source: str, trajectories: list, archive: Any, folder: Path, progress: bool
-) -> dict[str, Any]:
-    from causalcache_lab.selector.labels import label_source, run_labelling
-
-    scorer = _labeller(config, source, trajectories)
-    labels = config.labels
-    if source == "agreement":
-        labels = labels.model_copy(update={"target": "action_json"})
-    from causalcache_lab.learn.evidence import EvidenceScorer
-
-    chosen = scorer.trajectories(trajectories) if isinstance(scorer, EvidenceScorer) else trajectories
-    start = time.perf_counter()
-    try:
-        counts = run_labelling(scorer, archive, chosen, folder / "labels.jsonl", labels, progress=progress)
-    finally:
-        close = getattr(scorer, "close", None)
-        if callable(close):
-            close()
-    seconds = time.perf_counter() - start
-    return {
-        **counts,
-        "source": label_source(scorer),
-        "trajectories": len(chosen),
-        "prompts_per_state": round(counts["prompts"] / max(counts["written"], 1), 2),
-        "samples": getattr(scorer, "samples", None),
-        "seconds_per_state": round(seconds / max(counts["written"], 1), 4),
-    }
 
 
 # ------------------------------------------------------------------------------------------ stage 4
@@ -258,7 +200,8 @@ def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[
     need_dev = int(config.train.get("min_dev_states", MIN_DEV_STATES))
 
     salt, split_by = str(config.train.get("split_salt", "")), str(config.train.get("split_by", "hash"))
-    plan_for = lambda f: plan_labels(trajectories, config.labels, salt=salt, fractions=f, split_by=split_by)  # noqa: E731
+    planned, scope = planned_trajectories(config, trajectories)  # evidence alone: its trajectories only
+    plan_for = lambda f: plan_labels(planned, config.labels, salt=salt, fractions=f, split_by=split_by)  # noqa: E731
     if (warning := recording_warning(trajectories, config)) is not None:
         summary["recording_warning"] = warning
     fractions = config.splits()
@@ -275,7 +218,12 @@ def _plan_or_refuse(config: LearnConfig, trajectories: list[Any], summary: dict[
         config = config.model_copy(update={"train": {**config.train, "splits": list(folded)}})
         fractions, plan = folded, plan_for(folded)
     summary["plan"] = plan.to_dict()
-    check_plan(plan, fractions, total=len(trajectories), need_train=need_train, need_dev=need_dev)
+    try:
+        check_plan(plan, fractions, total=len(planned), need_train=need_train, need_dev=need_dev)
+    except InsufficientDataError as exc:
+        if scope is None:
+            raise
+        raise InsufficientDataError(scope + str(exc)) from None
     return config
 
 
@@ -288,7 +236,6 @@ def run_learn(
 ) -> dict[str, Any]:
     """Run the stages (see module doc); returns the summary (also written to ``summary.json``)."""
     from causalcache_lab.data.trajectory import load_trajectories
-    from causalcache_memory.archive import open_archive
 
     if stop_after != "trajectories" and (errors := config.labelling_errors()):
         raise ConfigError("causalcache learn cannot label: " + "; ".join(errors), errors)
@@ -307,11 +254,14 @@ def run_learn(
     trajectories = list(load_trajectories(traj_stage.path / "trajectories.jsonl"))
     say(f"      {traj_stage.result['kept']} trajectories ({_skipped(traj_stage)})")
     summary: dict[str, Any] = {"output": str(out), "stages": {"trajectories": _stage_summary(traj_stage)}}
+    if config.data.threads is not None and (note := stale_conversion_note(trajectories, traj_stage.path)):
+        say(f"      warning: {note}")
+        summary.setdefault("notes", []).append(note)
     if stop_after == "trajectories":
         return _finish(out, summary, start)
 
     config = _plan_or_refuse(config, trajectories, summary)
-    archive = open_archive(_archive_url(config))
+    archive = _open_archive(config)
     text = learn_screen_text(
         config.screen_text, archive, config.trusted
     )  # before labelling: a bad source costs nothing
@@ -319,16 +269,23 @@ def run_learn(
     labels: dict[str, StageResult] = {}
     for i, source in enumerate(config.sources, 2):
         say(f"[{i}/{n_steps}] labels ({source})")
+        inputs = label_inputs(config, source, traj_stage)
+        adopted = adopt_unversioned(stages, f"labels-{source}", inputs)
+        if (note := adopted or relabel_note(stages.manifest(f"labels-{source}"), inputs)) is not None:
+            say(f"      {note}")
+            summary.setdefault("notes", []).append(note)
         stage = stages.run(
             f"labels-{source}",
-            _label_inputs(config, source, traj_stage),
-            lambda f, s=source: _labels_stage(config, s, trajectories, archive, f, progress),
+            inputs,
+            lambda f, s=source: labels_stage(config, s, trajectories, archive, f, progress),
         )
         labels[source] = stage
         say(
             f"      {stage.result['written'] + stage.result['skipped']} states, {stage.result['prompts']} prompts ({_skipped(stage)})"
         )
         summary["stages"][stage.name] = _stage_summary(stage)
+        for warning in stage.result.get("warnings") or ():
+            say(f"      warning: {warning}")
     if stop_after == "labels":
         return _finish(out, summary, start)
 

@@ -233,6 +233,19 @@ def shadow_disagrees(records: list[dict[str, Any]]) -> bool | None:
     return False
 
 
+def _live_prompt_fields(event: Any) -> dict[str, Any]:
+    """What the live prompt carried of an event beyond its action and reply: the pixel sizes of the
+    screen the action was taken on (``screen_size``, the prompt's ``meta["screen_size"]`` that pixel
+    coordinates are parsed with) and of its post-action screenshot, and the one-line summary shown
+    (:meth:`~causalcache_memory.lab.data.trajectory.Trajectory.trace_at` reads them back)."""
+    out: dict[str, Any] = {"summary": event.summary}
+    if event.screen_size:
+        out["screen_size"] = list(event.screen_size)
+    if event.screenshot_size:
+        out["screenshot_size"] = list(event.screenshot_size)
+    return out
+
+
 def _trajectory(
     thread_id: str, trace: Trace, success: bool, platform: str | None, source: str, allocators: list[str]
 ) -> Trajectory:
@@ -249,6 +262,7 @@ def _trajectory(
                 unparsed=e.response if unparsed else None,
                 app=e.app,
                 instruction=(e.metadata or {}).get("instruction"),
+                metadata=_live_prompt_fields(e),
             )
         )
     sizes = [tuple(e.screen_size) for e in events if e.screen_size]

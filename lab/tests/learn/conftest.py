@@ -59,3 +59,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 def thread_recorder() -> Any:
     """:func:`record_threads` as a factory fixture (threads recorded with another allocation)."""
     return record_threads
+
+
+@pytest.fixture(autouse=True)
+def _trust_test_factories(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learn configs of these tests name factories of test modules (``helpers``, ``scripted``):
+    trusted as a user would trust their own modules, through the environment."""
+    monkeypatch.setenv(
+        "CAUSALCACHE_TRUSTED_MODULES",
+        "helpers,scripted,labmod_declared,labmod_source,labmod_legacy",
+    )

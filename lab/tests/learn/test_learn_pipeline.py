@@ -18,12 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import helpers
 
 
-@pytest.fixture(autouse=True)
-def _trust_test_factories(monkeypatch):
-    """The configs here name factories of test modules: trusted as the user would (the environment)."""
-    monkeypatch.setenv("CAUSALCACHE_TRUSTED_MODULES", "helpers")
-
-
 def _config(tmp_path: Path, recorded, **extra) -> Path:  # type: ignore[no-untyped-def]
     import yaml
 
