@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         for p in chosen:
             root = stage(Path(tmp) / p.name)
             apply(p, root)
-            rc, tail, failed = run_tests(root, ("tests",) if args.suite else p.tests, first_failure=p.min_failed < 2)
+            rc, tail, failed = run_tests(
+                root, ("tests",) if args.suite else p.tests, first_failure=p.min_failed < 2
+            )
             caught = rc == 1 and failed >= p.min_failed
             failures += not caught
             print(f"{p.name:16} {'caught' if caught else 'MISSED':8} {tail}")

@@ -42,7 +42,9 @@ def test_a_short_dev_split_made_up_only_by_dev_plus_test_is_folded_not_refused()
         check_plan(plan, FRACTIONS, total=100, need_train=NEED_TRAIN, need_dev=NEED_DEV)
 
 
-@pytest.mark.parametrize(("train", "folds"), [(NEED_TRAIN - 1, False), (NEED_TRAIN, True), (NEED_TRAIN + 1, True)])
+@pytest.mark.parametrize(
+    ("train", "folds"), [(NEED_TRAIN - 1, False), (NEED_TRAIN, True), (NEED_TRAIN + 1, True)]
+)
 def test_fold_needs_training_to_have_its_states(train, folds) -> None:
     assert (_fold(train, 15, 10) is not None) is folds
 

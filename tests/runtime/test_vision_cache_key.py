@@ -59,7 +59,9 @@ def test_one_content_at_two_resolutions_is_encoded_twice_with_its_own_features()
     assert tower.encoded == [(1, 4, 4), (1, 2, 8)]  # the second grid is not served the first's features
     assert not torch.equal(square.pooler_output[0], wide.pooler_output[0])
     again = cache.image_features(tower, ROWS, torch.tensor([[1, 2, 8]]))
-    assert tower.encoded == [(1, 4, 4), (1, 2, 8)] and torch.equal(again.pooler_output[0], wide.pooler_output[0])
+    assert tower.encoded == [(1, 4, 4), (1, 2, 8)] and torch.equal(
+        again.pooler_output[0], wide.pooler_output[0]
+    )
     assert cache.stats().entries == 2 and cache.stats().hits == 1
 
 
@@ -88,7 +90,9 @@ def test_the_key_changes_with_the_row_width_of_another_patch_size() -> None:
     flat = ROWS.reshape(-1)
     narrow, wide = flat.reshape(16, 6), flat.reshape(8, 12)  # same values, another patch/temporal size
     assert image_key(narrow, (1, 4, 4)) != image_key(wide, (1, 2, 4))
-    assert image_key(narrow, (1, 4, 4)) != image_key(flat.reshape(16, 6).T.contiguous().reshape(16, 6), (1, 4, 4))
+    assert image_key(narrow, (1, 4, 4)) != image_key(
+        flat.reshape(16, 6).T.contiguous().reshape(16, 6), (1, 4, 4)
+    )
 
 
 def test_a_real_processor_with_other_settings_gives_other_keys() -> None:

@@ -13,7 +13,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from causalcache_memory.lab.selector.keep_base import BASE_GUARD_MAX_FLAGGED, base_calibration, base_guard_flags
+from causalcache_memory.lab.selector.keep_base import (
+    BASE_GUARD_MAX_FLAGGED,
+    base_calibration,
+    base_guard_flags,
+)
 from causalcache_memory.selector.features import FEATURE_SCHEMA, feature_index
 from causalcache_memory.selector.ood import RobustGuard
 
@@ -42,7 +46,9 @@ def test_the_base_is_kept_when_its_guard_flags_at_most_ten_percent(tmp_path, n, 
 
 
 def test_no_states_judged_means_the_base_is_not_kept(tmp_path) -> None:
-    shipped, report = base_calibration(tmp_path / "selector.onnx", {"train": [], "dev": []}, (np.zeros(0, bool), META))
+    shipped, report = base_calibration(
+        tmp_path / "selector.onnx", {"train": [], "dev": []}, (np.zeros(0, bool), META)
+    )
     assert shipped is None and report["kept"] is False and report["base_flagged"] == 1.0
 
 
@@ -105,4 +111,7 @@ def test_a_base_without_metadata_or_guard_is_refitted(tmp_path) -> None:
     assert flags is None and "no metadata.json" in meta["reason"]
     (tmp_path / "metadata.json").write_text(json.dumps({"calibration": {"threshold": 0.1}}), encoding="utf-8")
     shipped, report = base_calibration(tmp_path / "selector.onnx", {"train": _states(3)})
-    assert shipped is None and report == {"kept": False, "reason": f"{tmp_path / 'metadata.json'} has no OOD guard"}
+    assert shipped is None and report == {
+        "kept": False,
+        "reason": f"{tmp_path / 'metadata.json'} has no OOD guard",
+    }
