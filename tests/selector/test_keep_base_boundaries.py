@@ -115,3 +115,25 @@ def test_a_base_without_metadata_or_guard_is_refitted(tmp_path) -> None:
         "kept": False,
         "reason": f"{tmp_path / 'metadata.json'} has no OOD guard",
     }
+
+
+@pytest.mark.parametrize("n_flags", [299, 301])
+def test_a_verdict_count_other_than_the_states_is_refused(tmp_path, n_flags) -> None:
+    parts = {"train": _states(200), "dev": _states(100)}
+    with pytest.raises(ValueError, match=rf"guard has {n_flags} verdicts for 300 train and dev states"):
+        base_calibration(tmp_path / "selector.onnx", parts, (np.zeros(n_flags, bool), META))
+    # 300 verdicts for 300 states (ints beyond CPython's small-int cache: compared by value)
+    shipped, report = base_calibration(tmp_path / "selector.onnx", parts, (np.zeros(300, bool), META))
+    assert shipped is not None and report["kept"] is True and report["states"] == 300
+
+
+def test_a_base_with_a_guard_but_no_calibration_is_refitted_naming_its_metadata(
+    dropped_base, tmp_path
+) -> None:
+    onnx, team = dropped_base
+    meta = json.loads((onnx.parent / "metadata.json").read_text(encoding="utf-8"))
+    del meta["calibration"]
+    (tmp_path / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    shipped, report = base_calibration(tmp_path / "selector.onnx", {"train": team})
+    assert shipped is None
+    assert report == {"kept": False, "reason": f"{tmp_path / 'metadata.json'} has no calibration"}
