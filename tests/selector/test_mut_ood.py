@@ -335,3 +335,8 @@ def test_load_guard_reads_a_format_two_guard_and_refuses_junk() -> None:
         load_guard("not json", NAMES)
     with pytest.raises(SelectorError, match="malformed"):
         load_guard("[1, 2]", NAMES)
+
+
+def test_a_group_column_sorting_before_its_availability_column_is_still_in_the_group() -> None:
+    # "text_age" < "text_available": membership is the prefix, not the order of the names
+    assert group_columns(["text_available", "text_age", "text_zone"]) == {"text": (0, 1, 2)}
