@@ -107,3 +107,18 @@ def test_the_default_dev_need_is_training_s() -> None:
     )
     with pytest.raises(InsufficientDataError, match=rf"needs {MIN_DEV_STATES} dev states"):
         check_plan(plan, (0.7, 0.15, 0.15), total=2, need_train=1)
+
+
+def test_an_empty_train_split_is_estimated_from_states_per_trajectory_and_its_fraction() -> None:
+    # no training state: 90 needed at 4 states per trajectory x 0.75 = 3 per trajectory -> 30 trajectories
+    plan = LabelPlan({"train": 0, "dev": 5, "test": 5}, {"train": 0, "dev": 40, "test": 0}, 4.0)
+    with pytest.raises(InsufficientDataError, match=r"needs about 30 trajectories"):
+        check_plan(plan, (0.75, 0.25, 0.0), total=10, need_train=90, need_dev=20)
+
+
+def test_a_plan_is_frozen() -> None:
+    import dataclasses
+
+    plan = LabelPlan({"train": 1}, {"train": 1}, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.states_per_trajectory = 2.0  # type: ignore[misc]
