@@ -122,3 +122,43 @@ def test_a_plan_is_frozen() -> None:
     plan = LabelPlan({"train": 1}, {"train": 1}, 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.states_per_trajectory = 2.0  # type: ignore[misc]
+
+
+def test_the_hash_split_reads_dev_and_test_fractions_in_their_places() -> None:
+    def split(tid: str) -> str:  # dev 0.3, test 0.1, written out
+        u = int.from_bytes(hashlib.sha256(tid.encode()).digest()[:8], "big") / 2.0**64
+        return "test" if u < 0.1 else "dev" if u < 0.4 else "train"
+
+    trajs = [_Traj(f"traj-{i}", 6) for i in range(60)]
+    plan = plan_labels(trajs, LABELS, fractions=(0.6, 0.3, 0.1))
+    expected = {k: sum(split(t.trajectory_id) == k for t in trajs) for k in ("train", "dev", "test")}
+    assert plan.trajectories == expected and expected["dev"] != expected["test"]
+
+
+def test_fold_adds_the_test_share_to_dev_rounded_to_six_places() -> None:
+    from causalcache_memory.lab.learn.plan import fold_test_into_dev
+
+    plan = LabelPlan({"train": 70, "dev": 15, "test": 15}, {"train": 90, "dev": 15, "test": 10}, 3.0)
+    assert fold_test_into_dev(plan, (0.7, 0.2, 0.1), 90, 20) == (0.7, 0.3, 0.0)
+    odd = fold_test_into_dev(plan, (0.6, 0.1234561, 0.1000004), 90, 20)
+    assert odd == (0.6, 0.223457, 0.0)  # 0.2234565 to six places
+
+
+def test_the_hint_rounds_the_folded_splits_to_three_places() -> None:
+    plan = LabelPlan({"train": 70, "dev": 15, "test": 15}, {"train": 290, "dev": 15, "test": 10}, 3.0)
+    with pytest.raises(
+        InsufficientDataError, match=r"splits: \[0\.677, 0\.323, 0\.0\]\}: about 25 dev states"
+    ):
+        check_plan(plan, (0.6774, 0.2, 0.1226), total=100, need_train=90, need_dev=20)
+
+
+def test_under_one_state_per_trajectory_is_still_an_estimate_not_an_empty_recording() -> None:
+    plan = LabelPlan({"train": 8, "dev": 1, "test": 1}, {"train": 4, "dev": 1, "test": 0}, 0.5)
+    with pytest.raises(InsufficientDataError, match=r"0\.5 labelled states per trajectory") as err:
+        check_plan(plan, (0.7, 0.15, 0.15), total=10, need_train=90, need_dev=20)
+    assert "no trajectory has a decision state" not in str(err.value)
+    # one dev state from 10 trajectories: 20 dev states need ceil(10 * 20 / 1) = 200 (the data's own rate)
+    assert "needs about 225 trajectories" in str(err.value)  # train: ceil(10 * 90 / 4) = 225 is larger
+    one = LabelPlan({"train": 8, "dev": 1, "test": 1}, {"train": 100, "dev": 1, "test": 0}, 5.0)
+    with pytest.raises(InsufficientDataError, match=r"needs about 200 trajectories"):
+        check_plan(one, (0.7, 0.15, 0.15), total=10, need_train=90, need_dev=20)
