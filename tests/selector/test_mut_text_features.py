@@ -110,3 +110,42 @@ def test_a_screen_without_values_has_value_share_zero() -> None:
     src = _Texts({"a": "no values here", "b": "Room 34"})
     rows = FeatureExtractor(screen_text=src)(_trace(["a", "b"]), 2, None)
     assert rows[0, ON_CUR] == 0.0 and np.isfinite(rows).all()
+
+
+def test_one_word_identical_screens_have_jaccard_one() -> None:
+    rows = FeatureExtractor(screen_text=_Texts({"a": "Save", "b": "save"}))(_trace(["a", "b"]), 2, None)
+    assert rows[:, CUR].tolist() == [1.0, 1.0]  # |{save}| / |{save}|
+
+
+def test_a_goal_without_words_covers_nothing_and_names_nothing() -> None:
+    trace = Trace("???", episode_id="late")
+    trace.observe(_sha("start"))
+    for i, name in enumerate(["a", "b"]):
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", _sha(name), summary=f"click {i}")
+    rows = FeatureExtractor(screen_text=_Texts({"a": "alpha", "b": "beta"}))(trace, 2, None)
+    cols = [feature_index(n) for n in ("text_goal_cover", "text_goal_names", "text_novel_goal")]
+    assert (rows[:, cols] == 0).all() and rows[:, AVAIL].tolist() == [1, 1]
+
+
+def test_a_goal_name_on_the_last_line_without_a_value_is_not_near_a_value() -> None:
+    near = feature_index("text_name_value_near")
+    trace = Trace("Find the Desk Fan order", episode_id="late")
+    trace.observe(_sha("start"))
+    for i, name in enumerate(["a", "b"]):
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", _sha(name), summary=f"click {i}")
+    src = _Texts({"a": "Room 12\nDesk Fan", "b": "Desk Fan\nRoom 34"})
+    rows = FeatureExtractor(screen_text=src)(trace, 2, None)
+    assert rows[:, near].tolist() == [0.0, 1.0]  # 'Desk Fan' last on a; above 'Room 34' on b
+
+
+def test_fill_columns_without_current_text_writes_nothing() -> None:
+    from causalcache_memory.selector.features import NUM_FEATURES
+    from causalcache_memory.selector.screen_text import encode_text
+
+    text = TraceText("Find the note")
+    text.extend([encode_text("the note"), None])
+    out = np.full((2, NUM_FEATURES), 7.0, np.float32)
+    text.fill_columns(out, 2, None, None, None)
+    assert (out == 7.0).all()
+    text.fill_columns(out, 2, encode_text("note"), None, None)
+    assert out[:, AVAIL].tolist() == [1.0, 0.0] and out[1, CUR] == 0.0 and out[0, CUR] == pytest.approx(1 / 2)
