@@ -131,11 +131,13 @@ def test_a_goal_name_on_the_last_line_without_a_value_is_not_near_a_value() -> N
     near = feature_index("text_name_value_near")
     trace = Trace("Find the Desk Fan order", episode_id="late")
     trace.observe(_sha("start"))
-    for i, name in enumerate(["a", "b"]):
+    for i, name in enumerate(["a", "b", "c", "d"]):
         trace.record(Action("click", x=0.5, y=0.5), f"r{i}", _sha(name), summary=f"click {i}")
-    src = _Texts({"a": "Room 12\nDesk Fan", "b": "Desk Fan\nRoom 34"})
+    src = _Texts({"a": "Room 12\nDesk Fan", "b": "Desk Fan\nRoom 34", "c": "Desk Fan Room 12", "d": "x"})
     rows = FeatureExtractor(screen_text=src)(trace, 2, None)
-    assert rows[:, near].tolist() == [0.0, 1.0]  # 'Desk Fan' last on a; above 'Room 34' on b
+    # a: 'Desk Fan' is the last line and the new value 12 sits on a line without a name; b: 'Desk Fan'
+    # above the new 'Room 34'; c: a name beside 12, which a already showed
+    assert rows[:, near].tolist() == [0.0, 1.0, 0.0, 0.0]
 
 
 def test_fill_columns_without_current_text_writes_nothing() -> None:
@@ -149,3 +151,11 @@ def test_fill_columns_without_current_text_writes_nothing() -> None:
     assert (out == 7.0).all()
     text.fill_columns(out, 2, encode_text("note"), None, None)
     assert out[:, AVAIL].tolist() == [1.0, 0.0] and out[1, CUR] == 0.0 and out[0, CUR] == pytest.approx(1 / 2)
+
+
+def test_without_line_boxes_the_witness_words_are_its_own_text_without_values() -> None:
+    cover = feature_index("text_witness_cover")
+    src = _Texts({"a": "Room list", "b": "nothing here"})  # no get_lines: no label under the point
+    witness = Action("type", x=0.5, y=0.5, text="Room C9")
+    rows = FeatureExtractor(screen_text=src)(_trace(["a", "b"]), 2, witness)
+    assert rows[:, cover].tolist() == [1.0, 0.0]  # {room} (C9 holds a digit)
