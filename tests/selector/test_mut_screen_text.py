@@ -193,3 +193,14 @@ def test_archive_screen_text_is_the_archive_when_it_answers_get_text() -> None:
         get_text = "text"
 
     assert archive_screen_text(NotCallable()) is None
+
+
+def test_the_caches_hold_up_to_maxsize_entries_default_4096() -> None:
+    assert ScreenTextCache(_Source({})).maxsize == 4096
+    src = _Source({k: k for k in "abc"}, lines={k: [(k, (0, 0, 1, 1))] for k in "abc"})
+    cache = ScreenTextCache(src, maxsize=3)
+    for key in "abc":
+        cache.get(key), cache.lines(key)
+    for key in "abc":  # all three kept: below and at the bound nothing is evicted
+        cache.get(key), cache.lines(key)
+    assert (src.reads, src.line_reads) == (3, 3)
