@@ -204,3 +204,27 @@ def test_the_caches_hold_up_to_maxsize_entries_default_4096() -> None:
     for key in "abc":  # all three kept: below and at the bound nothing is evicted
         cache.get(key), cache.lines(key)
     assert (src.reads, src.line_reads) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("lines", "x", "label"),
+    [
+        # a panel holding the point beats a narrower box on the row whose edge is nearer
+        ([("Button", (0.3, 0.0, 0.45, 1.0)), ("Panel", (0.0, 0.0, 1.0, 1.0))], 0.5, "Panel"),
+        ([("Left", (0.0, 0.0, 0.3, 1.0)), ("Right", (0.6, 0.0, 0.8, 1.0))], 0.5, "Right"),  # 0.1 vs 0.2
+        ([("Near", (0.1, 0.0, 0.2, 1.0)), ("Far", (0.5, 0.0, 0.7, 1.0))], 0.9, "Far"),  # 0.7 vs 0.2
+    ],
+)
+def test_label_at_measures_the_distance_to_the_nearer_edge(lines, x, label) -> None:
+    assert label_at(lines, x, 0.5) == label
+
+
+def test_the_source_protocol_is_runtime_checkable_and_a_blob_is_frozen() -> None:
+    import dataclasses
+
+    from causalcache_memory.selector.screen_text import ScreenTextSource
+
+    assert isinstance(_Source({}), ScreenTextSource) and not isinstance(object(), ScreenTextSource)
+    blob = encode_text("x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        blob.n_words = 3  # type: ignore[misc]
