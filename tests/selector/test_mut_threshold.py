@@ -193,3 +193,25 @@ def test_the_window_keeps_only_the_latest_decisions_and_ignores_non_finite_gains
     for gain in (100.0, 90.0, 1.0, 2.0, 3.0, 4.0, float("inf"), float("-inf"), float("nan")):
         dep.observe(2, gain)
     assert dep.threshold(2) == (2.0, "deployment")  # window {1, 2, 3, 4}: m = 2
+
+
+def test_choose_threshold_reads_every_row_whatever_their_order() -> None:
+    shuffled = [[0.0, 0.6, 0.08], [0.5, 0.1, 0.02], [0.3, 0.15, 0.05], [0.9, 0.0, 0.0]]
+    assert choose_threshold(shuffled, 0.2)["min_gain"] == 0.3  # rows over budget are skipped, not the end
+    assert (
+        choose_threshold([[0.3, 0.15, 0.05], [0.9, 0.0, 0.0]], 1.0)["min_gain"] == 0.3
+    )  # a lower gain later
+
+
+def test_choose_threshold_compares_gains_by_value() -> None:
+    tie = 0.1 / 2  # equal to 0.05, another float object
+    assert choose_threshold([[0.1, 0.3, 0.05], [0.3, 0.15, tie]], 1.0)["min_gain"] == 0.3
+    same = [[0.3, 0.15, 0.05], [0.2, 0.15, 0.05]]  # equal gain and fire rate: the first row is kept
+    assert choose_threshold(same, 1.0)["min_gain"] == 0.3
+
+
+def test_thresholds_are_frozen() -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Thresholds(0.1).default = 0.2  # type: ignore[misc]
