@@ -159,3 +159,10 @@ def test_without_line_boxes_the_witness_words_are_its_own_text_without_values() 
     witness = Action("type", x=0.5, y=0.5, text="Room C9")
     rows = FeatureExtractor(screen_text=src)(_trace(["a", "b"]), 2, witness)
     assert rows[:, cover].tolist() == [1.0, 0.0]  # {room} (C9 holds a digit)
+
+
+def test_values_novel_is_the_share_of_new_values() -> None:
+    novel = feature_index("text_values_novel")
+    src = _Texts({"a": "Room 12", "b": "Room 12 Seat 34 Gate 56", "c": "x"})
+    rows = FeatureExtractor(screen_text=src)(_trace(["a", "b", "c"]), 2, None)
+    assert rows[:2, novel].tolist() == pytest.approx([1.0, 2 / 3])  # b: 34 and 56 new, 12 seen
