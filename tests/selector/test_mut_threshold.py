@@ -125,7 +125,7 @@ def test_a_number_is_used_for_every_budget(value) -> None:
     assert th.default == float(value) and th.by_budget == {} and th.source.startswith("fixed")
 
 
-@pytest.mark.parametrize("bad", ["Auto", "0.1", -0.1, float("inf"), float("nan"), True])
+@pytest.mark.parametrize("bad", ["Auto", "0.1", "other", -0.1, float("inf"), float("nan"), True])
 def test_min_gain_refuses_anything_but_auto_or_a_finite_number_at_least_zero(bad) -> None:
     with pytest.raises(SelectorError, match=r"must be 'auto' or a number >= 0"):
         resolve_thresholds(bad, _model())
@@ -204,7 +204,7 @@ def test_choose_threshold_reads_every_row_whatever_their_order() -> None:
 
 
 def test_choose_threshold_compares_gains_by_value() -> None:
-    tie = 0.1 / 2  # equal to 0.05, another float object
+    tie = float("0.05")  # equal to the literal 0.05, another float object (made at run time)
     assert choose_threshold([[0.1, 0.3, 0.05], [0.3, 0.15, tie]], 1.0)["min_gain"] == 0.3
     same = [[0.3, 0.15, 0.05], [0.2, 0.15, 0.05]]  # equal gain and fire rate: the first row is kept
     assert choose_threshold(same, 1.0)["min_gain"] == 0.3
@@ -215,3 +215,10 @@ def test_thresholds_are_frozen() -> None:
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         Thresholds(0.1).default = 0.2  # type: ignore[misc]
+
+
+def test_a_budget_of_one_over_a_long_window_admits_every_positive_gain() -> None:
+    dep = DeploymentThreshold(Thresholds(0.5), 1.0, 300, warmup=300)
+    for gain in range(1, 301):
+        dep.observe(2, float(gain))
+    assert dep.threshold(2) == (0.0, "deployment")  # m = n = 300 (beyond the small-int cache)
