@@ -65,5 +65,24 @@ def test_without_screen_text_the_screens_have_no_text_and_stats_are_reported(tmp
     assert all(archive.get_text(e.pre_screenshot) is None for e in trace.events)
     stats = run["summary"]["stats"]
     assert stats["decisions"] == STEPS and run["summary"]["texts"]["given"] == 0
-    assert 0.0 <= run["summary"]["ood_share"] <= 1.0
+    # no screen text and no app labels: the guard judges each featurized decision without both groups,
+    # against that pattern's threshold in the bundled model's metadata, and the summary counts its verdicts
+    log = memory.episode_log(graph, config)
+    guarded = [r for r in log if "ood_distance" in r]
+    assert guarded and all(r["ood_masked"] == "app+text" for r in guarded)
+    limit = _bundled_guard().mask_thresholds["app+text"]
+    assert all((r.get("fallback") == "ood") == (r["ood_distance"] > limit) for r in guarded)
+    flagged = sum(r.get("fallback") == "ood" for r in log)
+    assert len(log) == STEPS and run["summary"]["ood_share"] == round(flagged / STEPS, 3)
     memory.close()
+
+
+def _bundled_guard() -> Any:
+    import json
+
+    from causalcache_memory.selector.allocator import bundled_model_path
+    from causalcache_memory.selector.features import FEATURE_SCHEMA
+    from causalcache_memory.selector.ood import load_guard
+
+    meta = json.loads((bundled_model_path().parent / "metadata.json").read_text(encoding="utf-8"))
+    return load_guard(meta["ood"]["guard"], [n for n, _ in FEATURE_SCHEMA])

@@ -1,4 +1,4 @@
-"""The planted-bug table of issue 19 (tools/plant_bugs.py) stays applicable to today's code.
+"""The planted-bug tables of issues 19 and 52 (tools/plant_bugs.py) stay applicable to today's code.
 
 The fast test checks that every plant still matches exactly once (a refactor that moves the guarded line
 must update the table, not silently drop the bug). The slow test plants every bug in a temporary copy
@@ -30,7 +30,8 @@ def load_tool():
 
 def test_every_plant_applies_exactly_once_and_names_existing_tests() -> None:
     tool = load_tool()
-    assert len(tool.PLANTS) == 7 and len({p.name for p in tool.PLANTS}) == 7
+    assert len(tool.PLANTS) == 14 and len({p.name for p in tool.PLANTS}) == 14  # issue 19's 7, issue 52's 7
+    assert all(p.min_failed == 2 for p in tool.ISSUE52) and all(p.min_failed == 1 for p in tool.ISSUE19)
     for plant in tool.PLANTS:
         original = (ROOT / plant.path).read_text(encoding="utf-8")
         changed = tool.planted(plant, ROOT)  # raises SystemExit unless exactly one match
@@ -44,4 +45,4 @@ def test_every_planted_bug_is_caught(capsys) -> None:
     tool = load_tool()
     assert tool.main([]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    assert out.count("caught") == 7 and "MISSED" not in out
+    assert out.count("caught") == 14 and "MISSED" not in out
