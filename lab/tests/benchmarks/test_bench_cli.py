@@ -62,3 +62,34 @@ def test_check_targets_flags_misses() -> None:
     assert targets["checkpoint_kb_per_step.causalcache"]["met"] is True
     assert targets["checkpoint_growth_flat_late_over_early.causalcache"]["met"] is False
     assert targets["checkpoint_kb_per_step.causalcache_memory_only"]["met"] is False
+
+
+def test_quick_figures_are_not_judged_against_the_targets() -> None:
+    from causalcache_lab.bench.runner import format_table
+
+    targets = {
+        "x_ms": {"value": 9.0, "limit": 5.0, "met": False},
+        "y_ms": {"value": None, "limit": 1, "met": None},
+    }
+    full = format_table({"meta": {"quick": False}, "targets": targets})
+    quick = format_table({"meta": {"quick": True}, "targets": targets})
+    assert "MISSED" in full and "MISSED" not in quick
+    assert "not judged at --quick sizes" in quick and "not measured" in quick
+
+
+def test_the_librarys_own_warnings_are_counted_not_shown(capsys) -> None:
+    import logging
+    import warnings
+
+    from causalcache_lab.cli.bench import OwnWarnings
+    from causalcache_memory.errors import CausalCacheWarning
+
+    with OwnWarnings().silenced() as own:
+        warnings.warn("the selector fell back to Recent-B on 20 of 20", CausalCacheWarning, stacklevel=1)
+        logging.getLogger("causalcache_memory.decisions.stats").warning("idle on a synthetic trace")
+    assert own.count == 2
+    assert capsys.readouterr().err == ""
+    with warnings.catch_warnings(record=True) as after:  # a warning outside the block is shown again
+        warnings.simplefilter("always")
+        warnings.warn("shown", CausalCacheWarning, stacklevel=1)
+    assert len(after) == 1
