@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from causalcache_lab.trust import add_trust_module_argument
+
 
 def _ladder(args: argparse.Namespace) -> int:
     from causalcache_lab.selector.ladder import format_table, held_out, run_ladder
@@ -56,14 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ladder.add_argument("--model", help="learned model directory or .onnx (default: recipe train.output_dir)")
     ladder.add_argument("--no-recency-model", help="model retrained without recency features")
     ladder.add_argument("--no-progress", action="store_true")
-    ladder.add_argument(
-        "--trust-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
-        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
-    )
+    add_trust_module_argument(ladder)
     ladder.set_defaults(handler=_ladder)
     from causalcache_lab.cli.demo import register_closed_loop
     from causalcache_lab.cli.train_hgkv import register_did

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from causalcache_lab.trust import add_trust_module_argument
+
 
 def _label_selector(args: argparse.Namespace) -> int:
     from causalcache_lab.selector.labels import run_labelling
@@ -89,12 +91,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="accept the simulated world policy as the labeller of data not from the synthetic world",
     )
-    sel.add_argument(
-        "--trust-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
-        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
-    )
+    add_trust_module_argument(sel)
     sel.set_defaults(handler=_label_selector)

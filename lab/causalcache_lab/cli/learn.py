@@ -15,6 +15,8 @@ import argparse
 import logging
 from typing import Any
 
+from causalcache_lab.trust import add_trust_module_argument
+
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -185,12 +187,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the labelling progress bar")
     p.add_argument("--json", action="store_true", help="also print the summary as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
-    p.add_argument(
-        "--trust-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
-        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
-    )
+    add_trust_module_argument(p)
     p.set_defaults(handler=_learn)

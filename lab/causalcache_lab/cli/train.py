@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from causalcache_lab.trust import add_trust_module_argument
+
 
 def _extractor(recipe, archive, images: bool = True, screen_text=None):  # type: ignore[no-untyped-def]
     from causalcache_memory.selector.features import FeatureExtractor
@@ -90,14 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train without thumbnail statistics (the deployed selector then reads no pixels)",
     )
     sel.add_argument("-v", "--verbose", action="store_true", help="print per-epoch losses")
-    sel.add_argument(
-        "--trust-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="let the config's factories name MODULE (and its submodules): a factory runs code, so trust "
-        "the config as code; the project's own modules need no flag (also: CAUSALCACHE_TRUSTED_MODULES)",
-    )
+    add_trust_module_argument(sel)
     sel.set_defaults(handler=_train_selector)
     from causalcache_lab.cli.train_hgkv import register_hgkv
 
