@@ -343,3 +343,84 @@ def test_load_guard_refuses_a_format_two_guard_and_junk() -> None:
 def test_a_group_column_sorting_before_its_availability_column_is_still_in_the_group() -> None:
     # "text_age" < "text_available": membership is the prefix, not the order of the names
     assert group_columns(["text_available", "text_age", "text_zone"]) == {"text": (0, 1, 2)}
+
+
+def _ledoit_wolf_by_hand(u: np.ndarray) -> tuple[np.ndarray, float]:
+    """Ledoit & Wolf (2004) towards ``(tr S / d) I``, one sample at a time: ``S = (1/n) Σ x_k x_kᵀ`` on
+    centered rows, ``d² = ‖S − μI‖²_F``, ``b̄² = (1/n²) Σ_k ‖x_k x_kᵀ − S‖²_F``, ``δ = min(b̄², d²) / d²``,
+    floored at one half."""
+    n, d = u.shape
+    xs = [row - u.mean(axis=0) for row in u]
+    s = sum(np.outer(x, x) for x in xs) / n
+    mu = np.trace(s) / d
+    d2 = ((s - mu * np.eye(d)) ** 2).sum()
+    b2 = sum(((np.outer(x, x) - s) ** 2).sum() for x in xs) / n**2
+    delta = max(min(b2, d2) / d2, 0.5)
+    return (1 - delta) * s + delta * mu * np.eye(d), delta
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_ledoit_wolf_intensity_above_the_floor_equals_the_formula_computed_sample_by_sample(seed) -> None:
+    rng = np.random.default_rng(seed)
+    u = rng.standard_t(3, size=(5, 4)) * [1.0, 3.0, 0.5, 2.0]  # few heavy-tailed states: δ above 1/2
+    sigma, delta = _ledoit_wolf(u)
+    want_sigma, want_delta = _ledoit_wolf_by_hand(u)
+    assert want_delta > 0.5  # the case the floor does not hide
+    assert delta == pytest.approx(want_delta, rel=1e-12)
+    np.testing.assert_allclose(sigma, want_sigma, rtol=1e-10, atol=1e-12)
+
+
+def test_the_shortfall_in_the_size_refusal_is_the_difference() -> None:
+    with pytest.raises(GuardFitError, match=r"got 10: label 22 more states"):
+        guard_fit_size_check(10, 16)  # needs 32: 32 - 10 (not 32 // 10 or 32 % 10)
+
+
+def test_the_guard_is_translation_invariant(guard) -> None:
+    # the states are centered on their median before the covariance: shifting every state shifts nothing
+    shift = np.linspace(5.0, 40.0, len(NAMES))
+    moved = RobustGuard.fit(NAMES, _states(60, 1) + shift, _states(100, 2) + shift)
+    np.testing.assert_allclose(moved.precision, guard.precision, rtol=1e-9, atol=1e-12)
+    assert moved.threshold == pytest.approx(guard.threshold, rel=1e-9)
+    probe = _states(3, 7)
+    for z in probe:
+        assert moved.distance(z + shift) == pytest.approx(guard.distance(z), rel=1e-9)
+
+
+def test_a_stored_guard_with_thresholds_below_one_is_read(guard) -> None:
+    small = {k: 0.5 for k in guard.mask_thresholds}
+    back = load_guard(_edited(guard, threshold=0.5, mask_thresholds=small), NAMES)
+    assert back.threshold == 0.5 and set(back.mask_thresholds.values()) == {0.5}
+    with pytest.raises(SelectorError):
+        load_guard(_edited(guard, mask_thresholds={**small, "app": -0.5}), NAMES)  # negative: refused
+
+
+@pytest.mark.parametrize("field", ["center", "scale"])
+def test_a_stored_guard_with_a_vector_one_too_long_is_refused(guard, field) -> None:
+    data = json.loads(guard.to_json())
+    with pytest.raises(SelectorError):
+        load_guard(_edited(guard, **{field: [*data[field], 1.0]}), NAMES)
+
+
+def test_a_stored_guard_with_a_precision_one_too_large_is_refused(guard) -> None:
+    d = len(json.loads(guard.to_json())["precision"])
+    bigger = np.eye(d + 1).tolist()
+    with pytest.raises(SelectorError):
+        load_guard(_edited(guard, precision=bigger), NAMES)
+
+
+def test_all_zero_distances_give_a_small_positive_threshold() -> None:
+    from causalcache_memory.selector.ood import _order_threshold
+
+    assert _order_threshold([0.0, 0.0, 0.0], 0.01) == 1e-9  # a threshold of 0 would flag every state
+
+
+def test_a_column_whose_spread_equals_the_tolerance_is_left_out() -> None:
+    z = np.array([[0.0], [1.0]])  # std exactly 0.5
+    assert guard_columns(["a"], z, tol=0.5) == [] and guard_columns(["a"], z, tol=0.49) == [0]
+
+
+def test_the_fitted_guard_is_frozen(guard) -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        guard.threshold = 1.0  # type: ignore[misc]
