@@ -359,10 +359,13 @@ def _ledoit_wolf_by_hand(u: np.ndarray) -> tuple[np.ndarray, float]:
     return (1 - delta) * s + delta * mu * np.eye(d), delta
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.01])  # 0.01: ‖S − μI‖² and b̄² far below one
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_ledoit_wolf_intensity_above_the_floor_equals_the_formula_computed_sample_by_sample(seed) -> None:
+def test_ledoit_wolf_intensity_above_the_floor_equals_the_formula_computed_sample_by_sample(
+    seed, scale
+) -> None:
     rng = np.random.default_rng(seed)
-    u = rng.standard_t(3, size=(5, 4)) * [1.0, 3.0, 0.5, 2.0]  # few heavy-tailed states: δ above 1/2
+    u = rng.standard_t(3, size=(5, 4)) * [1.0, 3.0, 0.5, 2.0] * scale  # few heavy-tailed states: δ above 1/2
     sigma, delta = _ledoit_wolf(u)
     want_sigma, want_delta = _ledoit_wolf_by_hand(u)
     assert want_delta > 0.5  # the case the floor does not hide
