@@ -154,6 +154,12 @@ def test_stored_features_do_not_keep_the_batch_alive() -> None:
 def test_rows_and_grid_must_agree() -> None:
     with pytest.raises(ValueError, match="pixel_values has 5 rows but image_grid_thw needs 4"):
         VisionCache(1 << 20).image_features(_Tower(), torch.zeros(5, 3), torch.tensor([GRID]))
+    with pytest.raises(ValueError, match="pixel_values has 3 rows but image_grid_thw needs 4"):  # fewer too
+        VisionCache(1 << 20).image_features(_Tower(), torch.zeros(3, 3), torch.tensor([GRID]))
+
+
+def test_a_cache_of_one_byte_is_valid() -> None:
+    assert VisionCache(1).capacity_bytes == 1  # any positive bound; only 0 and below are refused
 
 
 def test_an_empty_image_has_a_key() -> None:
