@@ -100,16 +100,7 @@ def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int, text_for
         episodes: list[dict] = []
 
         def keep(o) -> None:
-            episodes.append(
-                {
-                    "task_id": o.task_id,
-                    "seed": o.seed,
-                    "arm": o.arm,
-                    "split": o.split,
-                    "success": o.success,
-                    "log": o.log,
-                }
-            )
+            episodes.append(o.with_log())
 
         with tempfile.TemporaryDirectory() as out:
             run_closed_loop(settings, out, progress=False, on_episode=keep)

@@ -95,16 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     episodes: list[dict] = []
 
     def keep(o) -> None:
-        episodes.append(
-            {
-                "task_id": o.task_id,
-                "seed": o.seed,
-                "arm": o.arm,
-                "split": o.split,
-                "success": o.success,
-                "log": o.log,
-            }
-        )
+        episodes.append(o.with_log())
 
     SelectorAllocator.decide = _decide  # type: ignore[method-assign]
     try:

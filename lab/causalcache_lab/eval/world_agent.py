@@ -66,6 +66,11 @@ class EpisodeOutcome:
     #: by the report's reliability table, never by an arm)
     evidence_steps: tuple[int, ...] = ()
 
+    def with_log(self) -> dict[str, Any]:
+        """The episode's identity, outcome and whole decision log (what the guard studies read)."""
+        keys = ("task_id", "seed", "arm", "split", "success", "log")
+        return {k: getattr(self, k) for k in keys}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,

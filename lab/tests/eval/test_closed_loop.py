@@ -253,3 +253,18 @@ def test_no_screen_text_flag_reaches_the_settings_and_the_results(tmp_path) -> N
     assert results["meta"]["screen_text"] is False
     masked = [m for e in results["episodes"] for m in e["masked"] if m is not None]
     assert masked and all("text" in m.split("+") for m in masked)
+
+
+def test_an_outcome_with_its_log_keeps_identity_outcome_and_every_record() -> None:
+    from causalcache_lab.eval.world_agent import EpisodeOutcome
+
+    log = [{"k": 0}, {"k": 1, "fallback": "ood"}]
+    o = EpisodeOutcome("t1", "memory", "causalcache", 4, True, 2, 0.5, log=log, seed=3)
+    assert o.with_log() == {
+        "task_id": "t1",
+        "seed": 3,
+        "arm": "causalcache",
+        "split": "memory",
+        "success": True,
+        "log": log,
+    }
