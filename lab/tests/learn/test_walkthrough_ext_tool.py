@@ -1,0 +1,66 @@
+"""lab/tools/learn_walkthrough_ext.py: the black-box walkthrough's recording is what `learn` reads (issue 55)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("langgraph.checkpoint.sqlite")
+
+
+@pytest.fixture(scope="module")
+def tool():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "learn_walkthrough_ext_under_test", ROOT / "tools" / "learn_walkthrough_ext.py"
+        )
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        yield module
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+
+
+def test_more_than_300_episodes_is_refused(tool, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as err:
+        tool.main(["web", "--record", "301", "--out", "unused"])
+    assert err.value.code == 2
+    assert "at most 300" in capsys.readouterr().err
+
+
+def test_the_labeller_is_the_agent_under_k_seeds(tool) -> None:  # type: ignore[no-untyped-def]
+    from causalcache_lab.worlds_ext.policies import NoisyPolicy, SameLinePolicy
+
+    noisy = tool.agent_labeller("noisy", 3)
+    assert [type(p) for p in noisy] == [NoisyPolicy] * 3
+    assert [p.seed for p in noisy] == [0, 1, 2]
+    assert all(isinstance(p, SameLinePolicy) for p in tool.agent_labeller("same-line", 2))
+
+
+# the memory's own notices under load (a prefetch past its time limit, the idle warning) are not the subject
+@pytest.mark.filterwarnings("ignore::causalcache_memory.errors.CausalCacheWarning")
+def test_the_recording_is_what_learn_reads(tool, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from causalcache_lab.learn.threads import threads_to_trajectories
+
+    rec = tmp_path / "record"
+    summary = tool.record(rec, "web", "noisy", 6, 100)
+    success = json.loads((rec / "success.json").read_text())
+    with sqlite3.connect(rec / "checkpoints.sqlite") as conn:
+        threads = {row[0] for row in conn.execute("select distinct thread_id from checkpoints")}
+    assert set(success) == threads and len(threads) == 6
+    by = summary["by_allocator"]
+    assert sum(by[g][s]["episodes"] for g in by for s in by[g]) == 6
+    assert sum(by[g][s]["successes"] for g in by for s in by[g]) == sum(success.values())
+    # the screen text the selector and learn read is the registry's serialisation of the recorded screens
+    text = tool.ext_screen_text()
+    trajectories, _ = threads_to_trajectories(str(rec / "checkpoints.sqlite"), str(rec / "archive"), None)
+    shots = [s.screenshot_after for t in trajectories for s in t.steps if s.screenshot_after]
+    assert shots and all(text.get_text(h) for h in shots)
