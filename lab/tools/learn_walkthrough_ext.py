@@ -254,7 +254,9 @@ def evaluate(
         done.write_text(json.dumps(results, indent=1))
     results = json.loads(done.read_text())
     return {
-        "arms": {a: {s: results["arms"][a][s]["success"] for s in ("memory_critical", "control")} for a in arms},
+        "arms": {
+            a: {s: results["arms"][a][s]["success"] for s in ("memory_critical", "control")} for a in arms
+        },
         "could_swap": {a: v["all"] for a, v in results.get("could_swap", {}).items()},
         "wall_s": results["meta"].get("wall_s_total"),
         "cpu_s": results["meta"].get("cpu_s"),
@@ -307,8 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[3] full learn: {json.dumps(report['full'], default=str)}", flush=True)
     ev = {"generator": args.generator, "policy": args.policy, "tasks": args.eval, "seed": args.eval_seed}
     report["eval"] = {
-        "baselines": evaluate(out / "eval-baselines", **ev, arms=("recent", "random", "causalcache"), deploy=None),
-        "guard": evaluate(out / "eval-guard", **ev, arms=("causalcache",), deploy=report["guard_only"]["deploy"]),
+        "baselines": evaluate(
+            out / "eval-baselines", **ev, arms=("recent", "random", "causalcache"), deploy=None
+        ),
+        "guard": evaluate(
+            out / "eval-guard", **ev, arms=("causalcache",), deploy=report["guard_only"]["deploy"]
+        ),
         "full": evaluate(out / "eval-full", **ev, arms=("causalcache",), deploy=report["full"]["deploy"]),
     }
     report["contrasts"] = _contrasts(out)
