@@ -50,6 +50,7 @@ INFO_RECORD_KEYS = (
     "ood_group",
     "ood_groups",
     "ood_refit",
+    "witness_kept",
     "masked",
     "shadow_selected",
 )

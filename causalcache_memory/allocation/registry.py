@@ -51,6 +51,8 @@ def _selector(cfg: AllocationConfig) -> Allocator:
         ood_guard=sel.ood_guard,
         ood_scale=sel.ood_scale,
         ood_refit=sel.ood_refit,
+        ood_refit_warmup=sel.ood_refit_warmup,
+        witness_check=sel.witness_check,
     )
 
 

@@ -19,6 +19,7 @@ from causalcache_memory.decisions.stats import (
     DEFAULT_NO_SWAP_WINDOW,
     DEFAULT_WINDOW,
 )
+from causalcache_memory.selector.ood_refit import check_refit_warmup
 from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW, check_share, check_window
 
 __all__ = ["AllocationConfig", "CompareConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
@@ -76,6 +77,16 @@ class SelectorConfig(_Strict):
         "the first N featurized decisions, then its center/scale refitted on those N unlabelled states of "
         "this deployment (docs/notebook/results/guard_rule.md).",
     )
+    ood_refit_warmup: Literal["bundled", "open"] = Field(
+        "bundled",
+        description="With ood_refit: what judges during its warm-up: 'bundled' = the model's guard; 'open' = "
+        "no covariate guard until the refit (needs witness_check: true; docs/SELECTOR.md).",
+    )
+    witness_check: bool = Field(
+        False,
+        description="Refuse a set that evicts a recent screen showing the value the pass-1 proposal types "
+        "(the screen it was read from) and search again with that screen kept (docs/SELECTOR.md).",
+    )
 
     @field_validator("second_pass_share", mode="before")
     @classmethod
@@ -86,6 +97,13 @@ class SelectorConfig(_Strict):
     @classmethod
     def _share_window(cls, value: Any) -> Any:
         return _registered(check_window, value)  # the allocator's own rule (selector/threshold.py)
+
+    @model_validator(mode="after")
+    def _refit_warmup(self) -> SelectorConfig:
+        _registered(
+            lambda v: check_refit_warmup(v, self.ood_refit, self.witness_check), self.ood_refit_warmup
+        )
+        return self
 
     @field_validator("min_gain", mode="before")
     @classmethod

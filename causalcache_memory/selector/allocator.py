@@ -36,7 +36,7 @@ from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
 from causalcache_memory.selector.ood_masks import state_pattern
-from causalcache_memory.selector.ood_refit import RefitGuard, check_refit
+from causalcache_memory.selector.ood_refit import RefitGuard, check_refit, check_refit_warmup
 from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_SHARE,
@@ -46,6 +46,7 @@ from causalcache_memory.selector.threshold import (
     resolve_min_gain,
     resolve_thresholds,
 )
+from causalcache_memory.selector.witness_check import displaced_sources, witness_sources
 
 if TYPE_CHECKING:
     import numpy as np
@@ -97,6 +98,12 @@ class SelectorAllocator:
         ood_refit: None (default) = the model's guard on every decision; an integer ``N`` = the model's
             guard during the first ``N`` featurized decisions, then its center/scale refitted on those
             ``N`` unlabelled states (:mod:`~causalcache_memory.selector.ood_refit`).
+        ood_refit_warmup: ``"bundled"`` (default) = the model's guard judges during the refit's warm-up;
+            ``"open"`` = no covariate guard until the refit (needs ``ood_refit`` and ``witness_check``,
+            which judges from the first decision).
+        witness_check: refuse a set that displaces a Recent-B screen showing the value the pass-1
+            proposal types, and search again with those screens held
+            (:mod:`~causalcache_memory.selector.witness_check`).
         screen_text: where the ``text_*`` features read each screenshot's text
             (``get_text(sha256) -> str | None``); None = ``ctx.archive`` when it has ``get_text``, else the
             text features are masked (0, ``text_available = 0``).
@@ -119,10 +126,13 @@ class SelectorAllocator:
         ood_guard: bool = True,
         ood_scale: float = 1.0,
         ood_refit: int | None = None,
+        ood_refit_warmup: Literal["bundled", "open"] = "bundled",
+        witness_check: bool = False,
         screen_text: ScreenTextSource | None = None,
     ) -> None:
         if beam_width < 1:
             raise SelectorError(f"beam_width={beam_width} must be >= 1")
+        check_refit_warmup(ood_refit_warmup, ood_refit, witness_check)
         if not ood_scale > 0.0:
             raise SelectorError(f"ood_scale={ood_scale} must be > 0 (1 = the model's threshold)")
         if isinstance(model_path, OnnxScorer):
@@ -154,6 +164,9 @@ class SelectorAllocator:
             if (warmup := check_refit(ood_refit)) is not None and isinstance(guard, RobustGuard)
             else None
         )
+        #: the covariate guard does not judge during the refit's warm-up (``ood_refit_warmup: open``)
+        self.open_warmup = ood_refit_warmup == "open"
+        self.witness_check = bool(witness_check)
         if inverted:
             self.name = "selector_inverted"
         self.screen_text = screen_text
@@ -216,10 +229,26 @@ class SelectorAllocator:
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget
         nothing_to_swap = exact_b_size(t, budget) == t - 1  # every past event is in Recent-B
-        events = None if nothing_to_swap else self._extractor_for(ctx.archive)(ctx.trace, budget, ctx.witness)
-        return self.decide(events, t=t, budget=budget, witness=ctx.witness)
+        if nothing_to_swap:
+            return self.decide(None, t=t, budget=budget, witness=ctx.witness)
+        extractor = self._extractor_for(ctx.archive)
+        events = extractor(ctx.trace, budget, ctx.witness)
+        sources = (
+            witness_sources(extractor.screen_text, ctx.trace, budget, ctx.witness)
+            if self.witness_check
+            else ()
+        )
+        return self.decide(events, t=t, budget=budget, witness=ctx.witness, sources=sources)
 
-    def decide(self, events: np.ndarray | None, *, t: int, budget: int, witness: Action | None) -> Allocation:
+    def decide(
+        self,
+        events: np.ndarray | None,
+        *,
+        t: int,
+        budget: int,
+        witness: Action | None,
+        sources: tuple[int, ...] = (),
+    ) -> Allocation:
         """The decision rule on featurized events: OOD guard -> scorer -> exact-B beam from Recent-B.
 
         Args:
@@ -228,6 +257,9 @@ class SelectorAllocator:
                 Recent-B (``min(B, t-1) = t-1``), where the answer is Recent-B without features.
             t, budget: the decision index and ``B``.
             witness: the reference action (the pass-1 proposal), for the context features.
+            sources: the witness sources of the witness-source check (events of Recent-B a set may not
+                displace; :func:`~causalcache_memory.selector.witness_check.witness_sources`), ``()``
+                for none.
 
         Returns the exact-B allocation; ``info`` holds ``min_gain`` (the threshold used at this ``B``;
         ``"inf"`` when the deployment's share admits no swap) and ``threshold_from`` (``fixed``, ``dev``
@@ -236,7 +268,8 @@ class SelectorAllocator:
         ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
         without some feature groups; on a declined state ``ood_group``, the feature group with the largest
-        share of the distance, and ``ood_groups``, every group's share: :mod:`.ood_explain`), and ``masked`` on every decision that was featurized: the groups the
+        share of the distance, and ``ood_groups``, every group's share: :mod:`.ood_explain`), and ``witness_kept`` (the held witness sources) when the witness-source check refused the first set,
+        and ``masked`` on every decision that was featurized: the groups the
         model reads (``OnnxScorer.read_groups``) that no event of the trace had, e.g. ``"text"`` or
         ``"app+text"`` (absent when every such group was available somewhere).
         """
@@ -264,6 +297,8 @@ class SelectorAllocator:
             if self.refit is not None:
                 guard = self.refit.observe(summary)
                 info["ood_refit"] = "refit" if self.refit.refitted else "warmup"
+            if self.open_warmup and not (self.refit is not None and self.refit.refitted):
+                return self._search(events, t=t, budget=budget, witness=witness, sources=sources, info=info)
             out, distance = guard.is_ood(summary, scale=self.ood_scale)
             info["ood_distance"] = round(distance, 4) if distance != float("inf") else "inf"
             masked = guard.pattern(summary) if isinstance(guard, RobustGuard) else ""
@@ -277,10 +312,30 @@ class SelectorAllocator:
                         info["ood_group"] = far_group(shares)
                         info["ood_groups"] = shares
                 return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
+        return self._search(events, t=t, budget=budget, witness=witness, sources=sources, info=info)
+
+    def _search(
+        self,
+        events: np.ndarray,
+        *,
+        t: int,
+        budget: int,
+        witness: Action | None,
+        sources: tuple[int, ...],
+        info: dict[str, Any],
+    ) -> Allocation:
+        """Scorer and exact-B beam; a set displacing a witness source is refused and searched again
+        with the sources held (the witness-source check)."""
+        min_gain = float(info["min_gain"])
         scorer = self.model.scorer(
             events, context_features(t, budget, witness), sign=-1.0 if self.inverted else 1.0
         )
         result = beam_search(scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain)
+        if sources and displaced_sources(sources, result.selected):
+            info["witness_kept"] = list(sources)
+            result = beam_search(
+                scorer, t=t, budget=budget, beam_width=self.beam_width, min_gain=min_gain, hold=sources
+            )
         if self.deployment is not None:
             self.deployment.observe(budget, result.top_gain)
         info["predicted_gain"] = round(result.gain, 6)

@@ -61,8 +61,13 @@ def beam_search(
     beam_width: int = 4,
     max_swaps: int | None = None,
     min_gain: float = 0.0,
+    hold: Sequence[int] = (),
 ) -> BeamResult:
     """Best exact-B set under ``scorer`` reachable from Recent-B by admissible swaps (see module doc).
+
+    ``hold``: events of Recent-B no swap may displace (the witness-source check,
+    :mod:`~causalcache_memory.selector.witness_check`); they stay in every set, and ``top_gain`` and
+    ``scores`` are those of the moves that remain. Events outside Recent-B are ignored.
 
     Vectorized over candidate moves: the beam is an ``(W, m)`` array of ascending sets (``m = |S|``);
     every step scores the ``K`` conditioning sets ``S \\ {r}`` in one call, masks the ``(K, N)`` gain
@@ -83,6 +88,8 @@ def beam_search(
     limit = m if max_swaps is None else min(max_swaps, m)
     is_recent = np.zeros(n_events + 1, dtype=bool)  # indexed by event number
     is_recent[list(recent)] = True
+    movable = is_recent.copy()  # recent events a swap may displace
+    movable[[j for j in hold if j in recent]] = False
     recent_cols = np.asarray(recent, dtype=np.intp) - 1
     sets = np.array([recent], dtype=np.int64)  # (W, m) ascending
     accs = np.zeros(1, dtype=np.float64)
@@ -92,7 +99,7 @@ def beam_search(
     calls = 0
     width = min(beam_width, n_events)
     for _ in range(limit):
-        w_idx, c_idx = np.nonzero(is_recent[sets])  # moves in beam order, then r ascending
+        w_idx, c_idx = np.nonzero(movable[sets])  # moves in beam order, then r ascending
         n_moves = len(w_idx)
         if n_moves == 0:
             break
@@ -107,8 +114,8 @@ def beam_search(
         if scores.shape != (n_moves, n_events):
             raise ValueError(f"scorer returned shape {scores.shape}, expected {(n_moves, n_events)}")
         if not first_scores:
-            oldest = recent[0]
-            row = int(np.flatnonzero(outs == oldest)[0])
+            oldest = int(outs[0])  # the oldest recent event a swap may displace (recent[0] unless held)
+            row = 0
             diff = scores[row] - scores[row, oldest - 1]
             first_scores = dict(zip(range(1, t), diff.tolist(), strict=True))
         gains = scores - scores[rows, outs - 1][:, None]

@@ -24,7 +24,18 @@ import numpy as np
 from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.ood import GUARD_MIN_STATES, SCALE_FLOOR, RobustGuard
 
-__all__ = ["REFIT_RULE", "RefitGuard", "check_refit", "refit_location_scale"]
+__all__ = [
+    "REFIT_RULE",
+    "REFIT_WARMUPS",
+    "RefitGuard",
+    "check_refit",
+    "check_refit_warmup",
+    "refit_location_scale",
+]
+
+#: what judges during the refit's warm-up: the model's guard, or no covariate guard (the witness-source
+#: check only; docs/notebook/results/guard_rule_try2.md)
+REFIT_WARMUPS = ("bundled", "open")
 
 REFIT_RULE = (
     "the bundled guard during the first {n} featurized decisions; then its center and scale refitted "
@@ -42,6 +53,22 @@ def check_refit(value: int | None) -> int | None:
             f"(the warm-up decisions the guard is refitted on), e.g. 64"
         )
     return value
+
+
+def check_refit_warmup(value: object, refit: int | None, witness_check: bool) -> str:
+    """Validate ``ood_refit_warmup``: ``bundled`` or ``open``; ``open`` needs ``ood_refit`` and
+    ``witness_check`` (a decision-level check judges while the covariate guard has no reference)."""
+    if value not in REFIT_WARMUPS:
+        raise SelectorError(
+            f"ood_refit_warmup={value!r} must be one of {', '.join(REFIT_WARMUPS)} "
+            "(bundled = the model's guard during the warm-up)"
+        )
+    if value == "open" and (refit is None or not witness_check):
+        raise SelectorError(
+            f"ood_refit_warmup='open' needs ood_refit (got {refit!r}) and witness_check: true (got "
+            f"{witness_check!r}); set ood_refit: 64 and witness_check: true, or ood_refit_warmup: bundled"
+        )
+    return str(value)
 
 
 def refit_location_scale(guard: RobustGuard, summaries: np.ndarray) -> RobustGuard:

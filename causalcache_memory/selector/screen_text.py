@@ -131,6 +131,8 @@ class BlobText:
         shapes: ``(SHAPE_WIDTH,)`` bucket ids of the distinct value shapes.
         line_words: the words of each line, in reading order.
         line_values: the bucket ids of each line's value-shaped tokens.
+        value_set: the distinct value-shaped tokens themselves, lower-cased (every one, not capped: the
+            witness-source check, :mod:`~causalcache_memory.selector.witness_check`, compares exact strings).
     """
 
     words: np.ndarray
@@ -140,6 +142,7 @@ class BlobText:
     shapes: np.ndarray
     line_words: tuple[frozenset[str], ...]
     line_values: tuple[frozenset[int], ...]
+    value_set: frozenset[str] = frozenset()
 
 
 def encode_text(text: str) -> BlobText:
@@ -148,8 +151,9 @@ def encode_text(text: str) -> BlobText:
     line_words = tuple(frozenset(_WORD.findall(line.lower())) for line in lines)
     words = set().union(*line_words) if line_words else set()
     values = {v for line in lines for v in value_tokens(line)}
+    lowered = frozenset(x.lower() for x in values)
     w = word_ids(words)
-    v = _ids({x.lower() for x in values}, TEXT_BUCKETS, TEXT_WIDTH)
+    v = _ids(set(lowered), TEXT_BUCKETS, TEXT_WIDTH)
     return BlobText(
         w,
         int((w < TEXT_BUCKETS).sum()),
@@ -158,6 +162,7 @@ def encode_text(text: str) -> BlobText:
         shape_ids({value_shape(x) for x in values}),
         line_words,
         tuple(frozenset(_bucket(v.lower()) for v in value_tokens(line)) for line in lines),
+        lowered,
     )
 
 

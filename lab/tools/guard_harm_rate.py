@@ -20,6 +20,11 @@ the share of swaps the guard would refuse.
 ``--guard refit`` judges with the guard refitted on each allocator's own first ``--warmup`` decisions
 (``ood_refit``, docs/notebook/results/guard_rule.md; the bundled guard during the warm-up) instead of the bundled one.
 
+``--guard witness`` judges with the witness-source check only (``witness_check``,
+docs/notebook/results/guard_rule_try2.md: a swap is refused when the guard-off set displaces a Recent-B
+screen showing the value the pass-1 proposal types), ``--guard try2`` with guard try 2's rule (that check,
+or the refit guard after its ``--warmup`` decisions; no covariate verdict during the warm-up).
+
 ``--text-format at-raw`` gives the selector each world screen's text with every line's position appended
 (``Order #526321 @(412,318)``: an agent's element list) and reads it as is, as the library did before the
 screen-text normaliser: a development source the guard refuses most of, so the rates can be compared.
@@ -32,21 +37,44 @@ import json
 import tempfile
 from collections import defaultdict
 
+from causalcache_memory.allocation.base import exact_b_size
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
+from causalcache_memory.selector.witness_check import displaced_sources, witness_sources
 
 _DECIDE = SelectorAllocator.decide
+_ALLOCATE = SelectorAllocator.allocate
 #: None: the bundled guard's verdicts; an integer N: the guard refitted after N decisions (``ood_refit``)
 REFIT_WARMUP: int | None = None
+#: the covariate guard gives no verdict during the refit's warm-up (guard try 2's ``ood_refit_warmup: open``)
+OPEN_WARMUP = False
+#: what counts as a refusal: the covariate guard's (``ood_group``), the witness check's, or either
+REFUSED = "guard"
 
 
-def _decide_guard_off(self, events, *, t, budget, witness):
+def _allocate_witness(self, ctx):
+    """The guard-off decision, carrying ``witness_kept`` when its set displaces a witness source."""
+    allocation = _ALLOCATE(self, ctx)
+    if exact_b_size(ctx.t, ctx.budget) < ctx.t - 1:
+        cache = self._extractor_for(ctx.archive).screen_text
+        sources = witness_sources(cache, ctx.trace, ctx.budget, ctx.witness)
+        if sources and displaced_sources(sources, allocation.selected):
+            allocation.info["witness_kept"] = list(sources)
+    return allocation
+
+
+def _refused(record: dict) -> bool:
+    guard, witness = bool(record.get("ood_group")), "witness_kept" in record
+    return {"guard": guard, "witness": witness, "either": guard or witness}[REFUSED]
+
+
+def _decide_guard_off(self, events, *, t, budget, witness, sources=()):
     """The selector's decision with the guard off, carrying the verdict the guard would have given."""
     guard = self.model.ood
     saved, self.ood_guard = self.ood_guard, False
     try:
-        allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness)
+        allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness, sources=sources)
     finally:
         self.ood_guard = saved
     if events is not None and isinstance(guard, RobustGuard):
@@ -56,6 +84,8 @@ def _decide_guard_off(self, events, *, t, budget, witness):
 
             shadow = self.__dict__.setdefault("_shadow_refit", RefitGuard(guard, REFIT_WARMUP))
             guard = shadow.observe(summary)
+            if OPEN_WARMUP and not shadow.refitted:
+                return allocation
         key, distance, threshold = guard.judge(summary)
         allocation.info["ood_distance"] = round(distance, 4)
         allocation.info["ood_masked"] = key or None
@@ -84,6 +114,7 @@ def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int, text_for
         (screen_text.normalize_screen_text, screen_text.normalize_line),
     )
     SelectorAllocator.decide = _decide_guard_off  # type: ignore[method-assign]
+    SelectorAllocator.allocate = _allocate_witness  # type: ignore[method-assign]
     if text_format != "world":
         WorldScreenText.get_text = _at_positions  # type: ignore[method-assign]
     if text_format == "at-raw":
@@ -106,9 +137,18 @@ def measure(tasks: int, seeds: tuple[int, ...], worlds: str, seed: int, text_for
             run_closed_loop(settings, out, progress=False, on_episode=keep)
     finally:
         SelectorAllocator.decide = _DECIDE  # type: ignore[method-assign]
+        SelectorAllocator.allocate = _ALLOCATE  # type: ignore[method-assign]
         WorldScreenText.get_text = get_text  # type: ignore[method-assign]
         screen_text.normalize_screen_text, screen_text.normalize_line = normalizers
-    return {"text_format": text_format, **tally(episodes)}
+    global REFUSED
+    out = {"text_format": text_format, **tally(episodes)}
+    if REFUSED == "either":  # guard try 2: also each part of its rule alone
+        saved = REFUSED
+        for part in ("guard", "witness"):
+            REFUSED = part
+            out[f"only_{part}"] = tally(episodes)
+        REFUSED = saved
+    return out
 
 
 def tally(episodes: list[dict]) -> dict:
@@ -120,12 +160,14 @@ def tally(episodes: list[dict]) -> dict:
         if arm != "causalcache":
             continue
         base = by_key[(task, seed, "recent")]
-        refused = [bool(r.get("ood_group")) for r in e["log"]]
+        refused = [_refused(r) for r in e["log"]]
         decisions += sum(1 for r in e["log"] if "ood_distance" in r)
         declines += sum(refused)
         for r in e["log"]:
             if r.get("ood_group"):
                 far[r["ood_group"]] += 1
+            if "witness_kept" in r:
+                far["witness"] += 1
         swapped = [r.get("k", 0) > 0 for r in e["log"]]
         n_swaps = sum(swapped)
         n_refused = sum(s and f for s, f in zip(swapped, refused, strict=True))
@@ -158,11 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worlds", default="dev")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--text-format", default="world", choices=("world", "at", "at-raw"))
-    parser.add_argument("--guard", default="bundled", choices=("bundled", "refit"))
+    parser.add_argument("--guard", default="bundled", choices=("bundled", "refit", "witness", "try2"))
     parser.add_argument("--warmup", type=int, default=64, help="with --guard refit: warm-up decisions")
     args = parser.parse_args(argv)
-    global REFIT_WARMUP
-    REFIT_WARMUP = args.warmup if args.guard == "refit" else None
+    global REFIT_WARMUP, OPEN_WARMUP, REFUSED
+    REFIT_WARMUP = args.warmup if args.guard in ("refit", "try2") else None
+    OPEN_WARMUP = args.guard == "try2"
+    REFUSED = {"witness": "witness", "try2": "either"}.get(args.guard, "guard")
     seeds = tuple(int(s) for s in args.seeds.split(","))
     print(json.dumps(measure(args.tasks, seeds, args.worlds, args.seed, args.text_format), indent=1))
     return 0

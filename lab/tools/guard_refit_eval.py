@@ -1,4 +1,5 @@
-"""The refit guard (``ood_refit``, docs/notebook/results/guard_rule.md) on one development generator x policy.
+"""The refit guard (``ood_refit``, docs/notebook/results/guard_rule.md) and guard try 2 (the witness-source
+check, docs/notebook/results/guard_rule_try2.md) on one development generator x policy.
 
     python lab/tools/guard_refit_eval.py web noisy --tasks-per-split 10 --policy-seeds 0,1 --out runs/refit_web
 
@@ -11,6 +12,12 @@ refuse, as ``guard_harm_rate.py`` records it) and (b) a shadow refit guard of th
 ``<out>/results.json`` (the harness's results) and ``<out>/harm.json``: per guard, episodes with a swap
 split into ``refused`` (the guard would refuse one of its swaps) and ``accepted``, with harmed/helped vs
 the paired Recent-4 episode and the rates (the criterion's item 3).
+
+Guard try 2 (``--arms`` with ``causalcache_try2``): on the guard-off arm every decision also gets the
+witness-source check's verdict (``witness_kept`` when the guard-off set displaces a witness source: the
+swap the check would refuse; the decision itself is not changed). ``harm.json`` then also tallies
+``witness`` (those refusals), and ``try2`` (a witness refusal, or a refit-guard refusal after its
+warm-up: try 2's rule, whose covariate guard is open during the warm-up).
 """
 
 from __future__ import annotations
@@ -22,16 +29,32 @@ from collections import defaultdict
 from pathlib import Path
 
 from causalcache_lab.worlds_ext.harness import REFIT_WARMUP, ExtEvalSettings, run_ext_eval
+from causalcache_memory.allocation.base import exact_b_size
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_refit import RefitGuard
+from causalcache_memory.selector.witness_check import displaced_sources, witness_sources
 
 _DECIDE = SelectorAllocator.decide
+_ALLOCATE = SelectorAllocator.allocate
+DEFAULT_ARMS = "recent,random,causalcache,causalcache_refit,causalcache_noguard"
 
 
-def _decide(self, events, *, t, budget, witness):
+def _allocate(self, ctx):
+    """Unchanged for guarded arms; on the guard-off arm, also the witness-source check's verdict."""
+    allocation = _ALLOCATE(self, ctx)
+    if self.ood_guard or self.witness_check or exact_b_size(ctx.t, ctx.budget) == ctx.t - 1:
+        return allocation
+    cache = self._extractor_for(ctx.archive).screen_text
+    sources = witness_sources(cache, ctx.trace, ctx.budget, ctx.witness)
+    if sources and displaced_sources(sources, allocation.selected):
+        allocation.info["witness_kept"] = list(sources)
+    return allocation
+
+
+def _decide(self, events, *, t, budget, witness, sources=()):
     """Unchanged for guarded arms; on the guard-off arm, also the bundled and shadow-refit verdicts."""
-    allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness)
+    allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness, sources=sources)
     guard = self.model.ood
     if self.ood_guard or events is None or not isinstance(guard, RobustGuard):
         return allocation
@@ -82,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks-per-split", type=int, default=10)
     parser.add_argument("--policy-seeds", default="0,1")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--arms", default=DEFAULT_ARMS, help="comma-separated harness arms")
     args = parser.parse_args(argv)
     settings = ExtEvalSettings(
         args.generator,
         args.policy,
         tasks_per_split=args.tasks_per_split,
         policy_seeds=tuple(int(s) for s in args.policy_seeds.split(",") if s),
-        arms=("recent", "random", "causalcache", "causalcache_refit", "causalcache_noguard"),
+        arms=tuple(a for a in args.arms.split(",") if a),
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,15 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         episodes.append(o.with_log())
 
     SelectorAllocator.decide = _decide  # type: ignore[method-assign]
+    SelectorAllocator.allocate = _allocate  # type: ignore[method-assign]
     try:
         results = run_ext_eval(settings, out / "work", progress=keep)
     finally:
         SelectorAllocator.decide = _DECIDE  # type: ignore[method-assign]
+        SelectorAllocator.allocate = _ALLOCATE  # type: ignore[method-assign]
     (out / "results.json").write_text(json.dumps(results, indent=1))
     harm = {
         "bundled": tally(episodes, lambda r: r.get("ood_group") == "bundled"),
         "refit": tally(episodes, lambda r: str(r.get("ood_refit", "")).endswith("-refuse")),
         "refit_after_warmup": tally(episodes, lambda r: r.get("ood_refit") == "refit-refuse"),
+        "witness": tally(episodes, lambda r: "witness_kept" in r),
+        "try2": tally(episodes, lambda r: "witness_kept" in r or r.get("ood_refit") == "refit-refuse"),
     }
     (out / "harm.json").write_text(json.dumps(harm, indent=1))
     print(

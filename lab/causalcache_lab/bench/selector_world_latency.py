@@ -38,11 +38,14 @@ __all__ = ["OOD_SCALE", "VARIANTS", "BenchmarkTraceError", "run_selector_world_l
 OOD_SCALE = 2.0
 
 #: the selector settings timed: the bundle's threshold for its pass-2 share, the paper's rule, and the
-#: beam's worst case (the scores negated, so that the search swaps all B slots: B scorer calls)
+#: beam's worst case (the scores negated, so that the search swaps all B slots: B scorer calls), and the
+#: first with the witness-source check
 VARIANTS: dict[str, dict[str, Any]] = {
     "budget": {"min_gain": "auto"},
     "paper_rule": {"min_gain": 0.0},
     "full_beam": {"min_gain": 0.0, "inverted": True},
+    # the default threshold with guard try 2's witness-source check (docs/notebook/results/guard_rule_try2.md)
+    "budget_witness": {"min_gain": "auto", "witness_check": True},
 }
 
 

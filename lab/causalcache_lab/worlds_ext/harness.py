@@ -16,6 +16,9 @@ arm                       allocation (B = ``budget``)
 ``causalcache``           the selector (bundled unless ``selector_path``), OOD guard on
 ``causalcache_noguard``   the same selector with ``ood_guard: false`` (information: what the
                           scorer would do where the guard declines)
+``causalcache_refit``     guard try 1: ``ood_refit: 64`` (docs/notebook/results/guard_rule.md)
+``causalcache_try2``      guard try 2: ``witness_check``, ``ood_refit: 64``, ``ood_refit_warmup: open``
+                          (docs/notebook/results/guard_rule_try2.md)
 ========================  =====================================================================
 
 The selector reads every screen's text in the generator's own format (accessibility dump, OCR lines,
@@ -77,6 +80,7 @@ EXT_ARMS: dict[str, str] = {
     "causalcache": "selector",
     "causalcache_noguard": "selector",
     "causalcache_refit": "selector",
+    "causalcache_try2": "selector",
 }
 #: warm-up decisions of the ``causalcache_refit`` arm (``ood_refit``: docs/notebook/results/guard_rule.md)
 REFIT_WARMUP = 64
@@ -207,7 +211,11 @@ def _memory(
                     "timeout_ms": 2000,
                     "min_gain": settings.min_gain,
                     "ood_guard": arm != "causalcache_noguard",
-                    "ood_refit": REFIT_WARMUP if arm == "causalcache_refit" else None,
+                    "ood_refit": REFIT_WARMUP if arm in ("causalcache_refit", "causalcache_try2") else None,
+                    # guard try 2 (docs/notebook/results/guard_rule_try2.md): the witness-source check,
+                    # no covariate guard until the refit
+                    "ood_refit_warmup": "open" if arm == "causalcache_try2" else "bundled",
+                    "witness_check": arm == "causalcache_try2",
                 },
                 # the harness measures the fallbacks itself (could_swap); the memory's warning is not news
                 "idle_warning": {"enabled": False},
@@ -285,6 +293,9 @@ def could_swap_decline(outcomes: Sequence[EpisodeOutcome], budget: int) -> dict[
                 r.get("ood_refit") == "refit" and r.get("fallback") == "ood" for r in recs
             ),
             "swap_rate": (sum(int(r.get("k", 0)) > 0 for r in recs) / n) if n else None,
+            # the witness-source check refused the first set (and how often the re-search kept Recent-B)
+            "witness_refused": sum("witness_kept" in r for r in recs),
+            "witness_refused_recent": sum("witness_kept" in r and int(r.get("k", 0)) == 0 for r in recs),
         }
     return out
 

@@ -100,7 +100,7 @@ def test_selector_world_latency_reaches_the_scorer(benchmark, selector_model) ->
         rounds=1,
         iterations=1,
     )
-    assert set(result["selector_world_ms"]) == {"budget", "paper_rule", "full_beam"}
+    assert set(result["selector_world_ms"]) == {"budget", "paper_rule", "full_beam", "budget_witness"}
     assert set(result["selector_world_cpu_ms"]) == set(result["selector_world_ms"])
     for stats in [*result["selector_world_ms"].values(), *result["selector_world_cpu_ms"].values()]:
         _finite_stats(stats)
@@ -108,7 +108,7 @@ def test_selector_world_latency_reaches_the_scorer(benchmark, selector_model) ->
     info = result["selector_world"]
     assert info["trace"]["events"] == 40 and info["trace"]["budget"] == 4
     assert info["full_beam"]["k_mean"] == 4.0  # the beam's worst case: every recent slot swapped
-    for variant in ("budget", "paper_rule", "full_beam"):
+    for variant in ("budget", "paper_rule", "full_beam", "budget_witness"):
         low, high = info[variant]["ood_distance"]
         assert 0.0 < low <= high and info[variant]["ood_threshold"] > 0.0
         assert 1.0 <= info[variant]["onnx_calls_mean"] <= 4.0

@@ -23,11 +23,19 @@ def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archi
         len(scored) >= 10
         and all(
             set(INFO_RECORD_KEYS)
-            - {"ood_distance", "ood_masked", "ood_group", "ood_groups", "ood_refit", "shadow_selected"}
+            - {
+                "ood_distance",
+                "ood_masked",
+                "ood_group",
+                "ood_groups",
+                "ood_refit",
+                "shadow_selected",
+                "witness_kept",
+            }
             <= set(r)
             for r in scored
         )
-    )  # no guard (nor a refitted one) here, and shadow sets come only with allocation.compare (lab/tests/allocation/test_explore.py)
+    )  # no guard (nor a refitted one) here, shadow sets come only with allocation.compare (lab/tests/allocation/test_explore.py), witness_kept only with witness_check
     assert [r["threshold_from"] for r in scored[:5]] == ["dev"] * 5
     assert {r["threshold_from"] for r in scored[5:]} == {"deployment"}
     for r in scored:  # a swap only when the top gain beat the threshold of that decision

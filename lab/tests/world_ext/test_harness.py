@@ -48,7 +48,7 @@ def test_could_swap_counts_only_two_pass_decisions_with_a_longer_history_than_b(
     log = [
         {"t": 3, "proposal": {}, "fallback": "ood"},  # t - 1 = 2 <= B: no swap was possible
         {"t": 6, "proposal": {}, "fallback": "ood", "ood_refit": "refit"},  # declined after the refit
-        {"t": 7, "proposal": {}, "fallback": None, "k": 1, "ood_refit": "refit"},
+        {"t": 7, "proposal": {}, "fallback": None, "k": 1, "ood_refit": "refit", "witness_kept": [5]},
         {"t": 8, "fallback": "ood"},  # not a two-pass decision
     ]
     got = could_swap_decline([_outcome("memory_critical", log), _outcome("control", log[:2])], budget=4)
@@ -59,6 +59,8 @@ def test_could_swap_counts_only_two_pass_decisions_with_a_longer_history_than_b(
         "after_refit": 2,
         "declined_after_refit": 1,
         "swap_rate": 0.5,
+        "witness_refused": 1,  # the witness-source check refused a set (guard try 2) ...
+        "witness_refused_recent": 0,  # ... and the re-search still swapped
     }
     assert got["control"]["could_swap"] == 1 and got["control"]["decline_rate"] == 1.0
     assert got["all"]["could_swap"] == 3
