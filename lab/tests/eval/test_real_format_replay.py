@@ -66,14 +66,18 @@ class ReplayPolicy:
         return Generation(response=step.response, action=step.action)
 
 
-def replay(traj, known: dict, archive: LocalArchive, normalize: bool) -> dict:
+def replay(
+    traj, known: dict, archive: LocalArchive, normalize: bool, selector_kwargs: dict | None = None
+) -> dict:
     """Replay one trajectory from its first step with a pre-action screen (OSWorld stores none for step
     1: its replay starts at step 2); event ``j`` of the replay is its ``j``-th replayed step. The last
     step needs no post-action screen (its decision is the last)."""
     steps = [s for s in traj.steps if s.screenshot_before is not None]
     trace = Trace(traj.goal, episode_id=f"replay-{traj.trajectory_id}", platform=traj.platform)
     trace.observe(steps[0].screenshot_before, size=traj.screen_size)
-    selector = SelectorAllocator(screen_text=ScreenTextCache(archive, normalize=normalize))
+    selector = SelectorAllocator(
+        screen_text=ScreenTextCache(archive, normalize=normalize), **(selector_kwargs or {})
+    )
     config = parse_config({"budget": BUDGET, "allocation": {"idle_warning": {"enabled": False}}})
     ctl = build_controller(config, policy=ReplayPolicy(steps, trace), archive=archive, allocator=selector)
     ctl.selector_timeout_s = None
@@ -99,20 +103,27 @@ def replay(traj, known: dict, archive: LocalArchive, normalize: bool) -> dict:
         "restored_at_use": sorted(use["selected"]),
         "evidence_restored": evidence in use["selected"] if evidence else None,
         "could_swap": len(could),
-        "declined": sum(r.get("fallback") == "ood" for r in could),
+        "declined": sum(_declined(r) for r in could),
         "swaps": sum(r["k"] > 0 for r in could),
         "far_groups": dict(Counter(r.get("ood_group") for r in could if r.get("fallback") == "ood")),
     }
 
 
-def run_source(source: str, root: Path, normalize: bool) -> list[dict]:
-    archive = LocalArchive(str(root / f"{source}-{normalize}"))
+def _declined(record: dict) -> bool:
+    """Declined: an OOD fallback, or a witness-check refusal whose re-search kept Recent-B."""
+    return record.get("fallback") == "ood" or ("witness_kept" in record and int(record["k"]) == 0)
+
+
+def run_source(source: str, root: Path, normalize: bool, selector_kwargs: dict | None = None) -> list[dict]:
+    archive = LocalArchive(str(root / f"{source}-{normalize}-{sorted((selector_kwargs or {}).items())}"))
     trajectories = load(source, archive)
     for sha, text in json.loads((FIXTURES / source / "screen_text.json").read_text("utf-8")).items():
         if sha in archive:  # a dataset stores no initial (OSWorld) or final (AgentNet) screen
             archive.put_text(sha, text)
     known = json.loads((FIXTURES / source / "tasks.json").read_text("utf-8"))
-    return [replay(traj, known[traj.trajectory_id], archive, normalize) for traj in trajectories]
+    return [
+        replay(traj, known[traj.trajectory_id], archive, normalize, selector_kwargs) for traj in trajectories
+    ]
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -178,7 +189,7 @@ def test_the_normaliser_declines_less_and_what_is_accepted_restores_the_evidence
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 54 item 1: accessibility dumps carry no status-bar clock, so their screens hold no "
+    reason="issue 54 item 1, with the default guard: accessibility dumps carry no status-bar clock, so their screens hold no "
     "value where every training screen had one (the worlds' fixed 09:41), and the guard's text group "
     "declines them (OSWorld table and Android XML fixtures); with a clock line added they pass",
 )
@@ -186,6 +197,24 @@ def test_done_when_on_the_real_format_fixtures(replays) -> None:
     """Issue 54's done-when: at most 20% declined; evidence restored at the use step in at least two thirds
     of memory tasks; no swap on at least 90% of control decisions."""
     got = summarize(replays[True])
+    restored, memory = map(int, got["evidence_restored"].split("/"))
+    assert got["declined_share"] <= 0.20, got
+    assert restored >= 2 / 3 * memory, got
+    assert got["control_no_swap"] >= 0.90, got
+
+
+#: guard try 2 (docs/notebook/results/guard_rule_try2.md), the opt-in of docs/SELECTOR.md
+GUARD_TRY2 = {"witness_check": True, "ood_refit": 64, "ood_refit_warmup": "open"}
+
+
+def test_done_when_holds_on_the_real_format_fixtures_with_guard_try2(tmp_path) -> None:
+    """The same done-when with guard try 2 switched on: the witness check judges from the first decision
+    and the covariate guard waits for its refit on the deployment's own states (longer than these replays),
+    so no decision is declined for being far from the training worlds, and the evidence is restored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows = [r for s in SOURCES for r in run_source(s, tmp_path, True, GUARD_TRY2)]
+    got = summarize(rows)
     restored, memory = map(int, got["evidence_restored"].split("/"))
     assert got["declined_share"] <= 0.20, got
     assert restored >= 2 / 3 * memory, got
