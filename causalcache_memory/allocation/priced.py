@@ -119,10 +119,11 @@ class PrefixPricer:
         return self.invalidated(trace, previous, selected) * self.weight
 
     def second_call(self, trace: Trace) -> float:
-        """What a second model call of the step rewrites after the first one's prefix: the current screen
-        (the summaries' text is left out), weighted as :meth:`cost`."""
+        """What a second model call of the step writes beyond its changed turns: the summaries and the
+        current screen after them (the summaries' text estimated), weighted as :meth:`cost`."""
         w, h = trace.current_screen_size or self.default_size
-        return int(self.image_rule.tokens(int(w), int(h))) * self.weight
+        text = sum(len(s) + 1 for s in trace.summaries()) / self.chars_per_token
+        return (int(self.image_rule.tokens(int(w), int(h))) + text) * self.weight
 
 
 @dataclass
@@ -150,7 +151,7 @@ class PricedAllocator:
         inner: Allocator,
         pricer: PrefixPricer,
         *,
-        exchange_rate: float = 20000.0,
+        exchange_rate: float = 10000.0,
         recent_value: float = 0.1,
         hold_steps: int = 3,
         max_threads: int = 1024,

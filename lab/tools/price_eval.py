@@ -141,7 +141,7 @@ def run_ext(args: argparse.Namespace, out: Path, rows: list[dict[str, Any]]) -> 
     sealed = sealed_set()
     if args.task_seed in sealed["task_seeds"] or set(args.seeds) & set(sealed["policy_seeds"]):
         sys.exit(f"seeds {args.task_seed}/{args.seeds} touch the sealed set {sealed}; use development seeds")
-    for gen, pol_name in EXT_GENERATORS.items():
+    for gen, pol_name in ((g, EXT_GENERATORS[g]) for g in args.generators):
         tasks = generate_ext_tasks(gen, 2 * args.ext_tasks, args.task_seed)
         for seed in args.seeds:
             for arm in args.arms:
@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", default="0,1,2", help="policy seeds")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", default="docs/results/price_eval.json")
+    ap.add_argument("--generators", default=",".join(EXT_GENERATORS), help="left-out generators to run")
+    ap.add_argument(
+        "--merge", nargs="+", metavar="JSON", help="summarize the episodes of earlier runs' JSON files"
+    )
     ap.add_argument("--exchange-rate", type=float, default=None, help="allocation.priced.exchange_rate")
     ap.add_argument("--recent-value", type=float, default=None, help="allocation.priced.recent_value")
     args = ap.parse_args(argv)
@@ -237,15 +241,23 @@ def main(argv: list[str] | None = None) -> None:
             PRICED[key] = getattr(args, key)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.arms = [a for a in args.arms.split(",") if a]
+    args.generators = [g for g in args.generators.split(",") if g]
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="price_eval-") as tmp:
-        if args.world_tasks:
-            run_world(args, Path(tmp), rows)
-        if args.ext_tasks:
-            run_ext(args, Path(tmp), rows)
+    commands = ["python lab/tools/price_eval.py " + " ".join(argv if argv is not None else sys.argv[1:])]
+    if args.merge:
+        for path in args.merge:
+            earlier = json.loads(Path(path).read_text())
+            rows.extend(earlier["episodes"])
+            commands.extend(earlier["commands"])
+    else:
+        with tempfile.TemporaryDirectory(prefix="price_eval-") as tmp:
+            if args.world_tasks:
+                run_world(args, Path(tmp), rows)
+            if args.ext_tasks:
+                run_ext(args, Path(tmp), rows)
     result = {
-        "command": "python lab/tools/price_eval.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commands": commands,
         "world": summarize(rows, "world"),
         "ext": summarize(rows, "ext"),
         "all": summarize(rows),
