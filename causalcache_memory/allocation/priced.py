@@ -13,25 +13,28 @@ at each screenshot's recorded size from the model family's image rule, plus the 
 :mod:`causalcache_memory.prompt_cost.meter`), weighted by ``1 - read_price / write_price`` of the cache
 model (what a rewrite costs beyond a read; 1 when the model has no prices).
 
-:class:`PricedAllocator` wraps an allocator (Recent-B or the learned selector) and chooses between two
-candidates each step, the inner allocator's proposal and the *held* set (the previous step's ``S``, topped
-up with the newest events while ``|S|`` grows), by::
+:class:`PricedAllocator` wraps an allocator (Recent-B or the learned selector) and decides in two steps,
+both by the same rule::
 
     value(S) = recent_value * |S ∩ Recent-B| + Σ_{j ∈ S \\ Recent-B} max(0, score_j)
-    take the proposal  iff  exchange_rate * (value(proposal) - value(held)) > cost(proposal) - cost(held)
+    take the candidate  iff  exchange_rate * (value(candidate) - value(base)) > cost(candidate) - cost(base)
 
-where ``score_j`` is the inner allocator's own per-event score (the selector's predicted swap gain;
-Recent-B has none) and ``exchange_rate`` is how many rewritten tokens one unit of predicted gain is worth.
-With a two-pass inner allocator pass 1 renders the held set, so a change also pays for pass 2's rewrite of
-the current screen. In the ``retained_turns`` layout nothing is held (every candidate rewrites every
-turn): the proposal is taken, with the hysteresis below, and pass 1 renders Recent-B as without pricing.
+1. the *base* (:meth:`~PricedAllocator.base_allocation`, no witness needed): the held set (the previous
+   step's ``S``, topped up with the newest events while ``|S|`` grows) against the slid window (Recent-B);
+2. the inner allocator's proposal against that base.
+
+``score_j`` is the inner allocator's own per-event score (the selector's predicted swap gain; Recent-B
+has none), ``cost`` the write-equivalent tokens a set makes the cache write again after the previous
+step's ``S``, and ``exchange_rate`` how many such tokens one unit of predicted gain is worth. With a
+two-pass inner allocator the controller's pass 1 renders the base, so pass 2 runs only when step 2 takes
+the proposal, and step 2 also charges what pass 2 writes beyond pass 1 (:meth:`PrefixPricer.second_call`).
+In the ``retained_turns`` layout nothing is held (every set rewrites every turn): the base is Recent-B and
+the proposal is taken, with the hysteresis below, as without pricing.
 Hysteresis: an event the chosen set restored from outside Recent-B stays in it for ``hold_steps`` steps
 (it replaces the proposal's oldest non-held event), so a restored step does not flicker in and out.
 
-The controller's pass 1 renders :meth:`PricedAllocator.base_allocation` (the held set) instead of Recent-B,
-so the witness call reuses the same cached prefix. The decision record's ``info["price"]`` holds the
-choice and its numbers. Per-thread state is keyed by episode id (``max_threads`` kept, least recent
-dropped first).
+The decision record's ``info["price"]`` holds the choice (``proposal`` or ``held``: the base) and its
+gain and cost. Per-thread state is keyed by episode id (``max_threads`` kept, least recent dropped first).
 """
 
 from __future__ import annotations
@@ -130,6 +133,7 @@ class PrefixPricer:
 class _Thread:
     selected: tuple[int, ...] | None = None
     held_until: dict[int, int] = field(default_factory=dict)  # restored event -> last step it is held
+    base: tuple[int, tuple[int, ...] | None] | None = None  # (t, the set pass 1 rendered at t)
 
 
 class PricedAllocator:
@@ -204,11 +208,29 @@ class PricedAllocator:
         """Whether holding ``S`` saves anything: only where the turns come before the summaries."""
         return self.pricer.layout == "cache_friendly"
 
+    def _base(self, state: _Thread, trace: Trace, t: int, budget: int) -> tuple[int, ...] | None:
+        """The priced choice between the held set and the slid window (Recent-B, with the held restored
+        events), which needs no witness; None where nothing is held (first step, ``retained_turns``)."""
+        if state.base is not None and state.base[0] == t:
+            return state.base[1]
+        held = self._held(state, t, budget) if self._holds() else None
+        chosen = held
+        if held is not None:
+            recent = recent_b(t, budget)
+            slid = self._with_holds(recent, state, t) if self.hold_steps else recent
+            gain = self._value(slid, set(recent), {}) - self._value(held, set(recent), {})
+            cost = self.pricer.cost(trace, state.selected, slid) - self.pricer.cost(
+                trace, state.selected, held
+            )
+            chosen = slid if self.exchange_rate * gain > cost else held
+        state.base = (t, chosen)
+        return chosen
+
     def base_allocation(self, ctx: AllocationContext) -> Allocation:
-        """The set pass 1 renders: the held set (Recent-B on a thread's first step, and in the
-        ``retained_turns`` layout, where holding saves nothing)."""
-        held = self._held(self._thread(ctx.trace.episode_id), ctx.t, ctx.budget) if self._holds() else None
-        chosen = held if held is not None else recent_b(ctx.t, ctx.budget)
+        """The set pass 1 renders: the priced choice between the held set and the slid window (Recent-B
+        on a thread's first step, and in the ``retained_turns`` layout, where holding saves nothing)."""
+        base = self._base(self._thread(ctx.trace.episode_id), ctx.trace, ctx.t, ctx.budget)
+        chosen = base if base is not None else recent_b(ctx.t, ctx.budget)
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
     def _value(self, selected: tuple[int, ...], recent: set[int], scores: dict[int, float]) -> float:
@@ -234,7 +256,7 @@ class PricedAllocator:
         state = self._thread(trace.episode_id)
         recent = set(recent_b(t, budget))
         offered = self._with_holds(proposal.selected, state, t) if self.hold_steps else proposal.selected
-        held = self._held(state, t, budget) if self._holds() else None
+        held = self._base(state, trace, t, budget)
         scores = {int(j): float(s) for j, s in proposal.scores.items()}
         price: dict[str, Any] = {"choice": "proposal", "cost": 0.0}
         chosen = offered
@@ -243,7 +265,7 @@ class PricedAllocator:
             cost = self.pricer.cost(trace, state.selected, offered) - self.pricer.cost(
                 trace, state.selected, held
             )
-            if self.uses_witness:  # pass 1 rendered the held set: a change also pays for pass 2
+            if self.uses_witness:  # pass 1 rendered the base: a change also pays for pass 2
                 cost += self.pricer.second_call(trace)
             take = self.exchange_rate * gain > cost
             chosen = offered if take else held

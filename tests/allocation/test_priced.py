@@ -168,3 +168,16 @@ def test_config_builds_the_priced_allocator_and_refuses_unknown_models() -> None
         parse_config({"allocation": {"allocator": "recent", "priced": {"cache": "no-such-provider"}}})
     with pytest.raises(ConfigError, match="exchange_rate"):
         parse_config({"allocation": {"allocator": "recent", "priced": {"exchange_rate": -2}}})
+
+
+def test_the_base_slides_before_pass_one_so_a_slide_needs_no_pass_two() -> None:
+    inner = Fixed()  # proposes Recent-B
+    inner.uses_witness = True
+    allocator = PricedAllocator(inner, pricer(), exchange_rate=20000.0, recent_value=0.1)
+    assert allocator.uses_witness
+    for n in range(4, 12):
+        trace = trace_of(n)
+        base = allocator.base_allocation(ctx(trace)).selected
+        chosen = allocator.allocate(ctx(trace)).selected
+        assert chosen == base  # the proposal is Recent-B: whatever the base chose, pass 2 never runs
+    assert allocator.allocate(ctx(trace_of(12))).selected != recent_b(13, 4)  # it still holds at times
