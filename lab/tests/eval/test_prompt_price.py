@@ -11,7 +11,12 @@ from causalcache_memory.render import RenderOptions, render_prompt
 
 
 def record(t: int, write: int, read: int) -> dict:
-    call = {"cache_write_tokens": write, "cache_read_tokens": read, "prompt_tokens": write + read, "cost": 0.01}
+    call = {
+        "cache_write_tokens": write,
+        "cache_read_tokens": read,
+        "prompt_tokens": write + read,
+        "cost": 0.01,
+    }
     return {"t": t, "k": 0, "second_pass": False, "prompt_cost": [call]}
 
 
@@ -36,7 +41,9 @@ def test_the_demo_table_shows_cache_writes_and_reads_per_step() -> None:
 
 
 def test_the_multi_meter_steps_both_caches_on_one_count() -> None:
-    assert stand_in_tokenize("<|im_start|>user\\nclick it") == stand_in_tokenize("<|im_start|>user\\nclick it")
+    assert stand_in_tokenize("<|im_start|>user\\nclick it") == stand_in_tokenize(
+        "<|im_start|>user\\nclick it"
+    )
     meter, single = MultiMeter(), make_meter()
     trace = Trace("open the settings", episode_id="ep")
     trace.observe("0" * 64, size=(540, 1170))
