@@ -165,7 +165,7 @@ def render_prompt(
 def summaries_message(prompt: RenderedPrompt | BoundPrompt) -> Message:
     """The goal and summaries message of a rendered (or bound) prompt, in either layout."""
     rendered = prompt.prompt if isinstance(prompt, BoundPrompt) else prompt
-    index = rendered.meta.get("summaries_message", 1)
+    index = getattr(rendered, "meta", {}).get("summaries_message", 1)  # prompt-like objects: the paper's
     return rendered.messages[index if isinstance(index, int) else 1]
 
 
