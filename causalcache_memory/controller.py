@@ -118,6 +118,9 @@ class MemoryController:
         self._worker: BoundedWorker | None = None
         self._worker_lock = threading.Lock()
         self._warmed: set[str] = set()  # threads whose caches warm() filled (episode ids)
+        use_layout = getattr(allocator, "use_layout", None)  # a priced allocator prices this layout
+        if use_layout is not None:
+            use_layout(self.render_options.layout)
         thresholds = getattr(allocator, "thresholds", None)  # the learned selector's (selector/threshold.py)
         if thresholds is not None and callable(getattr(thresholds, "describe", None)):
             deployment = getattr(allocator, "deployment", None) is not None
@@ -349,7 +352,12 @@ class MemoryController:
         )
 
     def _two_pass(self, trace: Trace, step: _Step) -> StepDecision:
-        recent = self._recent_allocation(trace)
+        base = getattr(self.allocator, "base_allocation", None)  # a priced allocator's held set
+        recent = (
+            base(AllocationContext(trace, self.budget, self.archive))
+            if base is not None
+            else self._recent_allocation(trace)
+        )
         proposal, first_s = self._generate(trace, recent, step)
         allocation, sel_s, fallback = self._allocate(trace, proposal.action)
         if allocation.selected == recent.selected:

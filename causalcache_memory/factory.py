@@ -47,6 +47,7 @@ def render_options(config: CausalCacheConfig) -> RenderOptions:
         current_header=r.current_header,
         request=r.request,
         dedupe_current_screen=r.dedupe_current_screen,
+        layout=r.layout,
     )
 
 

@@ -10,8 +10,14 @@ from causalcache_memory.allocation.base import (
     recent_b,
 )
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
+from causalcache_memory.allocation.priced import PrefixPricer, PricedAllocator
 from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
-from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
+from causalcache_memory.allocation.simple import (
+    RandomAllocator,
+    RecentAllocator,
+    RecentBatchAllocator,
+    SummaryOnlyAllocator,
+)
 
 __all__ = [
     "Allocation",
@@ -19,9 +25,12 @@ __all__ = [
     "Allocator",
     "EvenlySpacedAllocator",
     "FirstBAllocator",
+    "PrefixPricer",
+    "PricedAllocator",
     "RGBSimilarityAllocator",
     "RandomAllocator",
     "RecentAllocator",
+    "RecentBatchAllocator",
     "SummaryOnlyAllocator",
     "check_budget",
     "exact_b_size",

@@ -39,7 +39,8 @@ __all__ = [
 MAX_BUDGET = 64
 #: keys of an allocation's ``info`` that decision records keep (the learned selector's facts:
 #: docs/SELECTOR.md, "Never worse than Recent-B"; ``shadow_selected``: the other arm's set under
-#: ``allocation.compare``, :mod:`~causalcache_memory.allocation.explore`)
+#: ``allocation.compare``, :mod:`~causalcache_memory.allocation.explore`; ``price``: the priced
+#: decision's choice, gain and cost, :mod:`~causalcache_memory.allocation.priced`)
 INFO_RECORD_KEYS = (
     "predicted_gain",
     "top_gain",
@@ -53,6 +54,7 @@ INFO_RECORD_KEYS = (
     "witness_kept",
     "masked",
     "shadow_selected",
+    "price",
 )
 
 

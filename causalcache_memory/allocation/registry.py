@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING
 from causalcache_memory.allocation.base import Allocator
 from causalcache_memory.allocation.explore import ExploringAllocator
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
-from causalcache_memory.allocation.simple import RandomAllocator, RecentAllocator, SummaryOnlyAllocator
+from causalcache_memory.allocation.simple import (
+    RandomAllocator,
+    RecentAllocator,
+    RecentBatchAllocator,
+    SummaryOnlyAllocator,
+)
 from causalcache_memory.errors import AllocationError
 from causalcache_memory.registry import Registry
 
@@ -70,6 +75,7 @@ ALLOCATORS: Registry[Factory] = Registry(
     renamed={"causalcache": "selector"},
 )
 ALLOCATORS.register("recent", lambda cfg: RecentAllocator())
+ALLOCATORS.register("recent_batch", lambda cfg: RecentBatchAllocator(chunk=cfg.batch_chunk))
 ALLOCATORS.register("summary_only", lambda cfg: SummaryOnlyAllocator())
 ALLOCATORS.register("random", lambda cfg: RandomAllocator(seed=cfg.seed))
 ALLOCATORS.register("first", lambda cfg: FirstBAllocator())
@@ -99,6 +105,8 @@ class _DefaultOptions:
     allocator: str
     seed: int = 0
     rgb_size: int = 32
+    batch_chunk: int = 2
+    priced: None = None
     selector: None = None
     explore: None = None
     compare: None = None
@@ -106,6 +114,27 @@ class _DefaultOptions:
 
 #: the decision records' ``allocator`` on the episodes ``allocation.compare`` sends to the compared selector
 COMPARED_SELECTOR = "selector_compared"
+
+
+def _priced(allocator: Allocator, cfg: AllocationConfig) -> Allocator:
+    """``allocator`` wrapped in the priced decision of ``cfg.priced`` (None: unchanged)."""
+    priced = getattr(cfg, "priced", None)
+    if priced is None:
+        return allocator
+    from causalcache_memory.allocation.priced import PrefixPricer, PricedAllocator
+    from causalcache_memory.prompt_cost import cache_model_from_dict, hosted_cache_model, hosted_image_rule
+
+    cache = priced.cache
+    model = hosted_cache_model(cache) if isinstance(cache, str) else cache_model_from_dict(cache)
+    # the layout is the render config's (render.layout); the controller tells the allocator (use_layout)
+    pricer = PrefixPricer(image_rule=hosted_image_rule(priced.image_model), cache=model)
+    return PricedAllocator(
+        allocator,
+        pricer,
+        exchange_rate=priced.exchange_rate,
+        recent_value=priced.recent_value,
+        hold_steps=priced.hold_steps,
+    )
 
 
 def build_allocator(config: AllocationConfig | str) -> Allocator:
@@ -118,7 +147,7 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     their decision records, and with ``compare.shadow`` the other selector's set on every record.
     """
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
-    allocator = lookup_allocator(cfg.allocator)(cfg)  # type: ignore[arg-type]
+    allocator = _priced(lookup_allocator(cfg.allocator)(cfg), cfg)  # type: ignore[arg-type]
     compare = getattr(cfg, "compare", None)
     if compare is not None:  # the same selector options, another model, on a share of episodes
         selector = cfg.selector.model_copy(update={"model_path": compare.model_path})  # type: ignore[union-attr]

@@ -88,7 +88,41 @@ def counts_line(stats: DecisionStats) -> str:
         + (f" ({reasons})" if reasons else "")
         + (f" · without screen text {stats.without_text}" if stats.without_text else "")
         + shadow
+        + (
+            f" · cache per step: write {stats.cache_write_tokens / stats.metered:.0f}, read "
+            f"{stats.cache_read_tokens / stats.metered:.0f} tokens, ${stats.cache_cost / stats.metered:.4f}"
+            if stats.metered
+            else ""
+        )
     )
+
+
+def cache_cost_html(log: Sequence[Mapping[str, Any]]) -> str:
+    """A bar per step of the predicted prompt-cache writes and reads (the records' ``prompt_cost``, summed
+    over pass 1 and pass 2); empty when the thread was not metered (docs/PROMPT_COST.md)."""
+    rows = []
+    for record in log:
+        calls = [c for c in record.get("prompt_cost") or () if isinstance(c, Mapping)]
+        if calls:
+            write = sum(int(c.get("cache_write_tokens") or 0) for c in calls)
+            read = sum(int(c.get("cache_read_tokens") or 0) for c in calls)
+            cost = sum(float(c.get("cost") or 0.0) for c in calls)
+            rows.append((int(record.get("t", 0)), write, read, cost))
+    if not rows:
+        return ""
+    top = max(w + r for _, w, r, _ in rows) or 1
+    bars = "".join(
+        f'<div class="cc-bar"><span class="cc-t">t={t}</span>'
+        f'<span class="cc-w" style="width:{300 * w / top:.0f}px"></span>'
+        f'<span class="cc-r" style="width:{300 * r / top:.0f}px"></span>'
+        f"<span>write {w} · read {r} · ${c:.4f}</span></div>"
+        for t, w, r, c in rows
+    )
+    style = (
+        "<style>.cc-bar{display:flex;gap:4px;align-items:center;font:12px sans-serif}"
+        ".cc-t{width:3em}.cc-w{background:#c62828;height:10px}.cc-r{background:#2e7d32;height:10px}</style>"
+    )
+    return f'{style}<h2>Prompt cache per step (predicted: write red, read green)</h2><div class="cc">{bars}</div>'
 
 
 def _episode_id(thread: str) -> str:
@@ -221,6 +255,7 @@ def write_thread_report(
         f"{esc(counts_line(DecisionStats.from_records(log)))} · unparsed replies "
         f"{sum(1 for e in trace.events if e.unparsed)}</p>",
         legend_html(),
+        cache_cost_html(log),
     ]
     if len(shown) < len(steps):
         parts.append(f"<p>Showing the last {len(shown)} of {len(steps)} decisions.</p>")

@@ -22,7 +22,14 @@ from causalcache_memory.decisions.stats import (
 from causalcache_memory.selector.ood_refit import check_refit_warmup
 from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW, check_share, check_window
 
-__all__ = ["AllocationConfig", "CompareConfig", "ExploreConfig", "IdleWarningConfig", "SelectorConfig"]
+__all__ = [
+    "AllocationConfig",
+    "CompareConfig",
+    "ExploreConfig",
+    "IdleWarningConfig",
+    "PricedConfig",
+    "SelectorConfig",
+]
 
 
 class SelectorConfig(_Strict):
@@ -215,6 +222,47 @@ class CompareConfig(_Strict):
     )
 
 
+class PricedConfig(_Strict):
+    """The priced decision (allocation/priced.py, docs/PROMPT_COST.md "A priced decision"): a change of
+    ``S`` is taken only when its predicted gain is worth the cached prefix it invalidates."""
+
+    exchange_rate: float = Field(
+        10000.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="Rewritten (write-equivalent) prompt tokens one unit of predicted gain is worth.",
+    )
+    recent_value: float = Field(
+        0.1, ge=0.0, allow_inf_nan=False, description="Predicted gain of showing one Recent-B event in full."
+    )
+    hold_steps: int = Field(3, ge=0, description="Steps a restored event stays in S (0 = no hysteresis).")
+    image_model: str = Field(
+        "qwen2.5-vl", description="Image-token rule: a model of assets/prompt_cost/hosted_models.yaml."
+    )
+    cache: str | dict[str, Any] = Field(
+        "anthropic-claude",
+        description="The provider's cache model: a name of the hosted-model table, or a mapping with kind "
+        "(breakpoints, automatic, block) and its prices.",
+    )
+
+    @model_validator(mode="after")
+    def _known_models(self) -> PricedConfig:
+        from causalcache_memory.prompt_cost import (
+            cache_model_from_dict,
+            hosted_cache_model,
+            hosted_image_rule,
+        )
+
+        try:
+            hosted_image_rule(self.image_model)
+            hosted_cache_model(self.cache) if isinstance(self.cache, str) else cache_model_from_dict(
+                self.cache
+            )
+        except Exception as exc:  # ConfigError naming the value and the known names
+            raise ValueError(f"allocation.priced: {exc}") from exc
+        return self
+
+
 class AllocationConfig(_Strict):
     allocator: str = Field(
         "selector",
@@ -230,6 +278,12 @@ class AllocationConfig(_Strict):
 
     seed: int = Field(0, description="Seed of the random allocator.")
     rgb_size: int = Field(32, ge=4, le=256, description="Thumbnail side of the RGB-similarity allocator.")
+    batch_chunk: int = Field(
+        2, ge=1, description="Events the recent_batch window moves at a time (1 = recent)."
+    )
+    priced: PricedConfig | None = Field(
+        None, description="Price each change of S by the cached prefix it invalidates; null = never."
+    )
     selector: SelectorConfig = SelectorConfig()
     idle_warning: IdleWarningConfig = IdleWarningConfig()
     explore: ExploreConfig | None = Field(None, description="Exploration while recording; null = never.")

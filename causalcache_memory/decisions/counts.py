@@ -88,6 +88,11 @@ class DecisionStats:
             (:func:`shadow_differs`); an episode with one is *triggered* for ``causalcache compare``.
         shadow_missing: decisions recorded with shadow on whose shadow failed or was skipped
             (``shadow_selected: null``): ``causalcache compare`` falls back to all episodes for them.
+        metered: decisions whose record carries ``prompt_cost`` (a :class:`~causalcache_memory.
+            prompt_cost.meter.PromptCostMeter` was configured); the four totals below sum their calls.
+        cache_write_tokens, cache_read_tokens, prompt_tokens: predicted prompt-cache writes, reads and
+            prompt tokens of those decisions' model calls (pass 1 and pass 2).
+        cache_cost: their predicted cost (USD at the cache model's prices).
     """
 
     decisions: int = 0
@@ -99,6 +104,11 @@ class DecisionStats:
     shadow: int = 0
     shadow_disagreed: int = 0
     shadow_missing: int = 0
+    metered: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    prompt_tokens: int = 0
+    cache_cost: float = 0.0
 
     def add(
         self,
@@ -111,11 +121,14 @@ class DecisionStats:
         masked: object = None,
         shadow: object = NO_SHADOW,
         selected: Iterable[int] = (),
+        prompt_cost: object = None,
     ) -> str | None:
         """Count one decision; returns its fallback kind.
 
         ``shadow`` is the decision's ``shadow_selected`` (:data:`NO_SHADOW` when it has none, as without
-        ``allocation.compare.shadow``) and ``selected`` the executed set it is compared with.
+        ``allocation.compare.shadow``) and ``selected`` the executed set it is compared with;
+        ``prompt_cost`` the record's per-call cache accounting (None: not metered; a call the meter could
+        not count is None and adds nothing).
         """
         kind = fallback_kind(fallback)
         self.decisions += 1
@@ -125,6 +138,14 @@ class DecisionStats:
         self.without_text += int(text_missing(masked))
         if kind is not None:
             self.fallbacks[kind] = self.fallbacks.get(kind, 0) + 1
+        if isinstance(prompt_cost, list):
+            self.metered += 1
+            for call in prompt_cost:
+                if isinstance(call, Mapping):
+                    self.cache_write_tokens += int(call.get("cache_write_tokens") or 0)
+                    self.cache_read_tokens += int(call.get("cache_read_tokens") or 0)
+                    self.prompt_tokens += int(call.get("prompt_tokens") or 0)
+                    self.cache_cost += float(call.get("cost") or 0.0)
         if shadow is None:
             self.shadow_missing += 1
         elif shadow is not NO_SHADOW:
@@ -143,6 +164,7 @@ class DecisionStats:
             masked=record.get("masked"),
             shadow=record.get("shadow_selected", NO_SHADOW),
             selected=record.get("selected") or (),
+            prompt_cost=record.get("prompt_cost"),
         )
 
     @classmethod
@@ -168,6 +190,23 @@ class DecisionStats:
             "shadow": self.shadow,
             "shadow_disagreed": self.shadow_disagreed,
             "shadow_missing": self.shadow_missing,
+            **self.cache_dict(),
+        }
+
+    def cache_dict(self) -> dict[str, Any]:
+        """The prompt-cache totals and their means per metered decision (step); empty when none was metered."""
+        if not self.metered:
+            return {}
+        n = self.metered
+        return {
+            "metered": n,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "cache_cost": round(self.cache_cost, 6),
+            "cache_write_per_step": round(self.cache_write_tokens / n, 1),
+            "cache_read_per_step": round(self.cache_read_tokens / n, 1),
+            "cache_cost_per_step": round(self.cache_cost / n, 6),
         }
 
     def copy(self) -> DecisionStats:

@@ -207,6 +207,7 @@ class DecisionMonitor:
                 masked=masked,
                 shadow=shadow,
                 selected=allocation.selected,
+                prompt_cost=decision.extra.get("prompt_cost"),
             )
             if swap_possible(t, budget):
                 self._allocator = allocation.allocator

@@ -125,7 +125,7 @@ def image_sizes_of(trace: Any) -> dict[str, tuple[int, int]]:
 def _part_of(role: str, index: int, prompt: RenderedPrompt, ref: ImageRef | None, position: int) -> str:
     if role == "system":
         return "system"
-    if index == 1 and role == "user":
+    if index == prompt.meta.get("summaries_message", 1) and role == "user":
         return "summaries"
     if role == "assistant":
         return f"response:{_event_of(prompt, position)}"

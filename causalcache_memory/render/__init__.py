@@ -3,6 +3,7 @@
 from causalcache_memory.render.messages import BoundPrompt, sniff_mime
 from causalcache_memory.render.prompt import (
     DEFAULT_SYSTEM_PROMPT,
+    LAYOUTS,
     ImagePart,
     ImageRef,
     Message,
@@ -10,10 +11,12 @@ from causalcache_memory.render.prompt import (
     RenderOptions,
     TextPart,
     render_prompt,
+    summaries_message,
 )
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "LAYOUTS",
     "BoundPrompt",
     "ImagePart",
     "ImageRef",
@@ -23,4 +26,5 @@ __all__ = [
     "TextPart",
     "render_prompt",
     "sniff_mime",
+    "summaries_message",
 ]

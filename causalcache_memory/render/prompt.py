@@ -29,14 +29,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from causalcache_memory.allocation.base import Allocation
 from causalcache_memory.errors import RenderError
-from causalcache_memory.render.messages import ImagePart, ImageRef, Message, RenderedPrompt, TextPart
+from causalcache_memory.render.messages import (
+    BoundPrompt,
+    ImagePart,
+    ImageRef,
+    Message,
+    RenderedPrompt,
+    TextPart,
+)
 from causalcache_memory.trace import Trace
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "LAYOUTS",
     "SAME_AS_CURRENT",
     "ImagePart",
     "ImageRef",
@@ -46,7 +55,12 @@ __all__ = [
     "TextPart",
     "merge_system_prompts",
     "render_prompt",
+    "summaries_message",
 ]
+
+#: the prompt layouts (module docstring): the paper's order, and the cache-friendly order
+LAYOUTS = ("retained_turns", "cache_friendly")
+Layout = Literal["retained_turns", "cache_friendly"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a GUI agent. You see the task, a one-line summary of every past step, a few past steps "
@@ -76,6 +90,7 @@ class RenderOptions:
 
     ``dedupe_current_screen``: replace a retained screenshot byte-identical to the current screen by
     :data:`SAME_AS_CURRENT` (off by default: the paper's prompt; see the module docstring).
+    ``layout``: ``retained_turns`` (the paper's order) or ``cache_friendly`` (module docstring).
     """
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -84,6 +99,11 @@ class RenderOptions:
     current_header: str = "Current screen:"
     request: str = "What is the next action?"
     dedupe_current_screen: bool = False
+    layout: Layout = "retained_turns"
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise RenderError(f"layout={self.layout!r} is not one of {', '.join(LAYOUTS)}; set render.layout")
 
 
 def render_prompt(
@@ -108,9 +128,10 @@ def render_prompt(
     images: list[ImageRef] = []
     messages: list[Message] = [Message("system", (TextPart(options.system_prompt),))]
     summaries = "\n".join(trace.summaries()) if len(trace) else "(no steps yet)"
-    messages.append(
-        Message("user", (TextPart(f"Task: {trace.goal}\n{options.history_header}\n{summaries}"),))
-    )
+    history = Message("user", (TextPart(f"Task: {trace.goal}\n{options.history_header}\n{summaries}"),))
+    friendly = options.layout == "cache_friendly"
+    if not friendly:
+        messages.append(history)
     for j in allocation.selected:
         event = trace.event(j)
         messages.append(Message("assistant", (TextPart(event.response),)))
@@ -120,6 +141,8 @@ def render_prompt(
             continue
         images.append(ImageRef("history", event.screenshot, j))
         messages.append(Message("user", (TextPart(header), ImagePart(len(images) - 1))))
+    if friendly:
+        messages.append(history)
     images.append(ImageRef("current", current, None))
     messages.append(
         Message(
@@ -127,11 +150,23 @@ def render_prompt(
             (TextPart(options.current_header), ImagePart(len(images) - 1), TextPart(options.request)),
         )
     )
-    meta: dict[str, object] = {"t": t, "episode_id": trace.episode_id}
+    meta: dict[str, object] = {
+        "t": t,
+        "episode_id": trace.episode_id,
+        "layout": options.layout,
+        "summaries_message": next(i for i, m in enumerate(messages) if m is history),
+    }
     size = trace.current_screen_size if current == trace.current_screenshot else None
     if size is not None:
         meta["screen_size"] = size  # the recorded size of x_t: parsers read pixel coordinates with it
     return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, meta)
+
+
+def summaries_message(prompt: RenderedPrompt | BoundPrompt) -> Message:
+    """The goal and summaries message of a rendered (or bound) prompt, in either layout."""
+    rendered = prompt.prompt if isinstance(prompt, BoundPrompt) else prompt
+    index = getattr(rendered, "meta", {}).get("summaries_message", 1)  # prompt-like objects: the paper's
+    return rendered.messages[index if isinstance(index, int) else 1]
 
 
 def history_sequence(prompts: Sequence[RenderedPrompt]) -> list[tuple[int | None, ...]]:

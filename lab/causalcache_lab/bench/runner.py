@@ -304,7 +304,13 @@ def format_table(results: dict[str, Any]) -> str:
             (
                 f"two_pass.{budget}",
                 f"added {r['added_model_ms']} ms/step, share {100 * r['added_share']:.2f}%, "
-                f"fire rate {100 * r['fire_rate']:.1f}%",
+                f"fire rate {100 * r['fire_rate']:.1f}%"
+                + (
+                    f", cache write/read {r['cache_write_per_step']:.0f}/{r['cache_read_per_step']:.0f} "
+                    f"tokens/step (${r['cache_cost_per_step']:.4f}, predicted)"
+                    if "cache_write_per_step" in r
+                    else ""
+                ),
             )
         )
     agent = results.get("agent_overhead")

@@ -9,7 +9,11 @@ on Recent-B, the selector with ``a_1`` as witness, pass 2 only when ``S* != Rece
   (decide + environment + record) spent in pass 2, as the paper reports it;
 * ``fire_rate``: share of steps where pass 2 ran; ``selector_ms``: mean allocation time per step;
 * ``added_with_selector_share``: the same share counting the selector's time as added too (a Recent-B
-  agent runs neither).
+  agent runs neither);
+* ``cache_write_per_step``, ``cache_read_per_step``, ``cache_cost_per_step``: the predicted prompt-cache
+  writes and reads of both passes under the hosted Anthropic cache model, in the paper's layout
+  (:func:`~causalcache_lab.eval.prompt_price.make_meter`; counting runs before each model call, so the
+  step wall time includes it, not the model time).
 
 The default runtime is the world's :class:`~causalcache_lab.world.sim_policy.SimulatedPolicy`, which
 is not a VLM: its "model" time is OCR of cached screenshots, so shares are not comparable to a real
@@ -93,6 +97,10 @@ def _row(decision: Any, wall_s: float) -> dict[str, float]:
         "model": sum(passes),
         "selector": decision.selector_latency_s,
         "fired": float(decision.second_pass),
+        **{
+            key: float(sum(c.get(key) or 0 for c in decision.extra.get("prompt_cost") or () if c))
+            for key in ("cache_write_tokens", "cache_read_tokens", "cost")
+        },
     }
 
 
@@ -109,6 +117,7 @@ def run_two_pass(
     platform: str = "mobile",
 ) -> dict[str, Any]:
     """``{"two_pass": {"B<b>": {"added_model_ms", "added_share", "fire_rate", ...}}}``."""
+    from causalcache_lab.eval.prompt_price import make_meter
     from causalcache_lab.world.tasks import generate_tasks
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.controller import MemoryController
@@ -121,7 +130,9 @@ def run_two_pass(
     for budget in budgets:
         archive = LocalArchive(root / f"two-pass-B{budget}")
         selector = SelectorAllocator(selector_model, threads=1)
-        controller = MemoryController(policy=runtime, archive=archive, allocator=selector, budget=budget)
+        controller = MemoryController(
+            policy=runtime, archive=archive, allocator=selector, budget=budget, prompt_cost=make_meter()
+        )
         rows: list[dict[str, float]] = []
         try:
             for index, task in enumerate(tasks):
@@ -141,5 +152,8 @@ def run_two_pass(
             "selector_ms": round(sum(r["selector"] for r in rows) * 1000.0 / n, 3),
             "step_wall_ms": round(wall * 1000.0 / n, 3),
             "steps": len(rows),
+            "cache_write_per_step": round(sum(r["cache_write_tokens"] for r in rows) / n, 1),
+            "cache_read_per_step": round(sum(r["cache_read_tokens"] for r in rows) / n, 1),
+            "cache_cost_per_step": round(sum(r["cost"] for r in rows) / n, 6),
         }
     return {"two_pass": out, "two_pass_info": {"policy": policy, "episodes": episodes, "platform": platform}}

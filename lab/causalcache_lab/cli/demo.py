@@ -78,6 +78,7 @@ def run_demo(args: argparse.Namespace) -> int:
         ni_margin=args.ni_margin,
         workers=args.workers,
         worlds=None if args.worlds in (None, "none") else args.worlds,
+        prompt_cost=not getattr(args, "no_prompt_cost", False),
     )
     out = Path(args.out)
     where = (
@@ -182,6 +183,12 @@ def add_closed_loop_arguments(
         type=_budgets,
         default=budget_curve,
         help="also sweep these budgets, e.g. 0,1,2,4,8 (slower)",
+    )
+    parser.add_argument(
+        "--no-prompt-cost",
+        action="store_true",
+        help="do not predict prompt-cache writes and reads per step (default: predicted with the hosted "
+        "Anthropic cache model, docs/PROMPT_COST.md; the table's last column)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip matplotlib plots")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

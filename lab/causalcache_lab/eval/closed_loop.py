@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from causalcache_lab.eval.prompt_price import make_meter
 from causalcache_lab.eval.showcase import showcase
 from causalcache_lab.eval.summary import SPLITS, budget_curve, summarize
 from causalcache_lab.eval.world_agent import (
@@ -98,6 +99,8 @@ class ClosedLoopSettings:
             ``dev``, ``heldout``, ``v2`` or comma-separated world ids: tasks are spread evenly over them,
             each world's simulated policy speaks its vocabulary, and results add a row per world and an
             aggregate per world split (:mod:`~causalcache_lab.world.splits`).
+        prompt_cost: meter every memory (:func:`~causalcache_lab.eval.prompt_price.make_meter`): each arm
+            then reports its predicted prompt-cache writes and reads per step (``prompt_cache``).
     """
 
     tasks: int = 40
@@ -117,6 +120,7 @@ class ClosedLoopSettings:
     ni_margin: float = 0.05
     workers: int = 1
     worlds: str | None = None
+    prompt_cost: bool = False
 
     def __post_init__(self) -> None:
         if self.worlds is not None:
@@ -224,6 +228,7 @@ def run_job(
                 oracle,
                 share_window=settings.share_window,
                 screen_text=settings.screen_text,
+                prompt_cost=make_meter() if settings.prompt_cost else None,
             )
             graph = build_world_agent(memory, SqliteSaver(conn))
             graphs.setdefault("first", graph)

@@ -116,15 +116,26 @@ def format_table(results: Mapping[str, Any]) -> str:
     results = _check(results)
     budget = _budget(results)
     header = ["arm", *(SPLIT_LABELS[s] for s in SPLITS), "fire rate", "k profile"]
+    cached = any(isinstance(_get(d, "prompt_cache"), Mapping) for d in results["arms"].values())
+    if cached:  # predicted prompt-cache writes and reads per step (a metered run, docs/PROMPT_COST.md)
+        header.append("cache write/read per step")
     rows = [header]
     for arm in ordered_arms(results):
         data = results["arms"][arm]
+        cache = _get(data, "prompt_cache")
         rows.append(
             [
                 arm_label(arm, budget),
                 *(_success_cell(_get(data, s)) for s in SPLITS),
                 _fmt(_get(data, "fire_rate")),
                 _k_profile(_get(data, "k_profile")),
+                *(
+                    [f"{cache['cache_write_per_step']:.0f} / {cache['cache_read_per_step']:.0f}"]
+                    if isinstance(cache, Mapping)
+                    else ["-"]
+                    if cached
+                    else []
+                ),
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from causalcache_lab.eval.stats import cluster_bootstrap, paired_difference, split_interaction
+from causalcache_memory.decisions.counts import DecisionStats
 
 if TYPE_CHECKING:
     from causalcache_lab.eval.world_agent import EpisodeOutcome
@@ -88,6 +89,9 @@ def summarize_arm(outcomes: Sequence[EpisodeOutcome], seed: int = 0) -> dict[str
     out["k_profile"] = {str(k): ks[k] / total for k in sorted(ks)}
     out["fire_rate"] = _fire_rate(outcomes)
     out.update(_fallback_rates(outcomes))
+    cache = DecisionStats.from_records(records).cache_dict()  # {} unless the memories were metered
+    if cache:
+        out["prompt_cache"] = cache
     two_pass = [r for r in records if "proposal" in r]
     if two_pass:
         added = [r["pass_latency_ms"][1] for r in two_pass if len(r.get("pass_latency_ms", [])) > 1]

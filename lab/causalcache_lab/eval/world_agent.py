@@ -194,12 +194,14 @@ def memory_for(
     *,
     share_window: int | None = DEFAULT_SHARE_WINDOW,
     screen_text: bool = True,
+    prompt_cost: Any = None,
 ) -> Any:
     """The memory of one arm: its allocator at ``budget`` (``summary_only``: B = 0) over ``archive``.
 
     The selector arm reads each screen's text with the world's exact OCR, as in training; with
     ``screen_text=False`` it reads none (not even the archive's own ``get_text``), so its ``text_*``
     features are masked on every decision -- a deployment with neither ``screen_text`` nor OCR.
+    ``prompt_cost``: a :class:`~causalcache_memory.prompt_cost.PromptCostMeter` for the memory (None: none).
     """
     from causalcache_memory.integrations.langgraph import CausalCacheMemory
 
@@ -229,7 +231,9 @@ def memory_for(
             from causalcache_lab.selector.world_text import NoScreenText, WorldScreenText
 
             allocation.use_screen_text(WorldScreenText(archive) if screen_text else NoScreenText())
-    return CausalCacheMemory(config=config, policy=policy, archive=archive, allocation=allocation)
+    return CausalCacheMemory(
+        config=config, policy=policy, archive=archive, allocation=allocation, prompt_cost=prompt_cost
+    )
 
 
 def run_world_episode(

@@ -58,6 +58,7 @@ from causalcache_lab.world.vocab import UNDO, VOCABS, encode
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ActionParseError, PolicyError
 from causalcache_memory.policy import Generation
+from causalcache_memory.render.prompt import summaries_message
 
 if TYPE_CHECKING:
     from causalcache_memory.config.models import PolicyConfig
@@ -141,8 +142,14 @@ class SimulatedPolicy:
     # ------------------------------------------------------------------ reading the prompt
     @staticmethod
     def _key(prompt: BoundPrompt) -> tuple:
+        # the paper's message order whatever the layout (render.layout): the same content draws the same
+        # noise, so a layout changes what the policy reads only through what it shows, not its seed
+        texts = [m.text for m in prompt.messages]
+        at = getattr(getattr(prompt, "prompt", None), "meta", {}).get("summaries_message", 1)
+        if isinstance(at, int) and 1 < at < len(texts):
+            texts.insert(1, texts.pop(at))
         return (
-            tuple(m.text for m in prompt.messages),
+            tuple(texts),
             tuple((r.role, r.sha256, r.event_index) for r in prompt.images),
         )
 
@@ -163,7 +170,7 @@ class SimulatedPolicy:
 
     def _analyze(self, prompt: BoundPrompt, key: tuple) -> PromptView:
         seed = int.from_bytes(hashlib.sha256(repr((self.seed, key)).encode()).digest()[:8], "big")
-        lines = prompt.messages[1].text.split("\n") if len(prompt.messages) > 1 else []
+        lines = summaries_message(prompt).text.split("\n") if len(prompt.messages) > 1 else []
         goal = lines[0][len("Task: ") :] if lines and lines[0].startswith("Task: ") else ""
         summaries = [s for s in lines[1:] if SUMMARY.match(s)]
         t = len(summaries) + 1

@@ -50,6 +50,7 @@ from causalcache_lab.worlds_ext.tasks import PlanStep, parse_goal
 from causalcache_memory.actions.model import Action
 from causalcache_memory.errors import ActionParseError, PolicyError
 from causalcache_memory.policy import Generation
+from causalcache_memory.render.prompt import summaries_message
 
 if TYPE_CHECKING:
     from causalcache_memory.render.messages import BoundPrompt
@@ -129,7 +130,7 @@ class ExtPolicy:
 
     def decide(self, prompt: BoundPrompt) -> tuple[Action, int | None]:
         """The action for ``prompt`` and the event its value was read from (0 = current screen)."""
-        text = prompt.messages[1].text if len(prompt.messages) > 1 else ""
+        text = summaries_message(prompt).text if len(prompt.messages) > 1 else ""
         lines = text.split("\n")
         goal = lines[0][len("Task: ") :] if lines and lines[0].startswith("Task: ") else ""
         t = sum(1 for line in lines[1:] if _SUMMARY.match(line)) + 1

@@ -1,0 +1,292 @@
+"""A priced decision: an allocation change pays for the cached prompt prefix it invalidates (issue 50, item 4).
+
+A provider's prompt cache reads the prefix a call shares with an earlier one and writes the rest. In the
+``cache_friendly`` layout (:mod:`causalcache_memory.render.prompt`) the retained turns come right after
+the system text, in event order, so a step that keeps the previous step's ``S`` rewrites none of them,
+appending an event rewrites only that turn, and any other change rewrites every turn from the first one
+that differs. In the paper's ``retained_turns`` layout the summaries before the turns grow at every step,
+so every step rewrites every turn whatever ``S`` is: there, pricing changes no choice.
+
+:class:`PrefixPricer` turns a candidate ``S`` into the tokens it makes the cache write again (image tokens
+at each screenshot's recorded size from the model family's image rule, plus the response at about
+``chars_per_token`` characters a token: an estimate, the exact count is the meter's job,
+:mod:`causalcache_memory.prompt_cost.meter`), weighted by ``1 - read_price / write_price`` of the cache
+model (what a rewrite costs beyond a read; 1 when the model has no prices).
+
+:class:`PricedAllocator` wraps an allocator (Recent-B or the learned selector) and decides in two steps,
+both by the same rule::
+
+    value(S) = recent_value * |S ∩ Recent-B| + Σ_{j ∈ S \\ Recent-B} max(0, score_j)
+    take the candidate  iff  exchange_rate * (value(candidate) - value(base)) > cost(candidate) - cost(base)
+
+1. the *base* (:meth:`~PricedAllocator.base_allocation`, no witness needed): the held set (the previous
+   step's ``S``, topped up with the newest events while ``|S|`` grows) against the slid window (Recent-B);
+2. the inner allocator's proposal against that base.
+
+``score_j`` is the inner allocator's own per-event score (the selector's predicted swap gain; Recent-B
+has none), ``cost`` the write-equivalent tokens a set makes the cache write again after the previous
+step's ``S``, and ``exchange_rate`` how many such tokens one unit of predicted gain is worth. With a
+two-pass inner allocator the controller's pass 1 renders the base, so pass 2 runs only when step 2 takes
+the proposal, and step 2 also charges what pass 2 writes beyond pass 1 (:meth:`PrefixPricer.second_call`).
+In the ``retained_turns`` layout nothing is held (every set rewrites every turn): the base is Recent-B and
+the proposal is taken, with the hysteresis below, as without pricing.
+Hysteresis: an event the chosen set restored from outside Recent-B stays in it for ``hold_steps`` steps
+(it replaces the proposal's oldest non-held event), so a restored step does not flicker in and out.
+
+The decision record's ``info["price"]`` holds the choice (``proposal`` or ``held``: the base) and its
+gain and cost. Per-thread state is keyed by episode id (``max_threads`` kept, least recent dropped first).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from causalcache_memory.allocation.base import (
+    Allocation,
+    AllocationContext,
+    Allocator,
+    exact_b_size,
+    make_allocation,
+    recent_b,
+)
+from causalcache_memory.errors import AllocationError
+
+if TYPE_CHECKING:
+    from causalcache_memory.prompt_cost.cache_models import (
+        AutomaticPrefixCache,
+        BlockPrefixCache,
+        BreakpointCache,
+    )
+    from causalcache_memory.prompt_cost.image_tokens import AreaImageRule, PatchImageRule, TileImageRule
+    from causalcache_memory.trace import Trace
+
+__all__ = ["PrefixPricer", "PricedAllocator"]
+
+
+class PrefixPricer:
+    """The tokens a candidate ``S`` makes the cache write again, relative to the previous step's ``S``.
+
+    Args:
+        layout: the prompt layout (``retained_turns`` or ``cache_friendly``).
+        image_rule: the model family's image-token rule.
+        cache: the provider's cache model (its prices weight a rewrite); None = unweighted tokens.
+        default_size: ``(width, height)`` for a screenshot whose size was not recorded.
+        chars_per_token: the response-text estimate (module docstring).
+    """
+
+    def __init__(
+        self,
+        *,
+        layout: Literal["retained_turns", "cache_friendly"] = "cache_friendly",
+        image_rule: PatchImageRule | AreaImageRule | TileImageRule,
+        cache: BreakpointCache | AutomaticPrefixCache | BlockPrefixCache | None = None,
+        default_size: tuple[int, int] = (1280, 800),
+        chars_per_token: float = 4.0,
+    ) -> None:
+        if layout not in ("retained_turns", "cache_friendly"):
+            raise AllocationError(
+                f"layout={layout!r} is not retained_turns or cache_friendly; set render.layout"
+            )
+        if not chars_per_token > 0:
+            raise AllocationError(f"chars_per_token={chars_per_token} must be > 0 (about 4 for English)")
+        self.layout = layout
+        self.image_rule = image_rule
+        write = cache.write if cache is not None else 0.0
+        read = cache.read_price if cache is not None else 0.0
+        #: what rewriting one token costs beyond reading it, as a share of a write (1 without prices)
+        self.weight = 1.0 - read / write if write > 0 else 1.0
+        self.default_size = default_size
+        self.chars_per_token = float(chars_per_token)
+
+    def turn_tokens(self, trace: Trace, j: int) -> int:
+        """Estimated tokens of event ``j``'s retained turn (its image exactly, its text estimated)."""
+        event = trace.event(j)
+        w, h = event.screenshot_size or self.default_size
+        text = math.ceil((len(event.response) + 24) / self.chars_per_token)  # + the header and framing
+        return int(self.image_rule.tokens(int(w), int(h))) + text
+
+    def invalidated(self, trace: Trace, previous: tuple[int, ...] | None, selected: tuple[int, ...]) -> int:
+        """Tokens of ``selected``'s retained turns the cache writes again after ``previous`` (module doc)."""
+        start = 0
+        if self.layout == "cache_friendly" and previous is not None:
+            while start < min(len(previous), len(selected)) and previous[start] == selected[start]:
+                start += 1
+        return sum(self.turn_tokens(trace, j) for j in selected[start:])
+
+    def cost(self, trace: Trace, previous: tuple[int, ...] | None, selected: tuple[int, ...]) -> float:
+        """:meth:`invalidated` weighted by the cache model's prices (write-equivalent tokens)."""
+        return self.invalidated(trace, previous, selected) * self.weight
+
+    def second_call(self, trace: Trace) -> float:
+        """What a second model call of the step writes beyond its changed turns: the summaries and the
+        current screen after them (the summaries' text estimated), weighted as :meth:`cost`."""
+        w, h = trace.current_screen_size or self.default_size
+        text = sum(len(s) + 1 for s in trace.summaries()) / self.chars_per_token
+        return (int(self.image_rule.tokens(int(w), int(h))) + text) * self.weight
+
+
+@dataclass
+class _Thread:
+    selected: tuple[int, ...] | None = None
+    held_until: dict[int, int] = field(default_factory=dict)  # restored event -> last step it is held
+    base: tuple[int, tuple[int, ...] | None] | None = None  # (t, the set pass 1 rendered at t)
+
+
+class PricedAllocator:
+    """Recent-B or the learned selector, with each change priced by the prefix it invalidates (module doc).
+
+    Args:
+        inner: the allocator whose proposal is priced.
+        pricer: the :class:`PrefixPricer` of the deployment's layout, image rule and cache.
+        exchange_rate: rewritten (write-equivalent) tokens one unit of predicted gain is worth (> 0).
+        recent_value: the predicted gain of showing one Recent-B event in full (>= 0).
+        hold_steps: steps a restored event stays in ``S`` (0 = no hysteresis).
+        max_threads: threads whose previous ``S`` is kept.
+    """
+
+    name = "priced"
+
+    def __init__(
+        self,
+        inner: Allocator,
+        pricer: PrefixPricer,
+        *,
+        exchange_rate: float = 10000.0,
+        recent_value: float = 0.1,
+        hold_steps: int = 3,
+        max_threads: int = 1024,
+    ) -> None:
+        if not exchange_rate > 0 or math.isinf(exchange_rate):
+            raise AllocationError(
+                f"exchange_rate={exchange_rate} must be a finite number > 0 (tokens one unit of gain is worth)"
+            )
+        if not recent_value >= 0:
+            raise AllocationError(f"recent_value={recent_value} must be >= 0")
+        if isinstance(hold_steps, bool) or not isinstance(hold_steps, int) or hold_steps < 0:
+            raise AllocationError(f"hold_steps={hold_steps!r} must be an integer >= 0 (0 = no hysteresis)")
+        self.inner = inner
+        self.pricer = pricer
+        self.exchange_rate = float(exchange_rate)
+        self.recent_value = float(recent_value)
+        self.hold_steps = hold_steps
+        self.max_threads = max_threads
+        self.uses_witness = bool(getattr(inner, "uses_witness", False))
+        self._threads: OrderedDict[str, _Thread] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def use_layout(self, layout: Literal["retained_turns", "cache_friendly"]) -> None:
+        """Price the prompt layout the controller renders (``render.layout``; the controller calls this)."""
+        if layout not in ("retained_turns", "cache_friendly"):
+            raise AllocationError(
+                f"layout={layout!r} is not retained_turns or cache_friendly; set render.layout"
+            )
+        self.pricer.layout = layout
+
+    def _thread(self, episode_id: str) -> _Thread:
+        with self._lock:
+            state = self._threads.pop(episode_id, None) or _Thread()
+            self._threads[episode_id] = state
+            while len(self._threads) > self.max_threads:
+                self._threads.popitem(last=False)
+            return state
+
+    def _held(self, state: _Thread, t: int, budget: int) -> tuple[int, ...] | None:
+        """The previous ``S`` topped up with the newest events to ``min(B, t-1)``; None when it cannot be."""
+        if state.selected is None:
+            return None
+        kept = [j for j in state.selected if j < t]
+        size = exact_b_size(t, budget)
+        newest = [j for j in range(t - 1, 0, -1) if j not in kept][: max(0, size - len(kept))]
+        chosen = sorted(kept + newest)
+        return tuple(chosen) if len(chosen) == size else None
+
+    def _holds(self) -> bool:
+        """Whether holding ``S`` saves anything: only where the turns come before the summaries."""
+        return self.pricer.layout == "cache_friendly"
+
+    def _base(self, state: _Thread, trace: Trace, t: int, budget: int) -> tuple[int, ...] | None:
+        """The priced choice between the held set and the slid window (Recent-B, with the held restored
+        events), which needs no witness; None where nothing is held (first step, ``retained_turns``)."""
+        if state.base is not None and state.base[0] == t:
+            return state.base[1]
+        held = self._held(state, t, budget) if self._holds() else None
+        chosen = held
+        if held is not None:
+            recent = recent_b(t, budget)
+            slid = self._with_holds(recent, state, t) if self.hold_steps else recent
+            gain = self._value(slid, set(recent), {}) - self._value(held, set(recent), {})
+            cost = self.pricer.cost(trace, state.selected, slid) - self.pricer.cost(
+                trace, state.selected, held
+            )
+            chosen = slid if self.exchange_rate * gain > cost else held
+        state.base = (t, chosen)
+        return chosen
+
+    def base_allocation(self, ctx: AllocationContext) -> Allocation:
+        """The set pass 1 renders: the priced choice between the held set and the slid window (Recent-B
+        on a thread's first step, and in the ``retained_turns`` layout, where holding saves nothing)."""
+        base = self._base(self._thread(ctx.trace.episode_id), ctx.trace, ctx.t, ctx.budget)
+        chosen = base if base is not None else recent_b(ctx.t, ctx.budget)
+        return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
+
+    def _value(self, selected: tuple[int, ...], recent: set[int], scores: dict[int, float]) -> float:
+        old = sum(max(0.0, float(scores.get(j, 0.0))) for j in selected if j not in recent)
+        return self.recent_value * sum(1 for j in selected if j in recent) + old
+
+    def _with_holds(self, selected: tuple[int, ...], state: _Thread, t: int) -> tuple[int, ...]:
+        held = [j for j, until in state.held_until.items() if until >= t and j < t]
+        chosen = list(selected)
+        for j in sorted(held):
+            if j in chosen:
+                continue
+            free = [i for i in chosen if i not in state.held_until or state.held_until[i] < t]
+            if not free:
+                break
+            chosen.remove(min(free))
+            chosen.append(j)
+        return tuple(sorted(chosen))
+
+    def allocate(self, ctx: AllocationContext) -> Allocation:
+        t, budget, trace = ctx.t, ctx.budget, ctx.trace
+        proposal = self.inner.allocate(ctx)
+        state = self._thread(trace.episode_id)
+        recent = set(recent_b(t, budget))
+        offered = self._with_holds(proposal.selected, state, t) if self.hold_steps else proposal.selected
+        held = self._base(state, trace, t, budget)
+        scores = {int(j): float(s) for j, s in proposal.scores.items()}
+        price: dict[str, Any] = {"choice": "proposal", "cost": 0.0}
+        chosen = offered
+        if held is not None and held != offered:
+            gain = self._value(offered, recent, scores) - self._value(held, recent, scores)
+            cost = self.pricer.cost(trace, state.selected, offered) - self.pricer.cost(
+                trace, state.selected, held
+            )
+            if self.uses_witness:  # pass 1 rendered the base: a change also pays for pass 2
+                cost += self.pricer.second_call(trace)
+            take = self.exchange_rate * gain > cost
+            chosen = offered if take else held
+            price = {"choice": "proposal" if take else "held", "gain": round(gain, 6), "cost": round(cost, 1)}
+        for j in chosen:
+            if j not in recent and j not in (state.selected or ()):
+                state.held_until[j] = t + self.hold_steps  # restored now: held for hold_steps steps
+        state.held_until = {j: u for j, u in state.held_until.items() if u >= t and j in chosen}
+        state.selected = chosen
+        info = {**proposal.info, "price": price}
+        out = make_allocation(
+            chosen, t=t, budget=budget, allocator=self.name, scores=proposal.scores, info=info
+        )
+        return replace(out, allocator=self.name)
+
+    def prepare(self, archive: Any, sha256: str) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            prepare(archive, sha256)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
