@@ -220,8 +220,12 @@ def wire_bytes(raw: bytes, url: str) -> bytes:
     The caller must have decoded ``raw`` from ``url`` strictly (``pybase64.b64decode(..., validate=True)``):
     with the length check, ``url`` then holds no character outside the base64 alphabet and encodes ``raw``.
     """
-    head, sep, body = url.partition(",")
-    if not sep or head != f"data:{sniff_mime(raw)};base64" or len(body) != 4 * ((len(raw) + 2) // 3):
+    comma = url.find(",")  # no partition: it would copy the 2.7 MB body just to measure it
+    if (
+        comma < 0
+        or url[:comma] != f"data:{sniff_mime(raw)};base64"
+        or len(url) - comma - 1 != 4 * ((len(raw) + 2) // 3)
+    ):
         return raw
     out = WireBytes(raw)
     out.data_url = url

@@ -66,7 +66,7 @@ def _reply(result: Any) -> AIMessage:
 
 
 def _handler_policy(
-    memory: CausalCacheMemory, request: ModelRequest, handler: Callable[..., Any], parse: Any
+    memory: CausalCacheMemory, request: ModelRequest, handler: Callable[..., Any], parse: ActionParser | None
 ) -> ReplyPolicy:
     """The agent's model handler as the step's policy: each pass calls it with the memory's prompt."""
 

@@ -17,15 +17,18 @@ screenshots — release only what you will not resume. See docs/RELIABILITY.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.archive.retention import release_idle
 from causalcache_memory.integrations.langgraph.context import episode_id_for_thread
 
+if TYPE_CHECKING:
+    from causalcache_memory.archive.base import ScreenshotArchive
+
 __all__ = ["adelete_thread", "delete_thread", "release_idle_threads", "release_thread"]
 
 
-def release_thread(archive: Any, thread_id: str) -> str:
+def release_thread(archive: ScreenshotArchive, thread_id: str) -> str:
     """Release the archive references of ``thread_id``; return its episode id.
 
     Also forgets the trace head this process remembered for the episode, so a new thread with the same
@@ -42,14 +45,14 @@ def release_thread(archive: Any, thread_id: str) -> str:
     return episode
 
 
-def delete_thread(checkpointer: Any, archive: Any, thread_id: str) -> str:
+def delete_thread(checkpointer: Any, archive: ScreenshotArchive, thread_id: str) -> str:
     """Delete the thread's checkpoints, then release its screenshots; return the episode id."""
     if checkpointer is not None:
         checkpointer.delete_thread(thread_id)
     return release_thread(archive, thread_id)
 
 
-async def adelete_thread(checkpointer: Any, archive: Any, thread_id: str) -> str:
+async def adelete_thread(checkpointer: Any, archive: ScreenshotArchive, thread_id: str) -> str:
     """Async :func:`delete_thread` (``checkpointer.adelete_thread``)."""
     if checkpointer is not None:
         await checkpointer.adelete_thread(thread_id)
@@ -57,7 +60,7 @@ async def adelete_thread(checkpointer: Any, archive: Any, thread_id: str) -> str
 
 
 def release_idle_threads(
-    archive: Any, older_than_s: float, *, now: float | None = None, dry_run: bool = False
+    archive: ScreenshotArchive, older_than_s: float, *, now: float | None = None, dry_run: bool = False
 ) -> list[str]:
     """Release every episode idle for more than ``older_than_s`` seconds; return the released ids."""
     return release_idle(archive, older_than_s, now=now, dry_run=dry_run)

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from typing_extensions import TypedDict
 
 from causalcache_memory.errors import TraceError
 from causalcache_memory.trace import Trace, check_sha256
+
+if TYPE_CHECKING:
+    from causalcache_memory.trace.store import TraceStore
 
 __all__ = [
     "STATE_KEYS",
@@ -81,7 +84,7 @@ def head_of(state: Mapping[str, Any]) -> str | None:
         raise TraceError(f"{exc}; do not overwrite the memory's cc_* keys") from None
 
 
-def load_trace(state: Mapping[str, Any], store: Any) -> Trace | None:
+def load_trace(state: Mapping[str, Any], store: TraceStore) -> Trace | None:
     """The trace at ``state['cc_head']`` read through ``store`` (a :class:`TraceStore`), or None."""
     head = head_of(state)
     return None if head is None else store.load_trace(head, episode_id=state.get("cc_episode"))

@@ -13,6 +13,7 @@ from causalcache_memory.errors import CausalCacheError, ConfigError, PolicyError
 
 if TYPE_CHECKING:
     from causalcache_memory.allocation.base import Allocation
+    from causalcache_memory.integrations.langgraph.policies import ActionParser
 
 __all__ = [
     "COORD_MODES",
@@ -93,7 +94,7 @@ def memory_config(
     return config if data == config.model_dump() else parse_config(data, source="CausalCacheMemory")
 
 
-def check_arguments(keys: Mapping[str, Any], parse: Any) -> None:
+def check_arguments(keys: Mapping[str, Any], parse: ActionParser | None) -> None:
     """Refuse an empty or non-string state key, and a ``parse`` hook that is not callable."""
     for key, value in keys.items():
         if not isinstance(value, str) or not value:

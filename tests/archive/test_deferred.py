@@ -159,6 +159,8 @@ def test_a_screenshot_sent_as_a_data_url_is_not_encoded_again(tmp_path, make_png
     assert isinstance(wire_bytes(png, url), WireBytes)
     assert not isinstance(wire_bytes(png, url.replace("image/png", "image/jpeg")), WireBytes)
     assert not isinstance(wire_bytes(png, url[:-4] + "\n" + url[-4:]), WireBytes)  # not the wire form
+    assert not isinstance(wire_bytes(png, url.replace(",", ";")), WireBytes)  # no comma: no body
+    assert not isinstance(wire_bytes(png, url + "AAAA"), WireBytes)  # a body longer than raw's encoding
     monkeypatch.setattr(messages.pybase64, "b64encode_as_string", lambda data: pytest.fail("encoded again"))
     inner = GatedArchive(tmp_path)
     view = DeferredArchive(inner)

@@ -1,17 +1,30 @@
 """Scenario: what the memory adds to a user-shaped LangGraph agent's step at real screenshot sizes.
 
-Two agents run the same loop ``screenshot -> model -> execute`` for ``steps`` steps on the same
-1920x1080 PNG screenshots (noise-filled, so each PNG is about 2 MB like a busy real screen):
+The agent is the README's "use it in your agent" graph (``StateGraph`` with ``add_messages``, nodes
+``screenshot -> model -> execute``, a screenshot node that puts a 1920x1080 PNG into a ``HumanMessage``
+as a base64 ``image_url`` block, a model node that returns ``{"messages": [vlm.invoke(messages)]}``).
+Two agents run it for ``steps`` steps on the same screenshots:
 
-* ``plain``: the user's agent without memory or checkpointer. The screenshot node base64-encodes each
-  screen once into an image block of a ``HumanMessage``; the model node sends the current screen and
-  the ``B`` previous ones (older image blocks are dropped from the request), as a user trims a context.
-* ``memory``: the same nodes wrapped by :class:`CausalCacheMemory` (``observe_node``/``decide_node``,
-  Recent-``B``) with the defaults: a local archive and SQLite checkpoints. The memory sends the same
-  ``B + 1`` images (its Recent-B retained turns and the current screen).
+* ``plain``: the user's agent without memory or checkpointer. Its model node sends the current screen
+  and the ``B`` previous ones (older image blocks are dropped from the request), as a user trims a
+  context.
+* ``memory``: the same nodes wrapped by :class:`CausalCacheMemory` (``observe_node``/``decide_node``)
+  with the defaults: a local archive and SQLite checkpoints. The memory sends the same ``B + 1``
+  images (its retained turns and the current screen).
 
 The fake VLM decodes everything it is sent, as a server would: base64-decodes each image block and
 decodes the PNG's pixels with Pillow, then replies with a PyAutoGUI line in pixel coordinates.
+
+Two kinds of screenshots (``screens``), both about 2 MB of PNG, because what a PNG holds decides what
+inflating it costs (the archive inflates every screenshot once to check that it decodes, on its writer
+thread, and the fake VLM decodes it again):
+
+* ``noise``: a flat desktop with a panel of random pixels (:func:`noise_screens`): random bytes barely
+  compress, so most of the file is stored almost verbatim and inflates fast (~5 ms for the archive's
+  check of a 2 MB file on the reference machine).
+* ``photo``: a full-frame smooth gradient with one-level noise (:func:`photo_screens`), like a photo or
+  wallpaper behind windows: the same size inflates about five times slower (~29 ms), as real 2 MB
+  screens do.
 
 A step is the wall time between two entries into the screenshot node, minus the time the screenshot
 node itself spends producing the image (the same for both agents). Medians are over the last
@@ -21,6 +34,9 @@ difference in process CPU time (all threads: the background screenshot writes an
 count), which a loaded machine disturbs less than wall time; ``added_step_thread_cpu_ms`` the difference
 in the CPU time of the thread that runs the nodes (``time.thread_time``; a synchronous ``invoke`` runs a
 superstep's single node on the caller's thread), the memory's work on the step's critical path.
+``run_ms_per_step`` is what a user who times the whole ``graph.invoke`` sees: its wall time over the
+steps, warm-up steps and first-use costs included; ``setup_ms`` the time to build the memory and compile
+the graph, once per process.
 """
 
 import base64
@@ -35,7 +51,7 @@ from typing import Any
 
 from causalcache_lab.bench.stats import owns_workdir, percentiles
 
-__all__ = ["noise_screens", "run_agent_overhead"]
+__all__ = ["SCREEN_KINDS", "noise_screens", "photo_screens", "run_agent_overhead"]
 
 SCREEN = (1920, 1080)
 TARGET_BYTES = 2_000_000
@@ -62,6 +78,41 @@ def noise_screens(
         Image.fromarray(pixels, "RGB").save(buf, format="PNG", compress_level=1)
         out.append(buf.getvalue())
     return out
+
+
+def photo_screens(count: int, size: tuple[int, int] = SCREEN) -> list[bytes]:
+    """``count`` distinct PNGs of ``size``: a smooth full-frame gradient with one-level noise.
+
+    About 2.0 MB at 1920x1080 (``compress_level=6``, Pillow's default): a photo-like screen, whose
+    deflate stream inflates about five times slower than :func:`noise_screens`' file of the same size.
+    """
+    import numpy as np
+    from PIL import Image
+
+    width, height = size
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:height, 0:width]
+    out = []
+    for index in range(count):
+        base = np.stack(
+            [xx * 255 // width, yy * 255 // height, (xx + yy) * 127 // (width + height) + index % 100], -1
+        )
+        pixels = np.clip(base + rng.integers(-1, 2, size=base.shape), 0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(pixels, "RGB").save(buf, format="PNG", compress_level=6)
+        out.append(buf.getvalue())
+    return out
+
+
+SCREEN_KINDS = ("noise", "photo")
+
+
+def _screens(kind: str, count: int, size: tuple[int, int], target_bytes: int) -> list[bytes]:
+    if kind == "noise":
+        return noise_screens(count, size, target_bytes=target_bytes)
+    if kind == "photo":
+        return photo_screens(count, size)
+    raise ValueError(f"screens={kind!r} is not one of {', '.join(SCREEN_KINDS)}")
 
 
 class DecodingVLM:
@@ -91,7 +142,7 @@ def _image_message(png: bytes) -> Any:
     from langchain_core.messages import HumanMessage
 
     url = "data:image/png;base64," + base64.b64encode(png).decode()
-    return HumanMessage(content=[{"type": "image_url", "image_url": {"url": url}}])
+    return HumanMessage([{"type": "image_url", "image_url": {"url": url}}])  # as in the README
 
 
 def _last_images(messages: Sequence[Any], keep: int) -> list[Any]:
@@ -117,15 +168,15 @@ def _build(
 
     class AgentState(TypedDict, total=False):  # annotations evaluated now: no __future__ import here
         messages: Annotated[list, add_messages]
-        step: int
+        steps: int
 
     shot_s: list[float] = [0.0, 0.0, 0.0]  # wall, process CPU, thread CPU spent producing screenshots
     clocks = (time.perf_counter, time.process_time, time.thread_time)
 
-    def take_screenshot(state: AgentState) -> dict[str, Any]:
+    def screenshot(state: AgentState) -> dict[str, Any]:
         start = [clock() for clock in clocks]
         marks.append(tuple(t - s for t, s in zip(start, shot_s, strict=True)))  # screenshot excluded
-        message = _image_message(screens[state.get("step", 0) % len(screens)])
+        message = _image_message(screens[state.get("steps", 0) % len(screens)])
         for i, clock in enumerate(clocks):
             shot_s[i] += clock() - start[i]
         return {"messages": [message]}
@@ -137,33 +188,45 @@ def _build(
     def execute(state: AgentState) -> dict[str, Any]:
         if memory is not None:
             memory.action()
-        return {"step": state.get("step", 0) + 1}
+        return {"steps": state.get("steps", 0) + 1}
 
     def route(state: AgentState) -> str:
-        return END if state.get("step", 0) >= steps else "decide"
+        return END if state.get("steps", 0) >= steps else "model"
 
-    builder = StateGraph(AgentState)
-    builder.add_node("observe", memory.observe_node(take_screenshot) if memory else take_screenshot)
-    builder.add_node("decide", memory.decide_node(call_model) if memory else call_model)
+    builder = StateGraph(AgentState)  # the README's graph, node names included
+    builder.add_node("screenshot", memory.observe_node(screenshot) if memory else screenshot)
+    builder.add_node("model", memory.decide_node(call_model) if memory else call_model)
     builder.add_node("execute", execute)
-    builder.add_edge(START, "observe")
-    builder.add_conditional_edges("observe", route, ["decide", END])
-    builder.add_edge("decide", "execute")
-    builder.add_edge("execute", "observe")
+    builder.add_edge(START, "screenshot")
+    builder.add_conditional_edges("screenshot", route, ["model", END])
+    builder.add_edge("model", "execute")
+    builder.add_edge("execute", "screenshot")
     return builder.compile(checkpointer=memory.checkpointer() if memory else None)
 
 
 def _episode(
-    memory: Any, screens: Sequence[bytes], steps: int, budget: int, thread: str
+    memory: Any,
+    screens: Sequence[bytes],
+    steps: int,
+    budget: int,
+    thread: str,
+    clock: dict[str, float] | None = None,
 ) -> tuple[list[tuple[float, ...]], list[int]]:
-    """Per step: ``(wall ms, process CPU ms, step-thread CPU ms)``, and the images the model decoded."""
+    """Per step: ``(wall ms, process CPU ms, step-thread CPU ms)``, and the images the model decoded.
+
+    ``clock``, when given, gets ``compile_ms`` (building the graph) and ``run_ms`` (the whole ``invoke``).
+    """
     from langchain_core.messages import HumanMessage
 
     marks: list[tuple[float, float, float]] = []
     model = DecodingVLM()
+    start = time.perf_counter()
     graph = _build(memory, screens, steps, budget, marks, model)
+    compiled = time.perf_counter()
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 10}
-    graph.invoke({"messages": [HumanMessage(content="Archive every invoice in the mail client")]}, config)
+    graph.invoke({"messages": [HumanMessage("Archive every invoice")]}, config)
+    if clock is not None:
+        clock.update(compile_ms=(compiled - start) * 1e3, run_ms=(time.perf_counter() - compiled) * 1e3)
     return [
         tuple((y - x) * 1e3 for x, y in zip(a, b, strict=True)) for a, b in itertools.pairwise(marks)
     ], model.images_seen
@@ -177,32 +240,45 @@ def run_agent_overhead(
     repeats: int = 1,
     screen: tuple[int, int] = SCREEN,
     target_bytes: int = TARGET_BYTES,
+    screens: str = "noise",
     workdir: str | Path,
 ) -> dict[str, Any]:
     """Median step wall time of the plain and the memory agent, and what the memory adds (see module doc).
 
     ``repeats`` alternates plain and memory episodes (fresh archive and database each time) and pools
-    their steps, so a change in the machine's load hits both agents alike.
+    their steps, so a change in the machine's load hits both agents alike. ``screens``: one of
+    :data:`SCREEN_KINDS` (``target_bytes`` sizes the ``noise`` kind only).
     """
     root = Path(workdir)
-    screens = noise_screens(steps + 1, screen, target_bytes=target_bytes)
+    pngs = _screens(screens, steps + 1, screen, target_bytes)
     warmup = min(budget, max(0, steps - 1))
     plain: list[tuple[float, ...]] = []
     with_memory: list[tuple[float, ...]] = []
     images: dict[str, list[int]] = {"plain": [], "memory": []}
+    runs: dict[str, list[float]] = {"plain": [], "memory": []}
+    setup: dict[str, list[float]] = {"plain": [], "memory": []}
     for rep in range(repeats):
-        times, seen = _episode(None, screens, steps, budget, f"plain-{rep}")
+        clock: dict[str, float] = {}
+        times, seen = _episode(None, pngs, steps, budget, f"plain-{rep}", clock)
         plain += times[warmup:]
         images["plain"] += seen[warmup:]
+        runs["plain"].append(clock["run_ms"] / steps)
+        setup["plain"].append(clock["compile_ms"])
+        start = time.perf_counter()
         with _default_memory(root / f"memory-{rep}", budget) as memory:
-            times, seen = _episode(memory, screens, steps, budget, f"memory-{rep}")
+            built_ms = (time.perf_counter() - start) * 1e3
+            times, seen = _episode(memory, pngs, steps, budget, f"memory-{rep}", clock)
         checkpoint_kb = _checkpoint_kb(root / f"memory-{rep}" / "checkpoints.sqlite", f"memory-{rep}")
         with_memory += times[warmup:]
         images["memory"] += seen[warmup:]
+        runs["memory"].append(clock["run_ms"] / steps)
+        setup["memory"].append(built_ms + clock["compile_ms"])
     p_med, m_med = (statistics.median(s[0] for s in steps_) for steps_ in (plain, with_memory))
     p_cpu, m_cpu = (statistics.median(s[1] for s in steps_) for steps_ in (plain, with_memory))
     p_thr, m_thr = (statistics.median(s[2] for s in steps_) for steps_ in (plain, with_memory))
+    p_run, m_run = (statistics.median(runs[k]) for k in ("plain", "memory"))
     return {
+        "screens": screens,
         "plain_step_ms": percentiles([s[0] for s in plain]),
         "memory_step_ms": percentiles([s[0] for s in with_memory]),
         "added_ms": round(m_med - p_med, 3),
@@ -211,9 +287,12 @@ def run_agent_overhead(
         "cpu_step_ms": {"plain": round(p_cpu, 3), "memory": round(m_cpu, 3)},
         "added_step_thread_cpu_ms": round(m_thr - p_thr, 3),
         "step_thread_cpu_ms": {"plain": round(p_thr, 3), "memory": round(m_thr, 3)},
+        "run_ms_per_step": {"plain": round(p_run, 3), "memory": round(m_run, 3)},
+        "added_run_ms_per_step": round(m_run - p_run, 3),
+        "setup_ms": {k: round(statistics.median(v), 3) for k, v in setup.items()},
         "images_per_call": {k: statistics.median(v) for k, v in images.items()},
         "checkpoint_kb_per_step": checkpoint_kb,
-        "png_bytes": round(statistics.mean(len(s) for s in screens)),
+        "png_bytes": round(statistics.mean(len(s) for s in pngs)),
         "screen": list(screen),
         "budget": budget,
         "steps_measured": len(with_memory),

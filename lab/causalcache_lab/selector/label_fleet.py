@@ -16,7 +16,7 @@ independent, so :func:`run_labelling_fleet` keeps ``concurrency`` of them in fli
 
 Labels are identical to the sequential ones: every state is labelled by the same
 :func:`~causalcache_lab.selector.labels.label_state` (or, with ``labels.prompt_cap``, the same
-budgeted labeller). Each state's prompts carry the trajectory's
+capped labeller). Each state's prompts carry the trajectory's
 episode id, so through the gateway one state's calls stay on one worker (its prefix cache) while states
 spread over the fleet.
 """
@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from causalcache_lab.selector.label_budget import CandidatePrior, make_prior
 from causalcache_lab.selector.label_reference import check_reference_labeller
 from causalcache_lab.selector.labels import (
     LabelConfig,
@@ -42,6 +41,7 @@ from causalcache_lab.selector.labels import (
     labels_header,
     state_key,
 )
+from causalcache_lab.selector.prompt_cap import CandidatePrior, make_prior
 from causalcache_memory.errors import PolicyResponseError, PolicyUnavailableError
 
 if TYPE_CHECKING:

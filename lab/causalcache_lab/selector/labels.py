@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from causalcache_lab.selector import label_budget as lb
+from causalcache_lab.selector import prompt_cap as pc
 from causalcache_lab.selector.label_reference import check_reference_labeller, reference_target
 from causalcache_lab.selector.labellers import (
     SYNTHETIC_SOURCES,
@@ -88,7 +88,7 @@ class LabelConfig(BaseModel):
         max_states_per_trajectory: cap per trajectory and budget (None = no cap).
         batch_size: prompts per ``policy.score`` call.
         target: which gold field is the teacher-forced target (``response`` = the verbatim ``r_t``).
-        prompt_cap: cheaper labels (:mod:`~causalcache_lab.selector.label_budget`; replaces
+        prompt_cap: cheaper labels (:mod:`~causalcache_lab.selector.prompt_cap`; replaces
             ``all_slots``/``path_length``/``path_candidates``); None (default) = full labelling.
         reference: the action every allocation is scored against. ``recorded`` (default): the recorded
             step (sensible only for successful episodes). ``full_history``: the labeller's own action
@@ -110,7 +110,7 @@ class LabelConfig(BaseModel):
     max_states_per_trajectory: int | None = None
     batch_size: int = Field(16, ge=1)
     target: str = "response"
-    prompt_cap: lb.PromptCap | None = None
+    prompt_cap: pc.PromptCap | None = None
     reference: Literal["recorded", "full_history"] = "recorded"
     reference_images: int = Field(16, ge=1)
 
@@ -183,7 +183,7 @@ def label_state(
     budget: int,
     config: LabelConfig,
     *,
-    prior: lb.CandidatePrior | None = None,
+    prior: pc.CandidatePrior | None = None,
     references: dict | None = None,
 ) -> dict[str, Any]:
     """Label one ``(state, B)`` (in full, or under ``config.prompt_cap`` with ``prior``); the JSON record.
@@ -192,7 +192,7 @@ def label_state(
     target, reference = reference_target(policy, archive, trajectory, t, config, cache=references)
     score = _SetScorer(policy, archive, trace, budget, target, config.batch_size)
     recent = recent_b(t, budget)
-    cheap, extra = lb.budgeted(score, config.prompt_cap, prior, archive, trajectory, t, trace, _group)
+    cheap, extra = pc.capped_labels(score, config.prompt_cap, prior, archive, trajectory, t, trace, _group)
     anchor, groups, path = cheap or _full_labels(score, recent, config)  # full if no budget or no prior
     return {
         "kind": "state",
@@ -239,7 +239,7 @@ def _full_labels(score: _SetScorer, recent: tuple[int, ...], config: LabelConfig
                 q = score([(current - {r}) | {j} for j in cands])
                 groups.append(_group(sorted(current), q_current, r, cands, q, "path"))
                 moves.extend((r, j, v) for j, v in zip(cands, q, strict=True))
-        step_to = lb.path_step(moves, q_current)
+        step_to = pc.path_step(moves, q_current)
         if step_to is None:
             break
         r, j, q_current = step_to
@@ -366,7 +366,7 @@ def run_labelling(
     plan = list(_planned(trajectories, config))
     todo = [p for p in plan if state_key(p[0].trajectory_id, p[1], p[2]) not in done]
     counts = {"planned": len(plan), "skipped": len(plan) - len(todo), "written": 0, "prompts": 0}
-    prior = lb.make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
+    prior = pc.make_prior(config.prompt_cap, archive) if config.prompt_cap is not None else None
     bar = _progress(len(todo), progress)
     refs: dict = {}  # one full-history reference per state, whatever its budgets
     try:

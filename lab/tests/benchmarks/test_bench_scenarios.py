@@ -221,3 +221,20 @@ def test_agent_overhead_sends_the_same_images_either_way(benchmark, tmp_path) ->
     )
     kb = result["checkpoint_kb_per_step"]
     assert 0 < kb["first"] <= kb["mean"] <= kb["last"]  # the agent's own messages grow its state
+    assert result["screens"] == "noise" and result["added_run_ms_per_step"] == round(
+        result["run_ms_per_step"]["memory"] - result["run_ms_per_step"]["plain"], 3
+    )
+    assert result["setup_ms"]["memory"] > 0 and result["setup_ms"]["plain"] > 0
+
+
+def test_agent_overhead_runs_on_photo_like_screens_and_names_an_unknown_kind(tmp_path) -> None:
+    pytest.importorskip("langgraph")
+    from causalcache_lab.bench import run_agent_overhead
+    from causalcache_lab.bench.agent_overhead import photo_screens
+
+    photo = photo_screens(2, SMALL_SCREEN)
+    assert photo[0] != photo[1]  # distinct screens: each step archives new bytes
+    result = run_agent_overhead(steps=4, budget=1, screen=SMALL_SCREEN, screens="photo", workdir=tmp_path)
+    assert result["screens"] == "photo" and result["images_per_call"] == {"plain": 2, "memory": 2}
+    with pytest.raises(ValueError, match="screens='jpeg' is not one of noise, photo"):
+        run_agent_overhead(steps=4, screens="jpeg", workdir=tmp_path / "x")

@@ -322,8 +322,8 @@ def main() -> int:
     import transformers
 
     from causalcache_lab.learn.agreement import AgreementScorer, make_sampler
-    from causalcache_lab.selector.label_budget import PromptCap
     from causalcache_lab.selector.labels import LabelConfig
+    from causalcache_lab.selector.prompt_cap import PromptCap
     from causalcache_memory.archive.local import LocalArchive
 
     work = Path(tempfile.mkdtemp(prefix="label-throughput-"))

@@ -1,4 +1,4 @@
-"""Cheaper selector labels under a prompt cap (lab/selector/label_budget.py, issue 25)."""
+"""Cheaper selector labels under a prompt cap (lab/selector/prompt_cap.py, issue 25)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from selector_synth import DictArchive, MarkerPolicy, make_trajectories
 
-from causalcache_lab.selector.label_budget import PromptCap, ScreenTextPrior
 from causalcache_lab.selector.labels import LabelConfig, label_state, read_labels, run_labelling
+from causalcache_lab.selector.prompt_cap import PromptCap, ScreenTextPrior
 from causalcache_memory.allocation import recent_b
 
 
@@ -65,7 +65,7 @@ def test_never_scores_more_prompts_than_the_cap(world, cfg, budget):
         rec = label_state(policy, DictArchive(), traj, t, budget, config, prior=FixedPrior())
         sent = sum(len(c) for c in policy.calls) - before
         assert rec["prompts_scored"] == sent == len(_sets_of(rec)) <= cfg.max_prompts
-        assert rec["label_budget"] == {"prior": "fixed", "fallback": None, "cap": cfg.max_prompts}
+        assert rec["prompt_cap"] == {"prior": "fixed", "fallback": None, "cap": cfg.max_prompts}
 
 
 def test_cuts_prompts_well_below_full_labelling(world):
@@ -76,11 +76,11 @@ def test_cuts_prompts_well_below_full_labelling(world):
         label_state(policy, DictArchive(), tr, t, 4, LabelConfig())["prompts_scored"]
         for tr, t in _states(trajs, 4)
     ]
-    budgeted = [
+    capped = [
         label_state(policy, DictArchive(), tr, t, 4, cheap, prior=FixedPrior())["prompts_scored"]
         for tr, t in _states(trajs, 4)
     ]
-    assert max(budgeted) <= 10 and sum(budgeted) * 3 < sum(full)
+    assert max(capped) <= 10 and sum(capped) * 3 < sum(full)
 
 
 def test_labels_are_full_labels_prompts_with_identical_utilities(world):
@@ -110,12 +110,12 @@ def test_falls_back_to_full_labelling_when_the_prior_is_masked(world):
     full = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, LabelConfig())
     masked = FixedPrior(masked=frozenset({3}))  # one distant event without a prior
     rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=masked)
-    assert rec["label_budget"]["fallback"] == "prior unavailable"
+    assert rec["prompt_cap"]["fallback"] == "prior unavailable"
     assert rec["groups"] == full["groups"] and rec["prompts_scored"] == full["prompts_scored"] > 5
     # a masked *recent* event does not matter: recent slots are always labelled
     fine = FixedPrior(masked=frozenset(recent_b(t, 4)))
     rec = label_state(MarkerPolicy(useful), DictArchive(), traj, t, 4, config, prior=fine)
-    assert rec["label_budget"]["fallback"] is None and rec["prompts_scored"] <= 5
+    assert rec["prompt_cap"]["fallback"] is None and rec["prompts_scored"] <= 5
 
 
 def test_screen_text_prior_without_any_text_falls_back_to_full(world, tmp_path):
@@ -126,7 +126,7 @@ def test_screen_text_prior_without_any_text_falls_back_to_full(world, tmp_path):
     )
     _, records = read_labels(tmp_path / "l.jsonl")
     assert counts["written"] == len(records) > 0
-    assert all(r["label_budget"]["fallback"] == "prior unavailable" for r in records)  # DictArchive: no text
+    assert all(r["prompt_cap"]["fallback"] == "prior unavailable" for r in records)  # DictArchive: no text
     full = label_state(MarkerPolicy(useful), DictArchive(), trajs[0], records[0]["t"], 4, LabelConfig())
     assert records[0]["groups"] == full["groups"]
 
@@ -189,7 +189,7 @@ def test_screen_text_prior_ranks_screens_sharing_the_target_words(world):
     assert np.isnan(ScreenTextPrior(_TextArchive(texts))(traj, t, 4, trace)[4])
 
 
-def test_config_hash_of_full_labelling_is_unchanged_and_budget_is_validated(tmp_path):
+def test_config_hash_of_full_labelling_is_unchanged_and_the_cap_is_validated(tmp_path):
     from causalcache_lab.selector.recipe import load_recipe
     from causalcache_memory.errors import ConfigError
 
@@ -205,7 +205,7 @@ def test_config_hash_of_full_labelling_is_unchanged_and_budget_is_validated(tmp_
         load_recipe(path)
 
 
-def test_fleet_labels_under_a_budget_equal_sequential_ones(world, tmp_path):
+def test_fleet_labels_under_a_prompt_cap_equal_sequential_ones(world, tmp_path):
     from causalcache_lab.selector.label_fleet import run_labelling_fleet
 
     trajs, useful = world
@@ -217,18 +217,27 @@ def test_fleet_labels_under_a_budget_equal_sequential_ones(world, tmp_path):
     )
     seq, fleet = (sorted(read_labels(tmp_path / n)[1], key=lambda r: r["key"]) for n in ("seq", "fleet"))
     assert seq == fleet and len(seq) > 0
-    assert all(r["label_budget"]["fallback"] is None and r["prompts_scored"] <= 10 for r in seq)
+    assert all(r["prompt_cap"]["fallback"] is None and r["prompts_scored"] <= 10 for r in seq)
 
 
 def test_probe_counts_prompts_per_state_and_fallbacks():
-    from causalcache_lab.selector.label_budget_probe import prompts_per_state
+    from causalcache_lab.selector.prompt_cap_probe import prompts_per_state
 
     records = [
-        {"budget": 4, "prompts_scored": 10, "label_budget": {"fallback": None}},
-        {"budget": 4, "prompts_scored": 30, "label_budget": {"fallback": "prior unavailable"}},
+        {"budget": 4, "prompts_scored": 10, "prompt_cap": {"fallback": None}},
+        {"budget": 4, "prompts_scored": 30, "prompt_cap": {"fallback": "prior unavailable"}},
         {"budget": 2, "prompts_scored": 5},
     ]
     assert prompts_per_state(records) == {"B2": 5.0, "B4": 20.0, "all": 15.0, "fallback_share": 1 / 3}
+
+
+def test_probe_refuses_the_field_name_from_before_the_rename_with_the_fix():
+    from causalcache_lab.selector.prompt_cap_probe import prompts_per_state
+    from causalcache_memory.errors import ConfigError
+
+    old = {"key": "t1:9", "budget": 4, "prompts_scored": 10, "label_budget": {"fallback": None}}
+    with pytest.raises(ConfigError, match=r"'t1:9'.*'label_budget', since renamed 'prompt_cap'.*sed -i"):
+        prompts_per_state([old])
 
 
 def test_slots_are_labelled_oldest_first_while_the_cap_allows(world):

@@ -1,7 +1,7 @@
 """Cheaper selector labels: a prompt cap per decision state (issue 25, "Cheaper labels, same quality").
 
 Full labelling (:func:`~causalcache_lab.selector.labels.label_state`) scores, per ``(state, B)``,
-``1 + B·D + path`` complete prompts (``D`` = distant events): about 60 at ``B = 4, t = 20``. The budgeted
+``1 + B·D + path`` complete prompts (``D`` = distant events): about 60 at ``B = 4, t = 20``. The capped
 labeller scores a subset of the *same* prompts, chosen by a cheap prior, under a hard cap:
 
 * **anchor** ``Q(Recent-B)`` (1 prompt);
@@ -18,7 +18,7 @@ labeller scores a subset of the *same* prompts, chosen by a cheap prior, under a
   path steps are cut first).
 
 Every set utility is still a fresh full-set score ``Q(S)`` (the same :class:`_SetScorer`), so each prompt
-the budgeted labeller scores has exactly the utility full labelling gives that set; its singleton groups
+the capped labeller scores has exactly the utility full labelling gives that set; its singleton groups
 are subsets of full labelling's singleton groups.
 
 Priors (``prior``), each returning ``p_j`` for events ``j = 1..t-1`` (NaN = unavailable, "masked"):
@@ -32,7 +32,7 @@ Priors (``prior``), each returning ``p_j`` for events ``j = 1..t-1`` (NaN = unav
   ``Δ̂(j | Recent-B \\ {r}) - Δ̂(r | Recent-B \\ {r})`` (the bundled model by default, gold witness).
 
 A state whose prior is unavailable for any distant event (no text stored and no OCR, an unreadable
-screenshot) **falls back to full labelling** (record field ``label_budget.fallback``); such states are not
+screenshot) **falls back to full labelling** (record field ``prompt_cap.fallback``); such states are not
 capped. :func:`~causalcache_lab.selector.labels.label_state` runs this labeller when
 ``LabelConfig.prompt_cap`` is set.
 """
@@ -64,8 +64,8 @@ __all__ = [
     "ScreenTextPrior",
     "SelectorPrior",
     "SetScore",
-    "budgeted",
-    "label_budgeted",
+    "capped_labels",
+    "label_capped",
     "make_prior",
     "path_step",
     "world_ocr_text",
@@ -259,7 +259,7 @@ class _Capped:
         return kept, (self.score(kept) if kept else [])
 
 
-def budgeted(
+def capped_labels(
     score: SetScore,
     cfg: PromptCap | None,
     prior: CandidatePrior | None,
@@ -271,21 +271,21 @@ def budgeted(
 ) -> tuple[tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None, dict[str, Any]]:
     """``((anchor, groups, path) or None, extra record fields)`` of one state under ``cfg``.
 
-    None with no extra field when ``cfg`` is None (full labelling); None with ``label_budget.fallback``
+    None with no extra field when ``cfg`` is None (full labelling); None with ``prompt_cap.fallback``
     set when the prior is unavailable (the caller labels in full). ``prior`` is built from ``cfg`` when
     not given; ``group(*raw)`` turns a :data:`RawGroup` into the labels file's group record.
     """
     if cfg is None:
         return None, {}
     prior = prior if prior is not None else make_prior(cfg, archive)
-    raw = label_budgeted(score, prior, trajectory, t, score.budget, trace, cfg)
+    raw = label_capped(score, prior, trajectory, t, score.budget, trace, cfg)
     if raw is None:
-        return None, {"label_budget": {"prior": prior.name, "fallback": "prior unavailable", "cap": None}}
-    info = {"label_budget": {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts}}
+        return None, {"prompt_cap": {"prior": prior.name, "fallback": "prior unavailable", "cap": None}}
+    info = {"prompt_cap": {"prior": prior.name, "fallback": None, "cap": cfg.max_prompts}}
     return (raw[0], [group(*g) for g in raw[1]], raw[2]), info
 
 
-def label_budgeted(
+def label_capped(
     score: SetScore,
     prior: CandidatePrior,
     trajectory: Trajectory,
@@ -325,11 +325,11 @@ def label_budgeted(
         moves.extend((r, j, v) for j, v in zip(js, q, strict=True))
         for j, v in zip(js, q, strict=True):
             best_single[j] = max(v, best_single.get(j, -math.inf))
-    path = _budget_path(capped, groups, moves, best_single, p, recent, anchor, cfg)
+    path = _capped_path(capped, groups, moves, best_single, p, recent, anchor, cfg)
     return anchor, groups, path
 
 
-def _budget_path(
+def _capped_path(
     capped: _Capped,
     groups: list[RawGroup],
     moves: list[tuple[int, int, float]],
@@ -367,7 +367,7 @@ def _budget_path(
 def path_step(moves: list[tuple[int, int, float]], q_current: float) -> tuple[int, int, float] | None:
     """The teacher path's next move ``(out r, in j, Q)``: the best-scoring swap (ties: the smaller ``j``),
     None when there is none or it does not improve on ``q_current`` (the path stops). The one rule of full
-    and budgeted labelling."""
+    and capped labelling."""
     if not moves:
         return None
     best = max(moves, key=lambda m: (m[2], -m[1]))

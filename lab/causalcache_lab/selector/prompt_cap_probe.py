@@ -1,11 +1,11 @@
 """Cheap vs full selector labels on the world family: prompts per state and the ladder margin (issue 25).
 
-``python -m causalcache_lab.selector.label_budget_probe --out DIR [--budget NAME=JSON ...]``
+``python -m causalcache_lab.selector.prompt_cap_probe --out DIR [--cap NAME=JSON ...]``
 
 1. Expert demonstrations of ``--train-tasks`` tasks of the training worlds of one action vocabulary
    (``--vocab touch``: six worlds, ``keys``: the other six) and ``--dev-tasks`` tasks of the development
    worlds of that vocabulary (``dev-03``; ``dev-00..02``) for epoch choice and calibration, labelled by the simulated policy in full and under
-   each prompt cap (``NAME=JSON``, a :class:`~causalcache_lab.selector.label_budget.PromptCap`);
+   each prompt cap (``NAME=JSON``, a :class:`~causalcache_lab.selector.prompt_cap.PromptCap`);
    prompts per labelled state are counted per ``B``.
 2. One selector trained per label set, same training config and seed.
 3. The allocation ladder on ``--eval-tasks`` fresh tasks of the same development worlds (seed
@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from causalcache_memory.errors import ConfigError
+
 __all__ = ["main", "prompts_per_state"]
 
 #: vocabulary -> (training worlds, development worlds): the simulated labeller speaks one vocabulary
@@ -41,10 +43,16 @@ def prompts_per_state(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Mean prompts scored per labelled state, per ``B`` and over all, and the full-labelling fallback share."""
     by_b: dict[int, list[int]] = defaultdict(list)
     for rec in records:
+        if "label_budget" in rec:  # the field's name before "budget" came to mean B only
+            raise ConfigError(
+                f"label record {rec.get('key', '?')!r} has the field 'label_budget', since renamed "
+                "'prompt_cap' (same content: prior, fallback, cap); rename the key in the labels file, "
+                "e.g. sed -i 's/\"label_budget\":/\"prompt_cap\":/' FILE, or label again"
+            )
         by_b[int(rec["budget"])].append(int(rec["prompts_scored"]))
     out = {f"B{b}": statistics.fmean(v) for b, v in sorted(by_b.items())}
     out["all"] = statistics.fmean(int(r["prompts_scored"]) for r in records)
-    fb = [r for r in records if (r.get("label_budget") or {}).get("fallback")]
+    fb = [r for r in records if (r.get("prompt_cap") or {}).get("fallback")]
     out["fallback_share"] = len(fb) / len(records)
     return out
 
@@ -79,11 +87,11 @@ def _ladder(policy, eval_setup: dict[str, Any], model_dir: Path, budgets: Sequen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from causalcache_lab.selector.label_budget import PromptCap
     from causalcache_lab.selector.labels import LabelConfig, read_labels, run_labelling
+    from causalcache_lab.selector.prompt_cap import PromptCap
     from causalcache_lab.selector.recipe import world_setup
 
-    ap = argparse.ArgumentParser(prog="label_budget_probe", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="prompt_cap_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab", choices=sorted(WORLDS), default="touch")
     ap.add_argument("--train-tasks", type=int, default=120)
@@ -94,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--ladder-budgets", default="4")
     ap.add_argument("--train-seeds", default="0", help="training seeds; one selector and ladder per seed")
-    ap.add_argument("--budget", action="append", default=[], help="NAME=JSON of a PromptCap")
+    ap.add_argument("--cap", action="append", default=[], help="NAME=JSON of a PromptCap")
     ap.add_argument("--no-full", action="store_true", help="skip the full-labelling baseline")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -113,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     policy = setup["policy"]
     runs: list[tuple[str, PromptCap | None]] = [] if args.no_full else [("full", None)]
-    for spec in args.budget:
+    for spec in args.cap:
         name, _, raw = spec.partition("=")
         runs.append((name, PromptCap(**json.loads(raw))))
     budgets = [int(b) for b in args.ladder_budgets.split(",")]
@@ -132,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _train(records, setup["trajectories"], model_dir, args.epochs, seed)
             ladders[str(seed)] = _ladder(policy, evals, model_dir, budgets)
         row = {
-            "budget": None if prompt_cap is None else prompt_cap.model_dump(),
+            "prompt_cap": None if prompt_cap is None else prompt_cap.model_dump(),
             "states": len(records),
             "mean_t": statistics.fmean(int(r["t"]) for r in records),
             "prompts_per_state": prompts_per_state(records),
