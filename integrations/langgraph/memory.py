@@ -95,6 +95,9 @@ class CausalCacheMemory(ThreadReading):
         prompt_cost: a :class:`~causalcache_memory.prompt_cost.PromptCostMeter`: every step's decision
             record then carries ``prompt_cost``, the predicted cache reads and writes of each model call
             (docs/PROMPT_COST.md); None (the default) counts nothing.
+        trace_images: let LangSmith / LangChain traces record screenshots as image data. False (the
+            default): the middleware's spans, the model call's span and ``trace_policy()`` record
+            ``[screenshot sha256:...]`` references instead (:mod:`.tracing`).
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class CausalCacheMemory(ThreadReading):
         dedupe_current_screen: bool | None = None,
         warmup: bool = True,
         prompt_cost: PromptCostMeter | None = None,
+        trace_images: bool = False,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
         self.config = memory_config(config, budget, dedupe_current_screen)
@@ -131,6 +135,7 @@ class CausalCacheMemory(ThreadReading):
         self.coords: CoordMode = coords  # type: ignore[assignment]
         self.parse = parse
         self.dedupe_current_screen = bool(self.config.render.dedupe_current_screen)
+        self.trace_images = bool(trace_images)
         self._init_registries()
         if warmup:
             self.warmup()
@@ -343,6 +348,26 @@ class CausalCacheMemory(ThreadReading):
         from causalcache_memory.integrations.langgraph.middleware import CausalCacheMiddleware
 
         return CausalCacheMiddleware(self, parse=parse)
+
+    def trace_policy(self) -> Any:
+        """A LangGraph ``TracePolicy`` recording screenshot references instead of image data, for
+        ``builder.add_node(name, node, trace_policy=memory.trace_policy())`` (None with
+        ``trace_images=True``, or a langgraph without ``TracePolicy``). See :mod:`.tracing`."""
+        from causalcache_memory.integrations.langgraph.tracing import trace_policy
+
+        return None if self.trace_images else trace_policy()
+
+    def tool_screenshot(
+        self, screenshot: Any, text: str = "", *, runtime: Any = None
+    ) -> list[dict[str, Any]]:
+        """Content blocks for a GUI tool to return: ``text`` and a reference to ``screenshot`` (archived
+        now). The tool's own trace span then holds no pixels; the middleware takes the reference as the
+        tool's new screen, as it would an image block."""
+        from causalcache_memory.integrations.langgraph.images import screenshot_ref
+
+        sha = self.resolve_archive(runtime).put(screenshot).sha256
+        blocks = [{"type": "text", "text": text}] if text else []
+        return [*blocks, {"type": "text", "text": screenshot_ref(sha)}]
 
     def screenshot_message(self, screenshot: Any, text: str = "", *, runtime: Any = None) -> Any:
         """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now): the first
