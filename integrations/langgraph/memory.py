@@ -43,6 +43,7 @@ from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.errors import warn
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
+from causalcache_memory.integrations.langgraph.namespaces import NamespacedArchives
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.session import STEP_EVENT
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
@@ -147,6 +148,7 @@ class CausalCacheMemory(ThreadReading):
         self._pending_lock = threading.Lock()
         self._lock = threading.Lock()
         self._warm = False
+        self._namespaces = NamespacedArchives()
         self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
         self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
         weakref.finalize(self, _close_controllers, self._stores, False)  # finalizers never join threads
@@ -191,9 +193,15 @@ class CausalCacheMemory(ThreadReading):
         return trace.current_screen_size if isinstance(trace, Trace) else None
 
     # ------------------------------------------------------------------ resolution
-    def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
-        """The run context's archive, else the constructor's, else opened from ``config.archive`` once."""
-        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))
+    def resolve_archive(
+        self, runtime: Any = None, *, config: Mapping[str, Any] | None = None
+    ) -> ScreenshotArchive:
+        """The run context's archive, else the constructor's, else opened from ``config.archive`` once;
+        with ``archive.namespace_keys``, its sub-archive of the tenant named by ``config['configurable']``
+        (the running graph's config when ``config`` is None; :mod:`.namespaces`)."""
+        archive = self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))
+        keys = self.config.archive.namespace_keys
+        return self._namespaces.archive(archive, keys, config) if keys else archive
 
     def _resolve_policy(self, runtime: Any = None) -> Policy:
         """The run context's policy, else the constructor's, else built from ``config.policy`` once."""
@@ -358,24 +366,27 @@ class CausalCacheMemory(ThreadReading):
         return None if self.trace_images else trace_policy()
 
     def tool_screenshot(
-        self, screenshot: Any, text: str = "", *, runtime: Any = None
+        self, screenshot: Any, text: str = "", *, runtime: Any = None, config: Any = None
     ) -> list[dict[str, Any]]:
         """Content blocks for a GUI tool to return: ``text`` and a reference to ``screenshot`` (archived
         now). The tool's own trace span then holds no pixels; the middleware takes the reference as the
         tool's new screen, as it would an image block."""
         from causalcache_memory.integrations.langgraph.images import screenshot_ref
 
-        sha = self.resolve_archive(runtime).put(screenshot).sha256
+        sha = self.resolve_archive(runtime, config=config).put(screenshot).sha256
         blocks = [{"type": "text", "text": text}] if text else []
         return [*blocks, {"type": "text", "text": screenshot_ref(sha)}]
 
-    def screenshot_message(self, screenshot: Any, text: str = "", *, runtime: Any = None) -> Any:
+    def screenshot_message(
+        self, screenshot: Any, text: str = "", *, runtime: Any = None, config: Any = None
+    ) -> Any:
         """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now): the first
-        message of a ``create_agent`` run, so not even the input checkpoint holds pixels."""
+        message of a ``create_agent`` run, so not even the input checkpoint holds pixels. With
+        ``archive.namespace_keys``, pass the run's ``config`` (the tenant's archive stores it)."""
         from langchain_core.messages import HumanMessage
 
         from causalcache_memory.integrations.langgraph.images import screenshot_ref
 
-        sha = self.resolve_archive(runtime).put(screenshot).sha256
+        sha = self.resolve_archive(runtime, config=config).put(screenshot).sha256
         blocks = [{"type": "text", "text": text}] if text else []
         return HumanMessage(content=[*blocks, {"type": "text", "text": screenshot_ref(sha)}])
