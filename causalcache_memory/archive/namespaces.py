@@ -14,15 +14,29 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 from causalcache_memory.errors import ConfigError
 
-__all__ = ["TENANTS", "namespace_name", "open_namespace"]
+__all__ = [
+    "TENANTS",
+    "is_namespace_folder",
+    "namespace_name",
+    "open_namespace",
+    "tenant_archives",
+    "tenant_names",
+]
 
 #: the folder of an archive that holds its tenants' archives
 TENANTS = "tenants"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_HASHED = re.compile(r"^ns-[0-9a-f]{32}$")
+
+
+def is_namespace_folder(name: str) -> bool:
+    """Whether ``name`` is a folder :func:`namespace_name` can return (kept as is, or hashed)."""
+    return bool(_HASHED.fullmatch(name)) or namespace_name([name]) == name
 
 
 def namespace_name(parts: tuple[Any, ...] | list[Any]) -> str:
@@ -42,7 +56,7 @@ def open_namespace(archive: Any, name: str) -> Any:
     :class:`~causalcache_memory.archive.remote.FsspecArchive` and
     :class:`~causalcache_memory.archive.cached.CachedArchive` do).
     """
-    if name != namespace_name([name]):
+    if not is_namespace_folder(name):
         raise ConfigError(f"namespace {name!r} is not a namespace folder name; use namespace_name(...)")
     child = getattr(archive, "child", None)
     if child is None:
@@ -51,3 +65,29 @@ def open_namespace(archive: Any, name: str) -> Any:
             "child(); use a LocalArchive, an fsspec URL or a CachedArchive, or drop namespace_keys)"
         )
     return child(f"{TENANTS}/{name}")
+
+
+def tenant_names(archive: Any) -> list[str]:
+    """The tenants that have an archive inside ``archive`` (sorted; none for a store it cannot list)."""
+    inner = getattr(archive, "inner", archive)  # a CachedArchive lists its shared store
+    root = getattr(inner, "root", None)
+    fs = getattr(inner, "fs", None)
+    try:
+        if fs is not None:
+            entries = fs.ls(f"{root}/{TENANTS}", detail=True)
+            names = [
+                str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"
+            ]
+        elif root is not None:
+            folder = Path(root) / TENANTS
+            names = [e.name for e in folder.iterdir() if e.is_dir() and not e.is_symlink()]
+        else:
+            return []
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if is_namespace_folder(n))
+
+
+def tenant_archives(archive: Any) -> list[tuple[str, Any]]:
+    """``(name, archive)`` of every tenant archive inside ``archive`` (see :func:`tenant_names`)."""
+    return [(name, open_namespace(archive, name)) for name in tenant_names(archive)]
