@@ -92,12 +92,18 @@ def _strip_request(messages: list[Any], session: StepSession) -> tuple[list[Any]
     return stripped_all, replaced, stored
 
 
+def _summary(message: Any) -> bool:
+    """A ``SummarizationMiddleware`` summary: text about old steps (it may quote their references), never
+    a screen the user sent."""
+    return (getattr(message, "additional_kwargs", None) or {}).get("lc_source") == "summarization"
+
+
 def _new_screen(
     state: Any, messages: list[Any], session: StepSession, stored: dict[str, StoredImage]
 ) -> None:
     """Observe the newest screen the user sent since the last reply (tool screens are recorded)."""
     last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
-    refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
+    refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human" and not _summary(m)])
     trace = session.begin({**state, "messages": messages})
     if refs and refs[-1] != trace.current_screenshot:  # an observation, never a post-action screen
         session.observe(stored.get(refs[-1], refs[-1]))
