@@ -187,7 +187,7 @@ class ThreadReading:
         included), else the constructor's/config's archive."""
         if archive is not None:
             return self._store_for(archive)
-        if self.config.archive.namespace_keys:  # type: ignore[attr-defined]
+        if self.config.archive.namespace_keys:
             return self._store_for(self.resolve_archive(config=config))  # type: ignore[attr-defined]
         for known, store, *_ in reversed(list(self._stores.values())):
             if store.cached(head) or _has_record(known, head):

@@ -42,7 +42,9 @@ RUN_LIMIT = 64 * 1024
 def noisy_screen(index: int) -> bytes:
     """A 1280x720 PNG with a noisy panel (about 90 KB: PNG cannot squeeze noise), the same for an index."""
     image = Image.new("RGB", (1280, 720), (30 + index, 40, 50))
-    image.paste(Image.frombytes("RGB", (200, 150), random.Random(index).randbytes(200 * 150 * 3)), (40 * index, 100))
+    image.paste(
+        Image.frombytes("RGB", (200, 150), random.Random(index).randbytes(200 * 150 * 3)), (40 * index, 100)
+    )
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()
