@@ -72,6 +72,10 @@ class CachedArchive:
         self.hits = 0
         self.misses = 0
 
+    def child(self, relpath: str) -> CachedArchive:
+        """The namespaced archive of the shared one, cached under ``cache_dir/relpath`` (:mod:`.namespaces`)."""
+        return CachedArchive(self.inner.child(relpath), self.cache_dir / relpath, max_bytes=self.max_bytes)  # type: ignore[attr-defined]
+
     def __repr__(self) -> str:
         return f"CachedArchive({self.inner!r}, cache_dir={str(self.cache_dir)!r})"
 

@@ -126,6 +126,10 @@ class LocalArchive(LocalRetention, LocalCollection):
     def __repr__(self) -> str:
         return f"LocalArchive({str(self.root)!r})"
 
+    def child(self, relpath: str) -> LocalArchive:
+        """An archive of its own under ``root/relpath`` (a tenant's: :mod:`.namespaces`)."""
+        return LocalArchive(self.root / relpath, max_pixels=self.max_pixels, formats=self.formats)
+
     # ------------------------------------------------------------------ writes
     def put(self, data: bytes | Image.Image) -> StoredImage:
         """Validate and store ``data`` unchanged; return its sha256 (an existing damaged copy is repaired)."""

@@ -30,6 +30,7 @@ workers on different machines can share one archive:
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import time
@@ -140,6 +141,14 @@ class FsspecArchive(FsspecRetention, FsspecCollection):
 
     def __repr__(self) -> str:
         return f"FsspecArchive({self.url!r})"
+
+    def child(self, relpath: str) -> FsspecArchive:
+        """An archive of its own under ``url/relpath`` on the same filesystem (a tenant's: :mod:`.namespaces`)."""
+        other = copy.copy(self)
+        other.url = f"{self.url.rstrip('/')}/{relpath}"
+        other.root = f"{self.root}/{relpath}"
+        other._fs = BoundedFS(self.fs, self.timeout_s, other.url)
+        return other
 
     @functools.cached_property
     def _refresh(self) -> dict[str, bool]:

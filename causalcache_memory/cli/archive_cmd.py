@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
 def _open(args: argparse.Namespace):  # returns a ScreenshotArchive
@@ -42,15 +43,30 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _gc(args: argparse.Namespace) -> int:
+def _release_pruned(args: argparse.Namespace) -> Any:
+    """The ``release(archive, dry_run)`` of ``--release-pruned``: the config's checkpointer decides."""
+    if not args.config:
+        raise SystemExit("causalcache archive gc: --release-pruned reads the checkpointer from --config FILE")
+    from causalcache_memory.config import load_config
+    from causalcache_memory.integrations.langgraph.retention import release_pruned_threads
+    from causalcache_memory.integrations.langgraph.savers import build_checkpointer
+
+    checkpointer = build_checkpointer(load_config(args.config).checkpointer)
+    return lambda archive: release_pruned_threads(
+        checkpointer, archive, idle_s=args.release_pruned, dry_run=args.dry_run
+    )
+
+
+def _gc_one(archive: Any, args: argparse.Namespace, pruned: Any) -> dict[str, Any]:
     from causalcache_memory.archive.retention import release_idle
 
-    archive = _open(args)
     released = []
     if args.release_idle is not None:
         released = release_idle(archive, args.release_idle, dry_run=args.dry_run)
+    if pruned is not None:
+        released += [e for e in pruned(archive) if e not in released]
     report = archive.gc(grace_seconds=args.grace_seconds, dry_run=args.dry_run)
-    out = {
+    return {
         "archive": archive.url,
         "dry_run": args.dry_run,
         "released_episodes": released,
@@ -59,13 +75,26 @@ def _gc(args: argparse.Namespace) -> int:
         "bytes_freed": report.bytes_freed,
         "skipped_recent": report.skipped_recent,
     }
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from causalcache_memory.archive.namespaces import tenant_archives
+
+    archive = _open(args)
+    pruned = _release_pruned(args) if args.release_pruned is not None else None
+    out = _gc_one(archive, args, pruned)
+    tenants = {name: _gc_one(sub, args, pruned) for name, sub in tenant_archives(archive)}
+    if tenants:
+        out["tenants"] = tenants
     if args.json:
         print(json.dumps(out, indent=2))
-    else:
-        verb = "would delete" if args.dry_run else "deleted"
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for result in (out, *tenants.values()):
         print(
-            f"{archive.url}: released {len(released)} idle episode(s); {verb} {report.deleted} object(s) "
-            f"({report.bytes_freed} bytes), kept {report.kept} referenced, {report.skipped_recent} too recent"
+            f"{result['archive']}: released {len(result['released_episodes'])} episode(s); {verb} "
+            f"{result['deleted']} object(s) ({result['bytes_freed']} bytes), kept {result['kept']} referenced, "
+            f"{result['skipped_recent']} too recent"
         )
     return 0
 
@@ -85,7 +114,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--repair", action="store_true", help="delete damaged objects and dead writers' temp files"
     )
     check.set_defaults(handler=_check)
-    gc = sub.add_parser("gc", help="delete objects no live episode references (after --release-idle)")
+    gc = sub.add_parser(
+        "gc",
+        help="delete objects no live episode references (after --release-idle / --release-pruned), in the "
+        "archive and in each tenant archive under tenants/",
+    )
     _common(gc)
     gc.add_argument("--grace-seconds", type=float, default=3600.0, help="keep objects younger than this")
     gc.add_argument(
@@ -93,6 +126,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         metavar="SECONDS",
         help="first release episodes idle for longer than this",
+    )
+    gc.add_argument(
+        "--release-pruned",
+        type=float,
+        metavar="SECONDS",
+        help="first release episodes whose thread has no checkpoint left in the --config file's "
+        "checkpointer (pruned, expired, deleted) and no new reference for longer than this",
     )
     gc.add_argument("--dry-run", action="store_true", help="report, delete nothing")
     gc.set_defaults(handler=_gc)

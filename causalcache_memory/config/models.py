@@ -125,6 +125,22 @@ class ArchiveConfig(_Strict):
     ocr: OcrConfig = Field(
         OcrConfig(), description="OCR fallback for screenshots without screen_text (docs/LANGGRAPH.md)."
     )
+    namespace_keys: tuple[str, ...] = Field(
+        (),
+        description="Keys of LangGraph's config['configurable'] naming the tenant (e.g. [tenant_id]): each "
+        "run's screenshots and trace go to the archive's tenants/<value> sub-archive, and a run without "
+        "the keys is refused. Empty = one shared archive.",
+    )
+
+    @field_validator("namespace_keys")
+    @classmethod
+    def _namespace_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not key or key == "thread_id" for key in value) or len(set(value)) != len(value):
+            raise ValueError(
+                f"namespace_keys={list(value)!r}: give distinct, non-empty configurable keys other than "
+                "thread_id (the thread is already the episode inside a namespace)"
+            )
+        return value
 
 
 class RenderConfig(_Strict):

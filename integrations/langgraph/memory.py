@@ -43,6 +43,7 @@ from causalcache_memory.decisions.stats import DecisionMonitor
 from causalcache_memory.errors import warn
 from causalcache_memory.factory import build_archive, build_controller
 from causalcache_memory.integrations.langgraph.context import context_from_runtime
+from causalcache_memory.integrations.langgraph.namespaces import NamespacedArchives
 from causalcache_memory.integrations.langgraph.reading import ThreadReading
 from causalcache_memory.integrations.langgraph.session import STEP_EVENT
 from causalcache_memory.integrations.langgraph.state import head_of, load_trace
@@ -95,6 +96,9 @@ class CausalCacheMemory(ThreadReading):
         prompt_cost: a :class:`~causalcache_memory.prompt_cost.PromptCostMeter`: every step's decision
             record then carries ``prompt_cost``, the predicted cache reads and writes of each model call
             (docs/PROMPT_COST.md); None (the default) counts nothing.
+        trace_images: let LangSmith / LangChain traces record screenshots as image data. False (the
+            default): the middleware's spans, the model call's span and ``trace_policy()`` record
+            ``[screenshot sha256:...]`` references instead (:mod:`.tracing`).
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class CausalCacheMemory(ThreadReading):
         dedupe_current_screen: bool | None = None,
         warmup: bool = True,
         prompt_cost: PromptCostMeter | None = None,
+        trace_images: bool = False,
     ) -> None:
         require("langgraph", purpose="CausalCacheMemory")
         self.config = memory_config(config, budget, dedupe_current_screen)
@@ -131,6 +136,7 @@ class CausalCacheMemory(ThreadReading):
         self.coords: CoordMode = coords  # type: ignore[assignment]
         self.parse = parse
         self.dedupe_current_screen = bool(self.config.render.dedupe_current_screen)
+        self.trace_images = bool(trace_images)
         self._init_registries()
         if warmup:
             self.warmup()
@@ -142,6 +148,7 @@ class CausalCacheMemory(ThreadReading):
         self._pending_lock = threading.Lock()
         self._lock = threading.Lock()
         self._warm = False
+        self._namespaces = NamespacedArchives()
         self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
         self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
         weakref.finalize(self, _close_controllers, self._stores, False)  # finalizers never join threads
@@ -186,9 +193,15 @@ class CausalCacheMemory(ThreadReading):
         return trace.current_screen_size if isinstance(trace, Trace) else None
 
     # ------------------------------------------------------------------ resolution
-    def resolve_archive(self, runtime: Any = None) -> ScreenshotArchive:
-        """The run context's archive, else the constructor's, else opened from ``config.archive`` once."""
-        return self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))
+    def resolve_archive(
+        self, runtime: Any = None, *, config: Mapping[str, Any] | None = None
+    ) -> ScreenshotArchive:
+        """The run context's archive, else the constructor's, else opened from ``config.archive`` once;
+        with ``archive.namespace_keys``, its sub-archive of the tenant named by ``config['configurable']``
+        (the running graph's config when ``config`` is None; :mod:`.namespaces`)."""
+        archive = self._resolve(runtime, "archive", lambda: build_archive(self.config.archive))
+        keys = self.config.archive.namespace_keys
+        return self._namespaces.archive(archive, keys, config) if keys else archive
 
     def _resolve_policy(self, runtime: Any = None) -> Policy:
         """The run context's policy, else the constructor's, else built from ``config.policy`` once."""
@@ -344,13 +357,36 @@ class CausalCacheMemory(ThreadReading):
 
         return CausalCacheMiddleware(self, parse=parse)
 
-    def screenshot_message(self, screenshot: Any, text: str = "", *, runtime: Any = None) -> Any:
+    def trace_policy(self) -> Any:
+        """A LangGraph ``TracePolicy`` recording screenshot references instead of image data, for
+        ``builder.add_node(name, node, trace_policy=memory.trace_policy())`` (None with
+        ``trace_images=True``, or a langgraph without ``TracePolicy``). See :mod:`.tracing`."""
+        from causalcache_memory.integrations.langgraph.tracing import trace_policy
+
+        return None if self.trace_images else trace_policy()
+
+    def tool_screenshot(
+        self, screenshot: Any, text: str = "", *, runtime: Any = None, config: Any = None
+    ) -> list[dict[str, Any]]:
+        """Content blocks for a GUI tool to return: ``text`` and a reference to ``screenshot`` (archived
+        now). The tool's own trace span then holds no pixels; the middleware takes the reference as the
+        tool's new screen, as it would an image block."""
+        from causalcache_memory.integrations.langgraph.images import screenshot_ref
+
+        sha = self.resolve_archive(runtime, config=config).put(screenshot).sha256
+        blocks = [{"type": "text", "text": text}] if text else []
+        return [*blocks, {"type": "text", "text": screenshot_ref(sha)}]
+
+    def screenshot_message(
+        self, screenshot: Any, text: str = "", *, runtime: Any = None, config: Any = None
+    ) -> Any:
         """A ``HumanMessage`` with ``text`` and a reference to ``screenshot`` (archived now): the first
-        message of a ``create_agent`` run, so not even the input checkpoint holds pixels."""
+        message of a ``create_agent`` run, so not even the input checkpoint holds pixels. With
+        ``archive.namespace_keys``, pass the run's ``config`` (the tenant's archive stores it)."""
         from langchain_core.messages import HumanMessage
 
         from causalcache_memory.integrations.langgraph.images import screenshot_ref
 
-        sha = self.resolve_archive(runtime).put(screenshot).sha256
+        sha = self.resolve_archive(runtime, config=config).put(screenshot).sha256
         blocks = [{"type": "text", "text": text}] if text else []
         return HumanMessage(content=[*blocks, {"type": "text", "text": screenshot_ref(sha)}])

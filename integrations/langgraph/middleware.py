@@ -92,12 +92,18 @@ def _strip_request(messages: list[Any], session: StepSession) -> tuple[list[Any]
     return stripped_all, replaced, stored
 
 
+def _summary(message: Any) -> bool:
+    """A ``SummarizationMiddleware`` summary: text about old steps (it may quote their references), never
+    a screen the user sent."""
+    return (getattr(message, "additional_kwargs", None) or {}).get("lc_source") == "summarization"
+
+
 def _new_screen(
     state: Any, messages: list[Any], session: StepSession, stored: dict[str, StoredImage]
 ) -> None:
     """Observe the newest screen the user sent since the last reply (tool screens are recorded)."""
     last_ai = max((i for i, m in enumerate(messages) if m.type == "ai"), default=-1)
-    refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human"])
+    refs = find_screenshot_refs([m for m in messages[last_ai + 1 :] if m.type == "human" and not _summary(m)])
     trace = session.begin({**state, "messages": messages})
     if refs and refs[-1] != trace.current_screenshot:  # an observation, never a post-action screen
         session.observe(stored.get(refs[-1], refs[-1]))
@@ -109,15 +115,22 @@ def _new_screen(
         )
 
 
+_MEMORY: Any = object()  # trace_policy not given: the memory's (references unless trace_images=True)
+
+
 class CausalCacheMiddleware(AgentMiddleware):
     """Budgeted fidelity-restoration memory for ``create_agent`` (see the module docstring)."""
 
     state_schema = CausalCacheAgentState
 
-    def __init__(self, memory: CausalCacheMemory, *, parse: ActionParser | None = None) -> None:
+    def __init__(
+        self, memory: CausalCacheMemory, *, parse: ActionParser | None = None, trace_policy: Any = _MEMORY
+    ) -> None:
         super().__init__()
         self.memory = memory
         self.parse = parse
+        # LangGraph's per-middleware convention: what this middleware's hook spans record (:mod:`.tracing`)
+        self.trace_policy = memory.trace_policy() if trace_policy is _MEMORY else trace_policy
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:
         result, record = self._model_call(request, handler)
@@ -182,18 +195,27 @@ class CausalCacheMiddleware(AgentMiddleware):
             message, found = strip_images(result, session.put)
             stripped_update = {"messages": [message]}
         call_id = (getattr(request, "tool_call", None) or {}).get("id")
-        if not found or not session.awaits(call_id):
+        screen = found[-1] if found else _tool_ref(stripped_update)
+        if screen is None or not session.awaits(call_id):
             # no screen, or a parallel tool call that is not the step's action: references only
             return result if isinstance(result, Command) and not found else _plain(result, stripped_update)
-        extra: dict[str, Any] = {"cc_screenshot": found[-1].sha256}
-        session.screen_text(found[-1], text)
+        sha = screen if isinstance(screen, str) else screen.sha256
+        extra: dict[str, Any] = {"cc_screenshot": sha}
+        session.screen_text(screen, text)
         if session.trace is not None:
-            session.tool_screen(found[-1])  # records the step (a stale decision: observed only)
+            session.tool_screen(screen)  # records the step (a stale decision: observed only)
             extra.update(session.commit()[0])
         update = {**stripped_update, **extra}
         if isinstance(result, Command):  # the tool's own routing is kept
             return Command(update=update, goto=result.goto, graph=result.graph)
         return Command(update=update)
+
+
+def _tool_ref(update: dict[str, Any]) -> str | None:
+    """The newest ``[screenshot sha256:...]`` reference a tool returned (``memory.tool_screenshot``)."""
+    messages = update.get("messages")
+    refs = find_screenshot_refs(messages if isinstance(messages, list) else [])
+    return refs[-1] if refs else None
 
 
 def _plain(result: Any, stripped_update: dict[str, Any]) -> Any:

@@ -25,6 +25,7 @@ from causalcache_memory.actions.mobile import ACTION_SYNONYMS, parse_mobile_json
 from causalcache_memory.actions.model import ACTION_TYPES, Action
 from causalcache_memory.actions.parse import parse_action
 from causalcache_memory.errors import ActionParseError, PolicyError
+from causalcache_memory.integrations.langgraph.tracing import traced_messages
 from causalcache_memory.policy import Generation
 from causalcache_memory.render.prompt import merge_system_prompts
 from causalcache_memory.runtime.chat_format import openai_messages
@@ -47,11 +48,12 @@ _COORD_FIELDS = ("x", "y", "x2", "y2")
 ActionParser = Callable[..., Any]
 
 
-def prompt_messages(prompt: BoundPrompt, *, user_system: str | None = None) -> list[Any]:
+def prompt_messages(prompt: BoundPrompt, *, user_system: str | None = None, traced: bool = True) -> list[Any]:
     """LangChain messages (one system message first, user, assistant; images as data-URL blocks).
 
     ``user_system`` (the agent's own system text) is merged into the memory's system message in the
-    documented order (:func:`~causalcache_memory.render.prompt.merge_system_prompts`).
+    documented order (:func:`~causalcache_memory.render.prompt.merge_system_prompts`). With ``traced``,
+    messages holding images are :class:`~.tracing.TracedHumanMessage` (traces record references).
     """
     messages = require("langchain_core.messages", purpose="the LangGraph integration")
     wire = openai_messages(prompt)
@@ -63,7 +65,8 @@ def prompt_messages(prompt: BoundPrompt, *, user_system: str | None = None) -> l
             }
         else:
             wire.insert(0, {"role": "system", "content": user_system})
-    return list(messages.convert_to_messages(wire))
+    converted = list(messages.convert_to_messages(wire))
+    return traced_messages(converted) if traced else converted
 
 
 def prompt_screen_size(prompt: Any) -> tuple[int, int] | None:

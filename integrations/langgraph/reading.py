@@ -123,14 +123,14 @@ class ThreadReading:
         the trace chain in the archive: ``archive=`` if given, else one this memory has written to
         (including a run-context archive), else the constructor's/config's archive.
         """
-        return self._log_of(self._values(graph_or_state, config), archive)
+        return self._log_of(self._values(graph_or_state, config), archive, config)
 
     async def aepisode_log(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
     ) -> list[dict[str, Any]]:
         """:meth:`episode_log` for graphs with an async checkpointer (``aget_state``)."""
         state = await self._avalues(graph_or_state, config)
-        return await asyncio.to_thread(self._log_of, state, archive)
+        return await asyncio.to_thread(self._log_of, state, archive, config)
 
     def stats(
         self, graph_or_state: Any = None, config: dict[str, Any] | None = None, *, archive: Any = None
@@ -162,30 +162,33 @@ class ThreadReading:
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
     ) -> Trace | None:
         """The episode trace at a thread's checkpoint or a state dict (None before the first observation)."""
-        return self._trace_of(self._values(graph_or_state, config), archive)
+        return self._trace_of(self._values(graph_or_state, config), archive, config)
 
     async def atrace(
         self, graph_or_state: Any, config: dict[str, Any] | None = None, *, archive: Any = None
     ) -> Trace | None:
         """:meth:`trace` for graphs with an async checkpointer (``aget_state``)."""
         state = await self._avalues(graph_or_state, config)
-        return await asyncio.to_thread(self._trace_of, state, archive)
+        return await asyncio.to_thread(self._trace_of, state, archive, config)
 
-    def _log_of(self, state: dict[str, Any], archive: Any) -> list[dict[str, Any]]:
+    def _log_of(self, state: dict[str, Any], archive: Any, config: Any = None) -> list[dict[str, Any]]:
         head = head_of(state)
         if head is None:
             return []
-        return self._reader(head, archive).load_log(head, episode_id=state.get("cc_episode"))
+        return self._reader(head, archive, config).load_log(head, episode_id=state.get("cc_episode"))
 
-    def _trace_of(self, state: dict[str, Any], archive: Any) -> Trace | None:
+    def _trace_of(self, state: dict[str, Any], archive: Any, config: Any = None) -> Trace | None:
         head = head_of(state)
-        return None if head is None else load_trace(state, self._reader(head, archive))
+        return None if head is None else load_trace(state, self._reader(head, archive, config))
 
-    def _reader(self, head: str, archive: ScreenshotArchive | None) -> TraceStore:
-        """The store holding ``head``: ``archive`` if given, else an archive this memory wrote to (a
-        run-context archive included), else the constructor's/config's archive."""
+    def _reader(self, head: str, archive: ScreenshotArchive | None, config: Any = None) -> TraceStore:
+        """The store holding ``head``: ``archive`` if given; with namespaces, the tenant's archive of
+        ``config`` (never another tenant's); else an archive this memory wrote to (a run-context archive
+        included), else the constructor's/config's archive."""
         if archive is not None:
             return self._store_for(archive)
+        if self.config.archive.namespace_keys:
+            return self._store_for(self.resolve_archive(config=config))  # type: ignore[attr-defined]
         for known, store, *_ in reversed(list(self._stores.values())):
             if store.cached(head) or _has_record(known, head):
                 return store

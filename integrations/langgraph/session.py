@@ -336,7 +336,8 @@ class ReplyPolicy:
         self.last: Reply | None = None
 
     def generate(self, prompt: BoundPrompt) -> Generation:
-        reply = self.last = self.call(prompt_messages(prompt, user_system=self.user_system))
+        traced = not self.memory.trace_images
+        reply = self.last = self.call(prompt_messages(prompt, user_system=self.user_system, traced=traced))
         size = prompt_screen_size(prompt)
         if isinstance(reply.raw_action, (dict, Action)):
             text = response_text(reply.message) if reply.message is not None else str(reply.raw_action)
