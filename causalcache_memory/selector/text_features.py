@@ -5,8 +5,9 @@ up to ``v_j`` (computed once, when the event is first featurized): the hashed wo
 value shapes of ``v_j``'s text (:class:`~causalcache_memory.selector.screen_text.BlobText`, itself cached
 per content hash), the goal coverage, the novelty against earlier screens and the name-beside-value test.
 Per decision, :meth:`TraceText.fill` adds what depends on the current screen ``x_t`` and the witness
-(gathers over the cached bucket ids; no BLAS, no I/O beyond the current screen's cached text) and masks
-every column by ``text_available``.
+(gathers over the cached bucket ids; no BLAS, no I/O beyond the current screen's cached text). A row
+without text is 0 in every column (``text_available`` included) with no mask: its bucket ids are all
+padding, which every query vector leaves at 0, and its event columns are never set.
 
 Novelty: a word of ``v_j`` is *new* when no earlier screen of the trace (``x_1``, ``v_1 .. v_{j-1}``) had
 it. An event whose text was unknown when it was first featurized is read again on later decisions (the
@@ -62,13 +63,28 @@ _PAD_SHAPES = np.full(SHAPE_WIDTH, SHAPE_BUCKETS, dtype=np.int32)
 def _query(ids: np.ndarray, buckets: int) -> np.ndarray:
     """Binary vector ``(buckets + 1,)`` of the (padded) bucket ids ``ids``; the padding slot stays 0."""
     vec = np.zeros(buckets + 1, dtype=np.float32)
-    vec[ids[ids < buckets]] = 1.0
+    vec[ids] = 1.0
+    vec[buckets] = 0.0
     return vec
 
 
+def _blank_rows(k: int) -> tuple[np.ndarray, ...]:
+    """``k`` rows of events without text: ``(ok, words, words_n, values, values_n, shapes, static)``."""
+    return (
+        np.zeros(k, dtype=bool),
+        np.tile(_PAD_WORDS, (k, 1)),
+        np.zeros(k, np.float32),
+        np.tile(_PAD_WORDS, (k, 1)),
+        np.zeros(k, np.float32),
+        np.tile(_PAD_SHAPES, (k, 1)),
+        np.zeros((k, len(_STATIC)), np.float32),
+    )
+
+
 def _share(ids: np.ndarray, counts: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Per row: share of the row's bucket ids that are set in ``query`` (0 for an empty row)."""
-    return np.where(counts > 0, query[ids].sum(1) / np.maximum(counts, 1.0), 0.0).astype(np.float32)
+    """Per row: share of the row's bucket ids that are set in ``query`` (0 for an empty row: its ids are
+    all padding)."""
+    return (query[ids].sum(1) / np.maximum(counts, 1.0)).astype(np.float32)
 
 
 class TraceText:
@@ -84,15 +100,10 @@ class TraceText:
         names = goal_names(goal)
         self.name_set = frozenset(names)
         self.names_vec = _query(word_ids(names), TEXT_BUCKETS)
-        self.names_n = float(len({int(i) for i in word_ids(names) if i < TEXT_BUCKETS}))
+        self.names_n = float(self.names_vec.sum())  # distinct name buckets
         self.n = 0
-        self.ok = np.zeros(0, dtype=bool)
-        self.words = np.zeros((0, TEXT_WIDTH), dtype=np.int32)
-        self.words_n = np.zeros(0, dtype=np.float32)
-        self.values = np.zeros((0, TEXT_WIDTH), dtype=np.int32)
-        self.values_n = np.zeros(0, dtype=np.float32)
-        self.shapes = np.zeros((0, SHAPE_WIDTH), dtype=np.int32)
-        self.static = np.zeros((0, len(_STATIC)), dtype=np.float32)
+        rows = _blank_rows(self.n)
+        self.ok, self.words, self.words_n, self.values, self.values_n, self.shapes, self.static = rows
         self.first: BlobText | None = None  # x_1's text (the screen before the first action)
 
     # ------------------------------------------------------------------ per event (once)
@@ -102,17 +113,19 @@ class TraceText:
         return [cache.get(s) if cache is not None else None for s in shas]
 
     def extend(self, blobs: Sequence[BlobText | None], first: BlobText | None = None) -> None:
-        """Append the rows of new events with texts ``blobs`` (``first`` = x_1's text, for the first)."""
-        if self.n == 0 and first is not None:
+        """Append the rows of new events with texts ``blobs`` (``first`` = x_1's text: pass it only with
+        the first events)."""
+        if first is not None:
             self.first = first
         k = len(blobs)
-        self.ok = np.concatenate([self.ok, np.zeros(k, dtype=bool)])
-        self.words = np.concatenate([self.words, np.tile(_PAD_WORDS, (k, 1))])
-        self.words_n = np.concatenate([self.words_n, np.zeros(k, np.float32)])
-        self.values = np.concatenate([self.values, np.tile(_PAD_WORDS, (k, 1))])
-        self.values_n = np.concatenate([self.values_n, np.zeros(k, np.float32)])
-        self.shapes = np.concatenate([self.shapes, np.tile(_PAD_SHAPES, (k, 1))])
-        self.static = np.concatenate([self.static, np.zeros((k, len(_STATIC)), np.float32)])
+        ok, words, words_n, values, values_n, shapes, static = _blank_rows(k)
+        self.ok = np.concatenate([self.ok, ok])
+        self.words = np.concatenate([self.words, words])
+        self.words_n = np.concatenate([self.words_n, words_n])
+        self.values = np.concatenate([self.values, values])
+        self.values_n = np.concatenate([self.values_n, values_n])
+        self.shapes = np.concatenate([self.shapes, shapes])
+        self.static = np.concatenate([self.static, static])
         start = self.n
         self.n += k
         for i, blob in enumerate(blobs):
@@ -131,13 +144,15 @@ class TraceText:
                 self._set(row, blob)
 
     def _seen_before(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(word vector, value vector)`` of every screen before event ``row``: x_1 and v_1 .. v_{row-1}."""
+        """``(words seen, values seen)``: boolean vectors over the buckets of every screen before event
+        ``row``: x_1 and v_1 .. v_{row-1}."""
         words = self.words[:row][self.ok[:row]]
         values = self.values[:row][self.ok[:row]]
         if self.first is not None:
             words = np.concatenate([words, self.first.words[None]])
             values = np.concatenate([values, self.first.values[None]])
-        return _query(words.reshape(-1), TEXT_BUCKETS), _query(values.reshape(-1), TEXT_BUCKETS)
+        seen_words = _query(words.ravel(), TEXT_BUCKETS).astype(bool)
+        return seen_words, _query(values.ravel(), TEXT_BUCKETS).astype(bool)
 
     def _set(self, row: int, blob: BlobText) -> None:
         self.ok[row] = True
@@ -145,10 +160,10 @@ class TraceText:
         self.values[row], self.values_n[row] = blob.values, blob.n_values
         self.shapes[row] = blob.shapes
         seen_words, seen_values = self._seen_before(row)
-        words = blob.words[blob.words < TEXT_BUCKETS]
-        values = blob.values[blob.values < TEXT_BUCKETS]
-        new_words = words[seen_words[words] == 0]
-        new_values = values[seen_values[values] == 0]
+        words = blob.words[: blob.n_words]  # sorted ids, then the padding
+        values = blob.values[: blob.n_values]
+        new_words = words[~seen_words[words]]
+        new_values = values[~seen_values[values]]
         s = self.static[row]
         s[0] = self.goal_vec[words].sum() / self.goal_n if self.goal_n else 0.0
         s[1] = self.names_vec[words].sum() / self.names_n if self.names_n else 0.0
@@ -162,9 +177,7 @@ class TraceText:
         """A line naming a goal name with a new value on it or on the next line."""
         lines, values = blob.line_words, blob.line_values
         for i, words in enumerate(lines):
-            if words & self.name_set and (
-                values[i] & new_values or (i + 1 < len(lines) and values[i + 1] & new_values)
-            ):
+            if words & self.name_set and any(v & new_values for v in values[i : i + 2]):
                 return True
         return False
 
@@ -177,23 +190,22 @@ class TraceText:
         witness: Action | None,
         current_lines: Sequence[tuple[str, Sequence[float]]] | None,
     ) -> None:
-        """Write the ``text_*`` columns of rows ``0..n-1`` of ``out`` (all 0 when ``current`` is None)."""
+        """Write the ``text_*`` columns of rows ``0..n-1`` of ``out``, which starts at 0 (the extractor's
+        rows); nothing when ``current`` is None. A witness column stays 0 when the witness has no words
+        (no values)."""
         if current is None or not self.ok[:n].any():
             return
-        ok = self.ok[:n].astype(np.float32)
-        out[:, _COL["text_available"]] = ok
+        out[:, _COL["text_available"]] = self.ok[:n]
         for i, name in enumerate(_STATIC):
             out[:, _COL[name]] = self.static[:n, i]
         cur_words = _query(current.words, TEXT_BUCKETS)
         cur_values = _query(current.values, TEXT_BUCKETS)
         inter = cur_words[self.words[:n]].sum(1)
         union = self.words_n[:n] + current.n_words - inter
-        out[:, _COL["text_current_jaccard"]] = np.where(union > 0, inter / np.maximum(union, 1.0), 0.0)
+        out[:, _COL["text_current_jaccard"]] = inter / np.maximum(union, 1.0)  # union 0: inter 0
         out[:, _COL["text_value_on_current"]] = _share(self.values[:n], self.values_n[:n], cur_values)
         if witness is not None:
             self._witness_columns(out, n, witness, current_lines)
-        text_cols = [_COL["text_available"], *(_COL[c] for c in _TEXT_REST)]
-        out[:, text_cols] *= ok[:, None]
 
     def _witness_columns(
         self, out: np.ndarray, n: int, witness: Action, lines: Sequence[tuple[str, Sequence[float]]] | None
@@ -213,6 +225,3 @@ class TraceText:
         if shapes:
             query = _query(shape_ids(shapes), SHAPE_BUCKETS)
             out[:, _COL["text_witness_shape"]] = query[self.shapes[:n]].sum(1) / float(query.sum())
-
-
-_TEXT_REST = tuple(n for n, _ in FEATURE_SCHEMA if n.startswith("text_") and n != "text_available")

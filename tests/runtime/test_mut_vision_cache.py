@@ -33,6 +33,7 @@ class _Tower:
         self.model = self
         self.tokens, self.layers = tokens, layers
         self.batches: list[int] = []
+        self.rows: list[torch.Tensor] = []  # the rows each call received
 
     def parameters(self):  # type: ignore[no-untyped-def]
         yield self._param
@@ -40,6 +41,7 @@ class _Tower:
     def get_image_features(self, rows, grid, return_dict=True):  # type: ignore[no-untyped-def]
         assert return_dict is True
         self.batches.append(len(grid))
+        self.rows.append(rows.clone())
         out, start = [], 0
         for t, h, w in grid.tolist():
             out.append(rows[start : start + t * h * w].sum(0, keepdim=True).repeat(self.tokens, 1))
@@ -88,6 +90,21 @@ def test_a_call_encodes_only_new_images_once_each_in_one_batch() -> None:
     assert tower.batches == [2, 1]
     stats = cache.stats()
     assert (stats.hits, stats.misses, stats.images_encoded, stats.entries) == (2, 3, 3, 3)
+
+
+def test_the_tower_gets_exactly_the_rows_of_the_new_images_when_a_later_one_is_cached() -> None:
+    """The first of several images is new while a later one is stored: the tower receives the new
+    images' rows only (a real tower reads as many rows as the grid says, so extra rows shift the rest)."""
+    cache, tower = VisionCache(1 << 20), _Tower()
+    _call(cache, tower, 2)
+    _call(cache, tower, 1, 2)  # only the first is new
+    torch.testing.assert_close(tower.rows[-1], _img(1))
+    _call(cache, tower, 4)
+    _call(cache, tower, 1, 4, 3)  # the first stored now, the last new
+    torch.testing.assert_close(tower.rows[-1], _img(3))
+    out = _call(cache, tower, 5, 4, 6)  # new, stored, new
+    torch.testing.assert_close(tower.rows[-1], torch.cat([_img(5), _img(6)]))
+    assert [o[0, 0].item() for o in out.pooler_output] == [20.0, 16.0, 24.0]
 
 
 def test_hits_only_never_call_the_tower() -> None:

@@ -166,3 +166,43 @@ def test_values_novel_is_the_share_of_new_values() -> None:
     src = _Texts({"a": "Room 12", "b": "Room 12 Seat 34 Gate 56", "c": "x"})
     rows = FeatureExtractor(screen_text=src)(_trace(["a", "b", "c"]), 2, None)
     assert rows[:2, novel].tolist() == pytest.approx([1.0, 2 / 3])  # b: 34 and 56 new, 12 seen
+
+
+def test_a_row_without_text_is_zero_in_every_text_column_beside_rows_with_text() -> None:
+    """No mask is applied: a row without text has only padding ids and no event columns, so every text
+    column (the witness's, the current screen's, the static ones) comes out 0 on its own."""
+    from causalcache_memory.selector.schema import FEATURE_SCHEMA
+
+    trace = Trace("Find the Desk Fan order", episode_id="late")
+    trace.observe(_sha("start"))
+    for i, name in enumerate(["a", "b", "c"]):
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", _sha(name), summary=f"click {i}")
+    src = _Texts({"start": "Orders", "a": "Desk Fan\nRoom 12 TK-3781", "c": "Desk Fan order Room 12"})
+    witness = Action("type", x=0.5, y=0.5, text="Desk Fan TK-9999")
+    rows = FeatureExtractor(screen_text=src)(trace, 2, witness)
+    text_cols = [i for i, (name, _) in enumerate(FEATURE_SCHEMA) if name.startswith("text_")]
+    assert rows[:, AVAIL].tolist() == [1.0, 0.0, 1.0]
+    assert (rows[1, text_cols] == 0).all()
+    assert (rows[0, text_cols] != 0).sum() >= 8  # the row with text does set the columns
+
+
+def test_read_gives_one_text_per_hash_from_the_class_or_an_instance() -> None:
+    src = _Texts({"a": "alpha"})
+    from causalcache_memory.selector.screen_text import ScreenTextCache
+
+    cache = ScreenTextCache(src)
+    for reader in (TraceText.read, TraceText("goal").read):
+        blobs = reader(cache, [_sha("a"), None, _sha("zz")])
+        assert [b is not None for b in blobs] == [True, False, False] and blobs[0].n_words == 1
+        assert reader(None, [_sha("a")]) == [None]
+
+
+def test_fill_refuses_rows_and_texts_that_do_not_pair_up() -> None:
+    from causalcache_memory.selector.screen_text import encode_text
+
+    text = TraceText("goal")
+    text.extend([None, None])
+    with pytest.raises(ValueError, match="zip"):
+        text.fill([0, 1], [encode_text("alpha")])
+    with pytest.raises(ValueError, match="zip"):
+        text.fill([0], [None, encode_text("alpha")])

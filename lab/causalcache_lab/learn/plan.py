@@ -17,8 +17,9 @@ When only dev is short and the test split would make it up, and the user left ``
 default, ``learn`` gives the test split to dev (:func:`fold_test_into_dev`: the test split only reports a
 metric, and folding keeps every training trajectory where it was) instead of refusing, and says so.
 When either still fails, :func:`check_plan` raises :class:`InsufficientDataError` naming how many trajectories
-are needed: ``ceil(need / (states per trajectory * split fraction))`` with the states per trajectory
-measured on the data at hand.
+are needed, always more than the data at hand: at the short split's own rate (``ceil(total * need /
+have)``), or, when it has no state, ``ceil(need / (states per trajectory * split fraction))`` with the
+states per trajectory measured on the data at hand, and at least ``total + 1``.
 """
 
 from __future__ import annotations
@@ -165,9 +166,12 @@ def _test_to_dev_hint(plan: LabelPlan, fractions: Sequence[float], need_train: i
 
 
 def _needed(need: int, have: int, total: int, per_trajectory: float) -> float:
-    """Trajectories for ``need`` states of one split: at this data's own rate (``have`` states from
-    ``total`` trajectories) when the split has any, else at ``per_trajectory`` (states per trajectory x
-    the split's fraction); ``inf`` when the split's fraction is 0."""
+    """Trajectories for ``need`` states of one split (0 when it has them): at this data's own rate
+    (``have`` states from ``total`` trajectories) when the split has any, else at ``per_trajectory``
+    (states per trajectory x the split's fraction) but never fewer than ``total + 1`` (the ``total`` at
+    hand gave none); ``inf`` when the split's fraction is 0."""
+    if have >= need:
+        return 0
     if have > 0:
-        return math.ceil(total * need / have) if have < need else 0
-    return math.ceil(need / per_trajectory) if per_trajectory > 0 else math.inf
+        return math.ceil(total * need / have)
+    return max(total + 1, math.ceil(need / per_trajectory)) if per_trajectory > 0 else math.inf

@@ -32,6 +32,15 @@ def test_an_empty_split_uses_the_average_states_per_trajectory() -> None:
     assert _needed(plan, 10) == max(-(-90 * 10 // 20), -(-20 // (2.4 * 0.15)))
 
 
+def test_an_empty_split_asks_for_more_trajectories_than_recorded_even_where_the_average_says_fewer() -> None:
+    # 10 trajectories of 40 states, none drawn into dev: the average alone (40 x 0.15 = 6 dev states a
+    # trajectory) says ceil(20 / 6) = 4, but the 10 at hand gave none: at least one more is needed
+    plan = LabelPlan({"train": 10, "dev": 0, "test": 0}, {"train": 400, "dev": 0, "test": 0}, 40.0)
+    assert _needed(plan, 10) == 11
+    train_empty = LabelPlan({"train": 0, "dev": 6, "test": 4}, {"train": 0, "dev": 240, "test": 160}, 40.0)
+    assert _needed(train_empty, 10) == 11  # 90 / (40 x 0.7) says 4
+
+
 def test_a_short_dev_split_also_names_the_test_to_dev_way_out_when_it_would_suffice() -> None:
     plan = LabelPlan({"train": 73, "dev": 14, "test": 18}, {"train": 290, "dev": 15, "test": 31}, 3.2)
     with pytest.raises(InsufficientDataError, match=r"splits: \[0\.7, 0\.3, 0\.0\]\}: about 46 dev states"):
