@@ -233,7 +233,9 @@ class SelectorAllocator:
         ``"inf"`` when the deployment's share admits no swap) and ``threshold_from`` (``fixed``, ``dev``
         during the deployment rule's warm-up, or ``deployment``), ``top_gain`` (the best first swap's
         predicted gain, which the threshold is compared with),
-        ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
+        ``predicted_gain`` (the beam's predicted gain over Recent-B), ``promoted_gain`` (on a swap: each
+        promoted event's predicted gain when swapped in for the oldest recent event, by event index as a
+        string), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
         without some feature groups; on a declined state ``ood_group``, the feature group with the largest
         share of the distance, and ``ood_groups``, every group's share: :mod:`.ood_explain`), and ``masked`` on every decision that was featurized: the groups the
@@ -286,6 +288,9 @@ class SelectorAllocator:
         info["predicted_gain"] = round(result.gain, 6)
         if result.top_gain != float("-inf"):
             info["top_gain"] = round(result.top_gain, 6)
+        promoted = [j for j in result.selected if j < t - len(recent) and j in result.scores]
+        if promoted:  # why each restored step: its first-swap gain (B entries at most; the report shows it)
+            info["promoted_gain"] = {str(j): round(result.scores[j], 6) for j in promoted}
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )
