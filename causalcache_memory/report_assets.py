@@ -112,7 +112,7 @@ class Thumbnails:
         w, h = self.sizes[found]
         return (
             f'<div class="thumb {found}" role="button" tabindex="0" data-full="{found}" '
-            f'aria-label="{label} ({w}x{h}; click to enlarge)" title="click to enlarge ({w}x{h})"></div>'
+            f'aria-label="{label} ({w}x{h})" title="click to enlarge ({w}x{h})"></div>'
         )
 
     def css(self) -> str:

@@ -107,7 +107,9 @@ def _words(text: str | None) -> set[str]:
     return {w for w in found if len(w) >= 3 and w not in _STOP}
 
 
-def text_matches(text: str | None, goal: str | None, current: str | None, *, limit: int = 6) -> dict[str, list[str]]:
+def text_matches(
+    text: str | None, goal: str | None, current: str | None, *, limit: int = 6
+) -> dict[str, list[str]]:
     """Words (3+ letters, common words left out) of a restored screen's ``text`` that the ``goal`` holds,
     and value-shaped tokens (:func:`~causalcache_memory.selector.screen_text.value_tokens`) that the
     goal or the ``current`` screen's text hold: what the selector's text features compare
@@ -125,7 +127,9 @@ def text_matches(text: str | None, goal: str | None, current: str | None, *, lim
     }
 
 
-def _why_html(step: Mapping[str, Any], index: object, text: str | None, current: str | None, goal: str | None) -> str:
+def _why_html(
+    step: Mapping[str, Any], index: object, text: str | None, current: str | None, goal: str | None
+) -> str:
     parts = []
     gains = step.get("promoted_gain")
     gain = gains.get(str(index)) if isinstance(gains, Mapping) else None
@@ -241,11 +245,15 @@ def step_html(
     )
     fired = bool(step.get("second_pass"))
     badges = f'<span class="badge">k = {esc(step.get("k"))}</span>' + (
-        '<span class="badge fired">pass 2 fired</span>' if fired else '<span class="badge">no second pass</span>'
+        '<span class="badge fired">pass 2 fired</span>'
+        if fired
+        else '<span class="badge">no second pass</span>'
     )
     head = [f"<h3>t = {esc(t)}{badges}</h3>", f"<p>Action: <code>{esc(step.get('action'))}</code></p>"]
     if fired and step.get("proposal") is not None:
-        head.append(f"<p>Pass 2 replaced the first-pass proposal <code>{esc(step.get('proposal'))}</code></p>")
+        head.append(
+            f"<p>Pass 2 replaced the first-pass proposal <code>{esc(step.get('proposal'))}</code></p>"
+        )
     head.append(_selector_line(step))
     if previous is not None:
         entered, left = sorted(now - previous), sorted(previous - now)
@@ -290,7 +298,9 @@ def timeline_html(
         previous = {
             int(e["index"])
             for e in step.get("events") or []
-            if isinstance(e, Mapping) and e.get("fidelity") in ("recent", "promoted") and isinstance(e.get("index"), int)
+            if isinstance(e, Mapping)
+            and e.get("fidelity") in ("recent", "promoted")
+            and isinstance(e.get("index"), int)
         }
     return legend_html(texts is not None) + "".join(rows)
 

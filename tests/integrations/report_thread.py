@@ -79,7 +79,9 @@ def record(t: int) -> dict[str, Any]:
         rec.pop("top_gain")
     if t in PROMOTED:
         selected = sorted([PROMOTED[t], *recent[1:]])
-        rec.update({"predicted_gain": 0.1834, "top_gain": 0.1834, "promoted_gain": {str(PROMOTED[t]): 0.1834}})
+        rec.update(
+            {"predicted_gain": 0.1834, "top_gain": 0.1834, "promoted_gain": {str(PROMOTED[t]): 0.1834}}
+        )
         rec.update({"second_pass": True, "proposal": {"type": "type", "text": "0000"}})
     rec.update({"selected": selected, "k": int(t in PROMOTED), "action": None})
     return rec
