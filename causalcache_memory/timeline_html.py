@@ -134,7 +134,7 @@ def _why_html(
     gains = step.get("promoted_gain")
     gain = gains.get(str(index)) if isinstance(gains, Mapping) else None
     if isinstance(gain, int | float):
-        parts.append(f"predicted gain {gain:+.4f}")
+        parts.append(f"predicted gain {gain:+.4f} alone")  # swapped in for the oldest recent step
     found = text_matches(text, goal, current)
     if found["goal"]:
         parts.append("goal words: " + ", ".join(found["goal"]))
@@ -320,7 +320,8 @@ def legend_html(with_text: bool = False) -> str:
     if with_text:
         notes += (
             " Under each screenshot: the screen text the selector read (as it reads it); a promoted card "
-            "says why: its predicted gain (swapped in for the oldest recent step) and the words it shares "
-            "with the goal or the current screen."
+            "says why: its predicted gain alone (swapped in for the oldest recent step; the row gives the "
+            "whole set's gain, which the threshold is compared with) and the words it shares with the goal "
+            "or the current screen."
         )
     return f'<p class="legend">{spans}</p><p class="legend-notes">{notes}</p>'

@@ -66,7 +66,7 @@ def test_screen_text_beside_each_card_and_why_a_step_was_restored(page) -> None:
     t9 = found[8]
     assert f"Order code {rt.CODE}" in t9  # the restored screen's text, under its card
     why = re.search(r'<p class="why"[^>]*>(.*?)</p>', t9).group(1)
-    assert "predicted gain +0.1834" in why and "goal words: code, globex, invoice, order" in why
+    assert "predicted gain +0.1834 alone" in why and "goal words: code, globex, invoice, order" in why
     assert "selector: predicted gain +0.1834 over Recent-B (threshold +0.0421)" in t9
     assert "Recent-B fallback: ood, far feature group &#x27;image&#x27;" in found[rt.DECLINED - 1]
     assert "best swap +0.0102 vs threshold +0.0421" in found[9]
