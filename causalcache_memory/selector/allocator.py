@@ -215,7 +215,7 @@ class SelectorAllocator:
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget
-        nothing_to_swap = exact_b_size(t, budget) == t - 1  # every past event is in Recent-B
+        nothing_to_swap = budget == 0 or exact_b_size(t, budget) == t - 1  # no slot, or all in Recent-B
         events = None if nothing_to_swap else self._extractor_for(ctx.archive)(ctx.trace, budget, ctx.witness)
         return self.decide(events, t=t, budget=budget, witness=ctx.witness)
 
@@ -252,7 +252,7 @@ class SelectorAllocator:
             "threshold_from": source,
             "predicted_gain": 0.0,
         }
-        if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
+        if len(recent) == t - 1 or budget == 0:  # nothing outside Recent-B, or no slot: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
             raise SelectorError(f"decide(t={t}, budget={budget}) needs the events' features")
