@@ -268,7 +268,7 @@ class MemoryController:
         decision = run(trace, step)
         if step.costs:
             decision.extra["prompt_cost"] = step.costs
-        self.monitor.observe(trace.episode_id, decision)
+        self.monitor.observe(trace.episode_id, decision, allocator=self.allocator.name)
         return decision
 
     def _generate(self, trace: Trace, allocation: Allocation, step: _Step) -> tuple[Generation, float]:

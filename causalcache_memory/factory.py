@@ -66,7 +66,9 @@ def build_controller(
     ``config.allocation.idle_warning`` unless ``monitor=`` is given (one monitor per memory).
     """
     if overrides.get("monitor") is None:
-        overrides["monitor"] = DecisionMonitor.from_config(config.allocation.idle_warning)
+        overrides["monitor"] = DecisionMonitor.from_config(
+            config.allocation.idle_warning, ocr_engine=config.archive.ocr.engine
+        )
     return MemoryController(
         policy=policy,
         archive=archive if archive is not None else build_archive(config.archive),

@@ -65,11 +65,20 @@ def _text_note(partial: bool) -> str:
     )
 
 
-def fallback_advice(reason: str, groups: Counter[str], declined: int, *, text_missing: bool = False) -> str:
+def fallback_advice(
+    reason: str,
+    groups: Counter[str],
+    declined: int,
+    *,
+    text_missing: bool = False,
+    allocator: str = "selector",
+) -> str:
     """The cause and the options of an idle warning whose main fallback reason is ``reason``.
 
     ``groups`` counts the far feature group of the ``declined`` guard decisions (``ood_group``);
-    ``text_missing``: screen text was missing on some of the decisions the warning covers.
+    ``text_missing``: screen text was missing on some of the decisions the warning covers; ``allocator``:
+    the configured allocator's name (a failing allocator other than the learned selector is not sent to
+    the selector's model file).
     """
     if reason == "ood":
         top = groups.most_common(1)[0][0] if groups else None
@@ -88,6 +97,12 @@ def fallback_advice(reason: str, groups: Counter[str], declined: int, *, text_mi
         return (
             "the selector did not answer in time. Options: raise allocation.selector.timeout_ms or give the "
             "process more CPU (docs/SELECTOR.md#time-limits); or allocation.allocator: recent."
+        )
+    if allocator != "selector":
+        return (
+            f"the allocator {allocator!r} failed (the decision records' `fallback` sentence names the "
+            "exception). Options: fix the allocator (its registration or its factory's arguments); or "
+            "allocation.allocator: recent."
         )
     return (
         "the selector failed (the decision records' `fallback` sentence names the exception; the model file "

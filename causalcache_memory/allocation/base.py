@@ -44,6 +44,7 @@ MAX_BUDGET = 64
 INFO_RECORD_KEYS = (
     "predicted_gain",
     "top_gain",
+    "promoted_gain",
     "min_gain",
     "threshold_from",
     "ood_distance",

@@ -1,11 +1,14 @@
 """``causalcache report``: what an agent's model was shown, step by step, for any recorded thread.
 
-Writes one self-contained HTML file with the event-card timeline of the demo report
-(:mod:`causalcache_memory.timeline_html`): for every decision ``t``, every past event as a card
-(dashed grey = summary only, blue = recent event with its screenshot, orange = promoted distant event),
-the current screen, ``k``, whether pass 2 fired and what it replaced, Recent-B fallbacks and parse errors;
-and the thread's counts (decisions, swaps, pass-2 calls, fallbacks by reason: :class:`DecisionStats` over
-the thread's decision log, the same numbers as ``CausalCacheMemory.stats(graph, config)``), also printed.
+Writes one self-contained HTML file (:mod:`causalcache_memory.timeline_html`): one row per decision
+``t`` with the events shown with pixels (blue = recent, orange = promoted distant event; new or kept
+since the previous row) and the current screen, each screenshot enlarged to full resolution on a click
+(``--thumbs-only``: thumbnails only), the screen text the selector read under each screenshot (when the
+archive stores text), why each promoted step was restored (its predicted gain, the words it shares with
+the goal or the current screen), the summary-only history collapsed to one line, ``k``, whether pass 2
+fired and what it replaced, Recent-B fallbacks (and the far feature group) and parse errors; and the
+thread's counts (decisions, swaps, pass-2 calls, fallbacks by reason: :class:`DecisionStats` over the
+thread's decision log, the same numbers as ``CausalCacheMemory.stats(graph, config)``), also printed.
 
 Where the thread comes from:
 
@@ -26,7 +29,7 @@ from typing import Any
 
 from causalcache_memory.cli._help import documented_parser
 from causalcache_memory.decisions.stats import DecisionStats
-from causalcache_memory.summarize import action_text
+from causalcache_memory.timeline_html import thread_steps
 
 __all__ = ["counts_line", "find_thread_head", "register", "thread_steps", "write_thread_report"]
 
@@ -43,6 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="causalcache-report.html", help="HTML file to write")
     parser.add_argument("--last", type=int, default=None, metavar="N", help="show only the last N steps")
     parser.add_argument("--thumb-width", type=int, default=240, help="thumbnail width in pixels")
+    parser.add_argument(
+        "--thumbs-only",
+        action="store_true",
+        help="embed thumbnails only, not each screenshot at full resolution (a smaller file)",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -65,7 +73,14 @@ def _run(args: argparse.Namespace) -> int:
     trace = store.load_trace(head, episode_id=episode)
     log = store.load_log(head, episode_id=episode)
     path = write_thread_report(
-        trace, log, archive, args.out, thread=args.thread, last=args.last, thumb_width=args.thumb_width
+        trace,
+        log,
+        archive,
+        args.out,
+        thread=args.thread,
+        last=args.last,
+        thumb_width=args.thumb_width,
+        full_images=not args.thumbs_only,
     )
     print(f"wrote {path} ({len(trace)} events, {len(log)} decisions of thread {args.thread!r})")
     print(f"thread {args.thread!r}: {counts_line(DecisionStats.from_records(log))}")
@@ -185,51 +200,6 @@ def find_thread_head(archive: Any, store: Any, episode: str) -> str:
     return max(leaves, key=depth)
 
 
-def thread_steps(trace: Any, log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One showcase step per decision: event cards with their fidelity, the current screen, badges."""
-    events = list(trace.events)
-    steps: list[dict[str, Any]] = []
-    for record in log:
-        t = int(record.get("t", 0))
-        selected, recent = set(record.get("selected") or ()), set(record.get("recent") or ())
-        cards = []
-        for event in events[: max(0, t - 1)]:
-            fidelity = (
-                "summary"
-                if event.index not in selected
-                else "recent"
-                if event.index in recent
-                else "promoted"
-            )
-            cards.append(
-                {
-                    "index": event.index,
-                    "fidelity": fidelity,
-                    "screenshot": event.screenshot,
-                    "summary": event.summary,
-                }
-            )
-        current = events[t - 1].pre_screenshot if t - 1 < len(events) else trace.current_screenshot
-        # the action at t acted on the screen of event t (pixels, as the summaries write them)
-        size = events[t - 1].screen_size if t - 1 < len(events) else trace.current_screen_size
-        steps.append(
-            {
-                "t": t,
-                "k": record.get("k"),
-                "second_pass": record.get("second_pass"),
-                "events": cards,
-                "current_screenshot": current,
-                "action": action_text(record.get("action"), size),
-                "proposal": action_text(record.get("proposal"), size),
-                "summary_lines": [e.summary for e in events[: max(0, t - 1)]],
-                "fallback": record.get("fallback"),
-                "parse_error": record.get("parse_error"),
-                "response": events[t - 1].response if t - 1 < len(events) else None,
-            }
-        )
-    return steps
-
-
 def write_thread_report(
     trace: Any,
     log: Sequence[Mapping[str, Any]],
@@ -239,44 +209,56 @@ def write_thread_report(
     thread: str,
     last: int | None = None,
     thumb_width: int = 240,
+    full_images: bool = True,
 ) -> Path:
-    """Write the thread's timeline to ``out`` (one self-contained HTML file) and return its path."""
-    from causalcache_memory.timeline_html import TIMELINE_CSS, Thumbnails, legend_html, step_html
+    """Write the thread's timeline to ``out`` (one self-contained HTML file) and return its path.
+
+    ``full_images``: embed each screenshot once at full resolution (click a thumbnail to see it);
+    False keeps the file small (thumbnails only). The screen text beside each card is the archive's
+    (``get_text``), when it stores text."""
+    from causalcache_memory.timeline_html import (
+        TIMELINE_CSS,
+        ScreenTexts,
+        Thumbnails,
+        lightbox_html,
+        timeline_html,
+    )
 
     if last is not None and last < 1:
         raise ValueError(f"--last={last} must be >= 1")
     steps = thread_steps(trace, log)
     shown = steps[-last:] if last else steps
-    images = Thumbnails(archive, thumb_width)
+    images = Thumbnails(archive, thumb_width, full=full_images)
+    texts = ScreenTexts(archive) if callable(getattr(archive, "get_text", None)) else None
     esc = html.escape
+    stats = DecisionStats.from_records(log)
     parts = [
         f"<h1>CausalCache thread report: {esc(thread)}</h1>",
-        f"<p>Goal: <q>{esc(trace.goal)}</q> · {len(trace)} events · "
-        f"{esc(counts_line(DecisionStats.from_records(log)))} · unparsed replies "
-        f"{sum(1 for e in trace.events if e.unparsed)}</p>",
-        legend_html(),
+        f"<p>Goal: <q>{esc(trace.goal)}</q> · platform {esc(trace.platform)} · {len(trace)} events · "
+        f"{esc(counts_line(stats))} · unparsed replies {sum(1 for e in trace.events if e.unparsed)}</p>",
+        _COUNTS_NOTE,
         cache_cost_html(log),
     ]
     if len(shown) < len(steps):
         parts.append(f"<p>Showing the last {len(shown)} of {len(steps)} decisions.</p>")
-    for step in shown:
-        block = step_html(step, images)
-        notes = []
-        if step["fallback"]:
-            notes.append(f'<p class="fallback">Recent-B fallback: {esc(str(step["fallback"]))}</p>')
-        if step["parse_error"]:
-            notes.append(
-                f'<p class="parse-error">Reply not parsed: {esc(str(step["parse_error"]))}</p>'
-                f"<pre>{esc(str(step['response'] or ''))}</pre>"
-            )
-        parts.append(block.replace("</section>", "".join(notes) + "</section>") if notes else block)
+    parts.append(timeline_html(shown, images, texts, goal=trace.goal))
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>CausalCache report: {esc(thread)}</title>"
-        f"<style>{TIMELINE_CSS}\n.fallback,.parse-error{{color:#b71c1c}}\n{images.css()}</style></head>"
-        f"<body>{''.join(parts)}</body></html>\n"
+        f"<style>{TIMELINE_CSS}\n{images.css()}</style></head>"
+        f"<body>{''.join(parts)}{lightbox_html(images)}</body></html>\n"
     )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+#: what the header's counts mean
+_COUNTS_NOTE = (
+    '<p class="legend-notes">decisions: model calls of the thread (one per step) · swaps: decisions whose '
+    "pixel set displaced a recent step for an older one (k = how many) · pass 2: decisions re-run with the "
+    "selector's set · Recent-B fallbacks: decisions where the selector did not decide (its guard declined "
+    "the state as unlike its training states, it timed out or failed) and the B most recent steps were "
+    "shown · without screen text: decisions where no screen of the history had text for the selector.</p>"
+)

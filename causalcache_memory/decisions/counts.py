@@ -66,8 +66,10 @@ def shadow_differs(shadow: Iterable[int], selected: Iterable[int]) -> bool:
 
 
 def swap_possible(t: int, budget: int) -> bool:
-    """True when some past event lies outside Recent-B at decision ``t`` (``B < t - 1``)."""
-    return budget < t - 1
+    """True when some past event lies outside Recent-B at decision ``t`` and there is a slot to show it
+    in (``0 < B < t - 1``): at ``B = 0`` nothing can be swapped in, so no idle, never-swaps or
+    missing-text rule counts it (the config's budget-0 warning says what to do instead)."""
+    return 0 < budget < t - 1
 
 
 @dataclass

@@ -7,7 +7,7 @@ the same counting reads decision records back from a thread's decision log
 (:meth:`DecisionStats.from_records`), so ``CausalCacheMemory.stats()``, ``causalcache report`` and the
 evaluation harness agree.
 
-Idle rule: a decision *could swap* when some past event lies outside Recent-B (``B < t - 1``). Over the
+Idle rule: a decision *could swap* when some past event lies outside Recent-B and B > 0 (``0 < B < t - 1``). Over the
 last ``window`` such decisions of a memory (all its threads together), when the share that fell back to
 Recent-B (reason ``"ood"``, a time-out, an allocator error, non-finite scores, ...) exceeds
 ``max_fallback_share``, the memory is not selecting, only showing Recent-B: it warns once
@@ -117,6 +117,8 @@ class DecisionMonitor:
         missing_text_share: warn (once) when screen text was missing on more than this share of the last
             ``window`` decisions that could swap, in ``[0, 1)`` (None: never; see the module doc).
         max_threads: per-thread counts kept for at most this many threads (the oldest dropped).
+        ocr_engine: the memory's ``archive.ocr.engine``: with an engine configured, the missing-text
+            warning says the OCR text was late or not stored, instead of advising to configure OCR.
 
     Thread-safe: the threads of one memory decide concurrently through one controller.
     """
@@ -130,6 +132,7 @@ class DecisionMonitor:
         no_swap_window: int | None = DEFAULT_NO_SWAP_WINDOW,
         missing_text_share: float | None = DEFAULT_MISSING_TEXT_SHARE,
         max_threads: int = 4096,
+        ocr_engine: str = "none",
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ConfigError(f"window={window!r} must be an integer >= 1, e.g. window=20")
@@ -158,6 +161,7 @@ class DecisionMonitor:
         self._shadowed = 0  # of those, decisions with a shadow set, and how many of them differed
         self._shadow_differed = 0
         self.max_fallback_share = float(max_fallback_share)
+        self.ocr_engine = str(ocr_engine)
         self.enabled = enabled
         self._max_threads = max_threads
         self.missing_text_share = None if missing_text_share is None else float(missing_text_share)
@@ -175,9 +179,14 @@ class DecisionMonitor:
         self.warned_text: str | None = None  #: the missing-screen-text warning's text once it fired
         self.warned_shadow: str | None = None  #: the never-disagree warning's text once it fired
 
-    def observe(self, episode_id: str, decision: StepDecision) -> None:
-        """Count ``decision`` of thread ``episode_id``; warn (once) when the memory is idle."""
+    def observe(self, episode_id: str, decision: StepDecision, *, allocator: str | None = None) -> None:
+        """Count ``decision`` of thread ``episode_id``; warn (once) when the memory is idle.
+
+        ``allocator``: the configured allocator's name, which the warnings name (default: the
+        allocation's; a time-out or an error falls back to a ``recent`` allocation, whose name is not the
+        allocator that failed)."""
         allocation = decision.allocation
+        name = allocator or allocation.allocator
         t, budget, k = decision.t, allocation.budget, allocation.k
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug(
@@ -210,7 +219,7 @@ class DecisionMonitor:
                 prompt_cost=decision.extra.get("prompt_cost"),
             )
             if swap_possible(t, budget):
-                self._allocator = allocation.allocator
+                self._allocator = name
                 self._recent.append(kind)
                 far = allocation.info.get("ood_group") if kind == "ood" else None
                 self._far.append(far if isinstance(far, str) else None)
@@ -222,12 +231,10 @@ class DecisionMonitor:
                 self._text_missing_seen = self._text_missing_seen or text_missing(masked)
                 self._could_swap += 1
                 self._swapped += int(k > 0)
-                message = self._idle_message(allocation.allocator) or self._no_swap_message(
-                    allocation.allocator
-                )
+                message = self._idle_message(name) or self._no_swap_message(name)
                 if message is not None:
                     self.warned = message
-                text_message = self._missing_text_message(allocation.allocator)
+                text_message = self._missing_text_message(name)
                 if text_message is not None:
                     self.warned_text = text_message
                 if stats.shadow > shadowed:  # a shadow set was counted (compared once, in stats.add)
@@ -255,7 +262,7 @@ class DecisionMonitor:
             f"the allocator {allocator!r} fell back to Recent-B on {fell_back} of the last {self.window} "
             f"decisions where a swap was possible ({share:.0%}, above the {self.max_fallback_share:.0%} "
             f"limit); main reason: {reason!r} ({times} of them): "
-            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text))} "
+            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text), allocator=allocator)} "
             f"The memory is showing Recent-B only. See {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning sets the rule.)"
         )
@@ -294,7 +301,7 @@ class DecisionMonitor:
                     f"{summary}: more than the {self.max_fallback_share:.0%} limit, in a run shorter than the "
                     f"idle rule's window of {self.window} (a pilot); the allocator {self._allocator!r} showed "
                     f"Recent-B only. Main reason: {reason!r} ({times} of them): "
-                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen)} "
+                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen, allocator=self._allocator)} "
                     f"See {IDLE_DOCS}."
                 )
                 self.warned = summary
@@ -362,11 +369,26 @@ class DecisionMonitor:
             f"possible ({share:.0%}, above the {self.missing_text_share:.0%} limit), but the allocator "
             f"{allocator!r} was trained reading each screen's text: without it, it judges old screens by "
             "position, action and summary only, which transfers far worse to screens unlike its training "
-            "data (RESULTS.md section 8, the ablation without the text features). Fix: return `screen_text` "
-            "beside the screenshot from your screenshot node (under create_agent, the tool's "
-            "artifact={'screen_text': ...}), or let the memory OCR the screenshots (archive.ocr.engine: "
-            f"rapidocr or tesseract). See {TEXT_DOCS}. (Warned once per memory; "
+            f"data (RESULTS.md section 8, the ablation without the text features). Fix: {self._text_fix()} "
+            f"See {TEXT_DOCS}. (Warned once per memory; "
             "allocation.idle_warning.missing_text_share sets the rule, null disables it.)"
+        )
+
+    def _text_fix(self) -> str:
+        """How to give the selector text: configure OCR, or (OCR configured) why its text was missing."""
+        given = (
+            "return `screen_text` beside the screenshot from your screenshot node (under create_agent, the "
+            "tool's artifact={'screen_text': ...})"
+        )
+        if self.ocr_engine in ("", "none"):
+            return (
+                f"{given}, or let the memory OCR the screenshots (archive.ocr.engine: rapidocr or tesseract)."
+            )
+        return (
+            f"OCR is configured (archive.ocr.engine: {self.ocr_engine}) but its text was not ready when these "
+            "decisions were made, or was not stored: see the OCR warnings in the log and "
+            "memory.screen_text_stats() (late screens: raise archive.ocr.threads or lower archive.ocr.det_side; "
+            f"failed reads: the engine's install), or {given}."
         )
 
     def stats(self) -> dict[str, DecisionStats]:
@@ -375,9 +397,11 @@ class DecisionMonitor:
             return {episode: stats.copy() for episode, stats in self._threads.items()}
 
     @classmethod
-    def from_config(cls, config: Any) -> DecisionMonitor:
-        """From an ``allocation.idle_warning`` section (:class:`~causalcache_memory.config.models.IdleWarningConfig`)."""
+    def from_config(cls, config: Any, *, ocr_engine: str = "none") -> DecisionMonitor:
+        """From an ``allocation.idle_warning`` section (:class:`~causalcache_memory.config.models.IdleWarningConfig`)
+        and the memory's ``archive.ocr.engine``."""
         return cls(
+            ocr_engine=ocr_engine,
             window=config.window,
             max_fallback_share=config.max_fallback_share,
             enabled=config.enabled,

@@ -228,7 +228,7 @@ class SelectorAllocator:
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget = ctx.t, ctx.budget
-        nothing_to_swap = exact_b_size(t, budget) == t - 1  # every past event is in Recent-B
+        nothing_to_swap = budget == 0 or exact_b_size(t, budget) == t - 1  # no slot, or all in Recent-B
         if nothing_to_swap:
             return self.decide(None, t=t, budget=budget, witness=ctx.witness)
         extractor = self._extractor_for(ctx.archive)
@@ -265,7 +265,9 @@ class SelectorAllocator:
         ``"inf"`` when the deployment's share admits no swap) and ``threshold_from`` (``fixed``, ``dev``
         during the deployment rule's warm-up, or ``deployment``), ``top_gain`` (the best first swap's
         predicted gain, which the threshold is compared with),
-        ``predicted_gain`` (the beam's predicted gain over Recent-B), and ``ood_distance`` /
+        ``predicted_gain`` (the beam's predicted gain over Recent-B), ``promoted_gain`` (on a swap: each
+        promoted event's predicted gain when swapped in for the oldest recent event, by event index as a
+        string), and ``ood_distance`` /
         ``fallback: "ood"`` when the guard ran (``ood_masked``: the mask pattern, when it judged the state
         without some feature groups; on a declined state ``ood_group``, the feature group with the largest
         share of the distance, and ``ood_groups``, every group's share: :mod:`.ood_explain`), and ``witness_kept`` (the held witness sources) when the witness-source check refused the first set,
@@ -283,7 +285,7 @@ class SelectorAllocator:
             "threshold_from": source,
             "predicted_gain": 0.0,
         }
-        if len(recent) == t - 1:  # nothing outside Recent-B: no swap to consider
+        if len(recent) == t - 1 or budget == 0:  # nothing outside Recent-B, or no slot: no swap to consider
             return make_allocation(recent, t=t, budget=budget, allocator=self.name, info=info)
         if events is None:
             raise SelectorError(f"decide(t={t}, budget={budget}) needs the events' features")
@@ -341,6 +343,10 @@ class SelectorAllocator:
         info["predicted_gain"] = round(result.gain, 6)
         if result.top_gain != float("-inf"):
             info["top_gain"] = round(result.top_gain, 6)
+        recent = recent_b(t, budget)
+        promoted = [j for j in result.selected if j < t - len(recent) and j in result.scores]
+        if promoted:  # why each restored step: its first-swap gain (B entries at most; the report shows it)
+            info["promoted_gain"] = {str(j): round(result.scores[j], 6) for j in promoted}
         return make_allocation(
             result.selected, t=t, budget=budget, allocator=self.name, scores=result.scores, info=info
         )

@@ -149,7 +149,9 @@ class CausalCacheMemory(ThreadReading):
         self._lock = threading.Lock()
         self._warm = False
         self._namespaces = NamespacedArchives()
-        self._monitor = DecisionMonitor.from_config(self.config.allocation.idle_warning)  # stats(), idle rule
+        self._monitor = DecisionMonitor.from_config(
+            self.config.allocation.idle_warning, ocr_engine=self.config.archive.ocr.engine
+        )  # stats(), idle rule
         self.screen_texts = ScreenTextWriter.from_config(self.config.archive.ocr)  # a missing engine raises
         weakref.finalize(self, _close_controllers, self._stores, False)  # finalizers never join threads
         weakref.finalize(self, self.screen_texts.close, wait=False)

@@ -353,6 +353,7 @@ def _meta(
         "policy_seeds": list(settings.policy_seeds),
         "arms": list(settings.arms),
         "platform": settings.platform,
+        "platforms": _platforms(tasks),
         "templates": settings.templates,
         "world": "v2" if settings.worlds is None else settings.worlds,
         "worlds": list(dict.fromkeys(str(t.metadata.get("world", "v2")) for t in tasks)),
@@ -368,6 +369,14 @@ def _meta(
         "step_cap": f"expert plan length + {settings.extra_steps}",
         "tasks_per_split": dict(Counter(t.split for t in tasks)),
     }
+
+
+def _platforms(tasks: Sequence[Task]) -> dict[str, str]:
+    """Each world's platform as its tasks say (``mixed`` when they differ): the report's header."""
+    found: dict[str, set[str]] = {}
+    for task in tasks:
+        found.setdefault(str(task.metadata.get("world", "v2")), set()).add(str(task.platform))
+    return {world: next(iter(p)) if len(p) == 1 else "mixed" for world, p in found.items()}
 
 
 def _progress(total: int, enabled: bool) -> Any:

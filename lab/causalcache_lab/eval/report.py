@@ -30,7 +30,14 @@ from causalcache_lab.eval.report_text import (
     split_tables,
 )
 from causalcache_memory.errors import MissingDependencyError
-from causalcache_memory.timeline_html import TIMELINE_CSS, Thumbnails, esc, legend_html, step_html
+from causalcache_memory.timeline_html import (
+    TIMELINE_CSS,
+    ScreenTexts,
+    Thumbnails,
+    esc,
+    lightbox_html,
+    timeline_html,
+)
 
 if TYPE_CHECKING:
     from causalcache_memory.archive.base import ScreenshotArchive
@@ -46,17 +53,59 @@ REPORT_FILENAME = "report.html"
 # ---------------------------------------------------------------- HTML sections
 
 
+#: the header's rows: key in ``meta``, label, what the figure means
+_HEADER = (
+    ("tasks", "tasks", "tasks drawn; every arm runs each task once per policy seed"),
+    ("budget", "budget B", "past steps shown with pixels; every other past step is a one-line summary"),
+    ("seed", "task seed", "which tasks were drawn (the task generator's seed; not a policy seed)"),
+    ("policy_seeds", "policy seeds", "seeds of the policy's sampling; a task's score is its mean over them "
+     "(the evaluation protocol uses 0,1,2)"),
+    ("arms", "arms", "allocators compared at the same budget"),
+    ("platform", "platform", "each world's platform, as its tasks say"),
+    ("policy", "policy", "the model that acts (simulated-world-policy: the synthetic world's CPU stand-in "
+     "for a VLM)"),
+    ("selector", "selector", "the learned selector's scorer (bundled: the one the package ships)"),
+    ("screen_text", "screen text", "whether the selector read each screen's text"),
+    ("machine", "machine", "where it ran"),
+    ("version", "version", "package version"),
+    ("wall_s", "wall s", "wall time of the whole run, seconds"),
+)  # fmt: skip
+
+
+def _platform(meta: Mapping[str, Any]) -> Any:
+    """``desktop (heldout-00, heldout-01); mobile (heldout-02)`` from the per-world platforms."""
+    per_world = meta.get("platforms")
+    if not isinstance(per_world, Mapping) or not per_world:
+        return meta.get("platform")
+    worlds: dict[str, list[str]] = {}
+    for world, platform in per_world.items():
+        worlds.setdefault(str(platform), []).append(str(world))
+    return "; ".join(f"{p} ({', '.join(w)})" for p, w in sorted(worlds.items()))
+
+
 def _header(results: Mapping[str, Any]) -> str:
     meta = results.get("meta") if isinstance(results.get("meta"), Mapping) else {}
-    keys = ("tasks", "budget", "seed", "arms", "platform", "machine", "version", "wall_s")
     rows = []
-    for key in keys:
-        if key in meta:
-            value = meta[key]
-            value = ", ".join(map(str, value)) if isinstance(value, list) else value
-            rows.append(f"<tr><th>{esc(key)}</th><td>{esc(value)}</td></tr>")
+    for key, label, what in _HEADER:
+        if key not in meta:
+            continue
+        value = _platform(meta) if key == "platform" else meta[key]
+        value = ", ".join(map(str, value)) if isinstance(value, list) else value
+        rows.append(f'<tr><th>{esc(label)}</th><td>{esc(value)}</td><td class="what">{esc(what)}</td></tr>')
     command = f"<p>Command:</p><pre><code>{esc(meta['command'])}</code></pre>" if meta.get("command") else ""
     return f"<h1>CausalCache closed-loop evaluation</h1><table>{''.join(rows)}</table>{command}"
+
+
+#: what the results table's columns mean
+_COLUMNS_NOTE = (
+    "success: share of tasks solved (a task's score is its mean over the policy seeds), with a task-"
+    "bootstrap 95% interval · n: tasks · steps: mean steps per episode · wall s: mean wall time per "
+    "episode · k profile: share of decisions that displaced k recent steps for older ones · pass-2 fire "
+    "rate: share of two-pass decisions where pass 2 ran · added model ms/step: pass 2's model time "
+    "averaged over every step that planned two passes (pass 2 runs only when the selector displaces a "
+    "recent step), i.e. the model time a step costs on top of Recent-B; with the simulated policy these "
+    "are CPU milliseconds of the stand-in, not a VLM's"
+)
 
 
 def _results_table(results: Mapping[str, Any]) -> str:
@@ -82,7 +131,8 @@ def _results_table(results: Mapping[str, Any]) -> str:
         cells.append(f'<td class="num">{esc(_fmt(_get(data, "fire_rate")))}</td>')
         cells.append(f'<td class="num">{esc(_fmt(_get(data, "added_model_ms_per_step"), 1))}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<h2>Results</h2><table>{head}{''.join(body)}</table>"
+    note = f'<p class="legend-notes">{esc(_COLUMNS_NOTE)}</p>'
+    return f"<h2>Results</h2><table>{head}{''.join(body)}</table>{note}"
 
 
 def _contrasts(results: Mapping[str, Any]) -> str:
@@ -107,19 +157,21 @@ def _plots(paths: Sequence[Path]) -> str:
     return f'<h2>Plots</h2><div class="plots">{"".join(imgs)}</div>' if imgs else ""
 
 
-def _showcase(results: Mapping[str, Any], images: Thumbnails) -> str:
+def _showcase(results: Mapping[str, Any], images: Thumbnails, texts: ScreenTexts | None) -> str:
     show = results.get("showcase")
     if not isinstance(show, Mapping):
         return ""
     budget = show.get("budget")
     outcome = "success" if show.get("success") else "failure"
+    platform = f", platform {esc(show['platform'])}" if show.get("platform") else ""
     head = (
         f"<h2>Episode timeline</h2><p>Arm <b>{esc(arm_label(str(show.get('arm')), budget))}</b>, task "
-        f"<code>{esc(show.get('task_id'))}</code> ({esc(SPLIT_LABELS.get(str(show.get('split')), show.get('split')))}), "
-        f"B = {esc(budget)}, outcome: <b>{outcome}</b></p><p>Goal: <q>{esc(show.get('goal'))}</q></p>"
+        f"<code>{esc(show.get('task_id'))}</code> ({esc(SPLIT_LABELS.get(str(show.get('split')), show.get('split')))}"
+        f"{platform}), B = {esc(budget)}, outcome: <b>{outcome}</b></p><p>Goal: <q>{esc(show.get('goal'))}</q></p>"
     )
     steps = [s for s in show.get("steps") or [] if isinstance(s, Mapping)]
-    return head + legend_html() + "".join(step_html(s, images) for s in steps)
+    goal = show.get("goal")
+    return f'<div id="timeline">{head}{timeline_html(steps, images, texts, goal=goal if isinstance(goal, str) else None)}</div>'
 
 
 def _make_plots(results: Mapping[str, Any], out_dir: Path) -> tuple[list[Path], str]:
@@ -142,6 +194,7 @@ def write_report(
     *,
     plots: Sequence[str | Path] | None = None,
     thumb_width: int = 240,
+    texts: Any = None,
 ) -> Path:
     """Write ``out_dir/report.html`` from a closed-loop ``results`` dict and return its path.
 
@@ -151,7 +204,11 @@ def write_report(
         archive: where the showcase's screenshots are read from; None shows placeholders.
         plots: PNG files to embed; None draws the split bars and budget curve into ``out_dir`` when
             matplotlib is installed (a note replaces them when it is not).
-        thumb_width: largest thumbnail width in pixels (screenshots are re-encoded as JPEG).
+        thumb_width: largest thumbnail width in pixels (screenshots are re-encoded as JPEG; each is also
+            embedded once at full resolution, shown on a click).
+        texts: where the screen text under each screenshot is read (``get_text(sha)``); None: the world's
+            exact OCR of the archive (:class:`~causalcache_lab.selector.world_text.WorldScreenText`) when
+            the run's selector read screen text (``meta.screen_text``), else no text is shown.
     """
     results = _check(results)
     if isinstance(thumb_width, bool) or not isinstance(thumb_width, int) or thumb_width < 16:
@@ -163,19 +220,24 @@ def write_report(
     else:
         plot_paths, plot_note = [Path(p) for p in plots], ""
     images = Thumbnails(archive, thumb_width)
+    meta = results.get("meta") if isinstance(results.get("meta"), Mapping) else {}
+    if texts is None and archive is not None and meta.get("screen_text") is True:
+        from causalcache_lab.selector.world_text import WorldScreenText
+
+        texts = WorldScreenText(archive)
     body = "".join(
         [
             _header(results),
             _results_table(results),
             _contrasts(results),
             _plots(plot_paths) or plot_note,
-            _showcase(results, images),
+            _showcase(results, images, ScreenTexts(texts) if texts is not None else None),
         ]
     )
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<title>CausalCache closed-loop report</title>"
-        f"<style>{TIMELINE_CSS}\n{images.css()}</style></head><body>{body}</body></html>\n"
+        f"<style>{TIMELINE_CSS}\n{images.css()}</style></head><body>{body}{lightbox_html(images)}</body></html>\n"
     )
     path = out / REPORT_FILENAME
     tmp = path.with_suffix(".html.tmp")

@@ -1,9 +1,11 @@
-"""The HTML report's showcase: one episode's timeline of event cards (summary / recent / promoted)."""
+"""The HTML report's showcase: one episode's rows (the library's :func:`~causalcache_memory.timeline_html.thread_steps`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from causalcache_memory.timeline_html import thread_steps
 
 if TYPE_CHECKING:
     from causalcache_lab.eval.world_agent import EpisodeOutcome
@@ -37,9 +39,10 @@ def showcase(
     graph = graphs[(best.arm, best.budget)]
     memory = memories[(best.arm, best.budget)]
     trace = memory.trace(graph, {"configurable": {"thread_id": best.thread_id}})
-    steps = [_step(record, trace) for record in best.log]
+    steps = thread_steps(trace, best.log)
     task = tasks[best.task_id]
     return {
+        "platform": task.platform,
         "arm": best.arm,
         "task_id": best.task_id,
         "goal": task.goal,
@@ -48,41 +51,3 @@ def showcase(
         "budget": best.budget,
         "steps": steps,
     }
-
-
-def _step(record: dict[str, Any], trace: Any) -> dict[str, Any]:
-    """One decision of the showcased episode: its event cards (fidelity per event) and what it did."""
-    t = int(record["t"])
-    selected, recent = set(record.get("selected", [])), set(record.get("recent", []))
-    events = []
-    for event in trace.events[: t - 1]:
-        fidelity = "summary"
-        if event.index in selected:
-            fidelity = "recent" if event.index in recent else "promoted"
-        events.append(
-            {
-                "index": event.index,
-                "summary": event.summary,
-                "screenshot": event.screenshot,
-                "fidelity": fidelity,
-            }
-        )
-    current = trace.event(t).pre_screenshot if t <= len(trace) else trace.current_screenshot
-    size = trace.event(t).screen_size if t <= len(trace) else trace.current_screen_size
-    return {
-        "t": t,
-        "summary_lines": [e.summary for e in trace.events[: t - 1]],
-        "events": events,
-        "current_screenshot": current,
-        "action": _action_text(record.get("action"), size),
-        "second_pass": bool(record.get("second_pass")),
-        "k": int(record.get("k", 0)),
-        "proposal": _action_text(record.get("proposal"), size) if record.get("second_pass") else None,
-    }
-
-
-def _action_text(action: dict[str, Any] | None, screen_size: tuple[int, int] | None) -> str:
-    """The action in the summaries' units (pixels on the screen it acted on)."""
-    from causalcache_memory.summarize import action_text
-
-    return action_text(action or None, screen_size) or "(no action)"

@@ -32,6 +32,7 @@ def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archi
                 "shadow_selected",
                 "witness_kept",
             }
+            - {"promoted_gain"}  # on swaps only (below)
             <= set(r)
             for r in scored
         )
@@ -40,3 +41,19 @@ def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archi
     assert {r["threshold_from"] for r in scored[5:]} == {"deployment"}
     for r in scored:  # a swap only when the top gain beat the threshold of that decision
         assert (r["k"] > 0) <= (r["min_gain"] != "inf" and r["top_gain"] > r["min_gain"])
+
+
+def test_a_swap_records_each_promoted_steps_predicted_gain(archive) -> None:
+    """``promoted_gain``: why each restored step was chosen (the report shows it), on swaps only."""
+    allocator = SelectorAllocator(ood_guard=False, min_gain=0.0, share_window=None, inverted=True)
+    ctl = build_controller(
+        parse_config({"budget": 2}), policy=SimulatedPolicy(seed=0), archive=archive, allocator=allocator
+    )
+    ctl.selector_timeout_s = None
+    records = run(ctl, archive, 12)
+    swaps = [r for r in records if r["k"] > 0]
+    assert swaps, "the inverted scorer at min_gain 0 swaps"
+    for r in records:  # each promoted event's first-swap gain, never above the best first swap
+        promoted = {str(j) for j in r["selected"] if j not in r["recent"]}
+        assert set(r.get("promoted_gain", {})) == promoted
+        assert all(g <= r["top_gain"] + 1e-9 for g in r.get("promoted_gain", {}).values())

@@ -135,7 +135,7 @@ def test_report_contains_every_arm_split_and_escaped_text(tmp_path, archive):
         assert label in page
     for split in ("All tasks", "Memory-critical", "Control"):
         assert split in page
-    assert "<script>" not in page
+    assert "<script>alert" not in page  # the page's own script is the lightbox's; the goal is escaped
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; done" in page
     assert "&lt;b&gt;item 1&lt;/b&gt;" in page
     assert "runs/a&amp;b" in page
@@ -150,8 +150,10 @@ def test_showcase_cards_per_fidelity_and_embedded_images(tmp_path, archive):
     page = write_report(results, tmp_path, arch, plots=[]).read_text(encoding="utf-8")
     counts = expected_counts(results)
     assert counts["promoted"] == 1 and counts["recent"] > 0 and counts["summary"] > 0
-    for fidelity, n in counts.items():
-        assert page.count(f'data-fidelity="{fidelity}"') == n
+    for fidelity in ("recent", "promoted"):
+        assert page.count(f'data-fidelity="{fidelity}"') == counts[fidelity]
+    assert 'data-fidelity="summary"' not in page  # summary-only events: one collapsed line per row
+    assert page.count("Summary only: ") == len(results["showcase"]["steps"])
     assert page.count('class="card current"') == len(results["showcase"]["steps"])
     # every distinct screenshot used with pixels is embedded exactly once, then reused by class
     assert page.count("data:image/jpeg;base64,") == len(set(shas))
@@ -247,3 +249,36 @@ def test_split_tables_show_helped_harmed_fire_rate_and_non_inferiority():
     assert ctrl_row.rstrip().endswith("no")
     sentence = next(line for line in contrast_sentences(results) if "control tasks" in line)
     assert "non-inferiority at margin 0.05 not shown" in sentence and "harmed 2 of 20" in sentence
+
+
+def test_header_explains_every_figure_and_names_each_worlds_platform(tmp_path):
+    results = make_results()
+    meta = results["meta"]
+    meta.update({"platform": "mobile", "policy_seeds": [0], "seed": 1234})
+    meta["platforms"] = {"heldout-00": "desktop", "heldout-01": "desktop"}  # two desktop worlds
+    page = write_report(results, tmp_path, None, plots=[]).read_text(encoding="utf-8")
+    header = page[: page.index("<h2>Results</h2>")]
+    assert "mobile" not in header and "desktop (heldout-00, heldout-01)" in header
+    rows = re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td><td class=\"what\">(.*?)</td></tr>", header)
+    assert {label for label, _, _ in rows} >= {"task seed", "policy seeds", "budget B", "platform", "wall s"}
+    assert all(what for _, _, what in rows)  # every figure has its explanation
+    seed = next(what for label, value, what in rows if label == "task seed")
+    assert "not a policy seed" in seed
+    assert "added model ms/step: pass 2" in page  # the results table's column explained under it
+    mixed = make_results()
+    mixed["meta"]["platforms"] = {"w1": "desktop", "w2": "mobile"}
+    page = write_report(mixed, tmp_path / "m", None, plots=[]).read_text(encoding="utf-8")
+    assert "desktop (w1); mobile (w2)" in page
+
+
+def test_platforms_per_world_from_the_tasks():
+    from types import SimpleNamespace
+
+    from causalcache_lab.eval.closed_loop import _platforms
+
+    def task(world, platform):
+        return SimpleNamespace(metadata={"world": world}, platform=platform)
+
+    tasks = [task("a", "desktop"), task("a", "desktop"), task("b", "mobile"), task("c", "desktop")]
+    tasks.append(task("c", "mobile"))
+    assert _platforms(tasks) == {"a": "desktop", "b": "mobile", "c": "mixed"}
