@@ -167,7 +167,11 @@ def _node_reply(memory: CausalCacheMemory, label: str, update: Any) -> Reply:
 
 
 def _node_policy(
-    memory: CausalCacheMemory, state: dict[str, Any], label: str, call: Callable[..., Any], parse: ActionParser | None
+    memory: CausalCacheMemory,
+    state: dict[str, Any],
+    label: str,
+    call: Callable[..., Any],
+    parse: ActionParser | None,
 ) -> ReplyPolicy:
     def reply(messages: list[Any]) -> Reply:
         return _node_reply(memory, label, call({**state, memory.messages_key: messages}))

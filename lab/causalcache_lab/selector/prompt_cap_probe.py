@@ -47,7 +47,7 @@ def prompts_per_state(records: Sequence[dict[str, Any]]) -> dict[str, float]:
             raise ConfigError(
                 f"label record {rec.get('key', '?')!r} has the field 'label_budget', since renamed "
                 "'prompt_cap' (same content: prior, fallback, cap); rename the key in the labels file, "
-                "e.g. sed -i 's/\"label_budget\":/\"prompt_cap\":/' FILE, or label again"
+                'e.g. sed -i \'s/"label_budget":/"prompt_cap":/\' FILE, or label again'
             )
         by_b[int(rec["budget"])].append(int(rec["prompts_scored"]))
     out = {f"B{b}": statistics.fmean(v) for b, v in sorted(by_b.items())}
