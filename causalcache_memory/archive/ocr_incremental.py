@@ -223,12 +223,17 @@ class IncrementalReader:
         result = None
         same = [b for b in bases if b.size == size]
         if same:  # the remembered screen with the fewest changed tiles (an app switched back to, ...)
-            previous = min(same, key=lambda b: int((b.signatures != signatures).sum()))
-            regions = changed_regions(
-                previous.signatures, signatures, self.tile, size, previous.lines, self.margin
-            )
-            drops, reads, moved = self._scrolled(previous, signatures, strips, regions)
-            area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in reads)
+            closest = min(same, key=lambda b: int((b.signatures != signatures).sum()))
+            plans = []
+            candidates = [closest] if closest is same[-1] else [closest, same[-1]]  # the newest finds scrolls
+            for previous in candidates:
+                regions = changed_regions(
+                    previous.signatures, signatures, self.tile, size, previous.lines, self.margin
+                )
+                drops, reads, moved = self._scrolled(previous, signatures, strips, regions)
+                area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in reads)
+                plans.append((area, previous, drops, reads, moved))
+            area, previous, drops, reads, moved = min(plans, key=lambda plan: plan[0])
             if area <= self.full_share * width * height:
                 result = self._partial(
                     rgb, previous.lines, drops, area / (width * height), cancel, reads=reads, moved=moved

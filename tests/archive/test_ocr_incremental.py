@@ -285,3 +285,11 @@ def test_a_list_that_changed_without_moving_is_read_again_not_shifted():
     assert [(ln.text, ln.box) for ln in result.lines] == [
         (ln.text, ln.box) for ln in ColourOcr().read_lines(other)
     ]
+
+
+def test_a_scroll_is_found_against_the_newest_screen_when_an_older_one_differs_as_little():
+    reader = IncrementalReader(ColourOcr(), tile=16, margin=4)
+    for first in (0, 2):
+        reader.read(list_screen(first), "t")
+    result = reader.read(list_screen(4), "t")  # as far from the screen at 0 as from the one at 2
+    assert result.moved == 8 and texts(result) == [ln.text for ln in ColourOcr().read_lines(list_screen(4))]
