@@ -33,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from causalcache_memory.archive._ocr_scroll import find_scroll, row_strips, scroll_split
 from causalcache_memory.archive.ocr import OcrEngine, OcrLine, reading_order
 
 __all__ = ["IncrementalReader", "ReadResult", "changed_regions", "tile_signatures"]
@@ -147,14 +148,16 @@ def changed_regions(
 
 @dataclass
 class ReadResult:
-    """One screen's read: its lines (screen pixels), size ``(W, H)``, whether it was read whole, and the
-    share of the screen's pixels that went through the engine."""
+    """One screen's read: its lines (screen pixels), size ``(W, H)``, whether it was read whole, the
+    share of the screen's pixels that went through the engine, the regions read and the lines moved by
+    a scroll."""
 
     lines: list[OcrLine]
     size: tuple[int, int]
     full: bool
     read_share: float
     regions: list[tuple[int, int, int, int]] = field(default_factory=list)
+    moved: int = 0  # lines carried over shifted from a scrolled region, unread
 
     def relative_lines(self) -> list[tuple[str, tuple[float, float, float, float]]]:
         return [line.relative(*self.size) for line in self.lines]
@@ -165,6 +168,7 @@ class _Previous:
     signatures: Any
     size: tuple[int, int]
     lines: list[OcrLine]
+    strips: Any = None  # row hashes (:func:`row_strips`), kept for the thread's newest screen only
 
 
 class IncrementalReader:
@@ -180,6 +184,10 @@ class IncrementalReader:
             them with the fewest changed tiles, so a screen returned to (an app switched back to, a
             dialog closed, screens read out of order when the queue serves newest first) is read
             incrementally too.
+        scroll: look for vertically scrolled regions against the thread's newest screen
+            (:mod:`~causalcache_memory.archive._ocr_scroll`): their moved lines are carried over shifted and
+            only the newly exposed rows are read. Off by default: on the OCR benchmark's scrolled
+            screens it loses 3-9 of about 137 lines (lines cut by the band's edge; BENCHMARKS.md 18).
     """
 
     def __init__(
@@ -191,6 +199,7 @@ class IncrementalReader:
         margin: int = 12,
         max_threads: int = 64,
         bases: int = 4,
+        scroll: bool = False,
     ) -> None:
         self.engine = engine
         self.tile = int(tile)
@@ -198,6 +207,7 @@ class IncrementalReader:
         self.margin = int(margin)
         self.max_threads = int(max_threads)
         self.bases = max(1, int(bases))
+        self.scroll = bool(scroll)
         self._previous: OrderedDict[str, list[_Previous]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -208,30 +218,78 @@ class IncrementalReader:
         height, width = rgb.shape[:2]
         size = (width, height)
         signatures = tile_signatures(rgb, self.tile)
+        strips = row_strips(rgb, self.tile) if self.scroll and thread is not None else None
         with self._lock:
             bases = list(self._previous.get(thread, ())) if thread is not None else []
         result = None
         same = [b for b in bases if b.size == size]
         if same:  # the remembered screen with the fewest changed tiles (an app switched back to, ...)
-            previous = min(same, key=lambda b: int((b.signatures != signatures).sum()))
-            regions = changed_regions(
-                previous.signatures, signatures, self.tile, size, previous.lines, self.margin
-            )
-            area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in regions)
+            closest = min(same, key=lambda b: int((b.signatures != signatures).sum()))
+            plans = []
+            candidates = [closest] if closest is same[-1] else [closest, same[-1]]  # the newest finds scrolls
+            for previous in candidates:
+                regions = changed_regions(
+                    previous.signatures, signatures, self.tile, size, previous.lines, self.margin
+                )
+                drops, reads, moved = self._scrolled(previous, signatures, strips, regions)
+                area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in reads)
+                plans.append((area, previous, drops, reads, moved))
+            area, previous, drops, reads, moved = min(plans, key=lambda plan: plan[0])
             if area <= self.full_share * width * height:
-                result = self._partial(rgb, previous.lines, regions, area / (width * height), cancel)
+                result = self._partial(
+                    rgb, previous.lines, drops, area / (width * height), cancel, reads=reads, moved=moved
+                )
         if result is None:
             result = ReadResult(self.engine.read_lines(rgb, cancel=cancel), size, True, 1.0)
         if thread is not None:
             with self._lock:
                 kept = [b for b in self._previous.pop(thread, ()) if b.size == size][-(self.bases - 1) :]
+                for base in kept:
+                    base.strips = None  # row hashes of the newest screen only (H x W/tile uint32)
                 self._previous[thread] = [
                     *(kept if self.bases > 1 else []),
-                    _Previous(signatures, size, result.lines),
+                    _Previous(signatures, size, result.lines, strips),
                 ]
                 while len(self._previous) > self.max_threads:
                     self._previous.popitem(last=False)
         return result
+
+    def _scrolled(
+        self, previous: _Previous, signatures: Any, strips: Any, regions: list[tuple[int, int, int, int]]
+    ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]], list[OcrLine]]:
+        """``(regions whose old lines go, regions to read, lines moved unread)``: regions stacked in the
+        same columns form a window; a scrolled window is replaced by its newly exposed rows."""
+        import numpy as np
+
+        if strips is None or previous.strips is None or previous.strips.shape != strips.shape:
+            return regions, regions, []
+        windows: list[tuple[tuple[int, int, int, int], list[tuple[int, int, int, int]]]] = []
+        for region in sorted(regions, key=lambda r: r[1]):
+            for i, (box, members) in enumerate(windows):
+                if region[0] < box[2] and box[0] < region[2]:  # overlapping columns
+                    windows[i] = (_union(box, region), [*members, region])
+                    break
+            else:
+                windows.append((region, [region]))
+        drops: list[tuple[int, int, int, int]] = []
+        reads: list[tuple[int, int, int, int]] = []
+        moved: list[OcrLine] = []
+        mask = previous.signatures != signatures
+        tile = self.tile
+        for window, members in windows:
+            x0, y0, x1, y1 = window
+            cols = np.nonzero(mask[y0 // tile : -(-y1 // tile), x0 // tile : -(-x1 // tile)].any(axis=0))[0]
+            found = find_scroll(previous.strips, strips, window, cols + x0 // tile)
+            if found is None:
+                drops.extend(members)
+                reads.extend(members)
+                continue
+            dy, b0, b1 = found
+            shifted, rest = scroll_split(window, previous.lines, dy, (b0, b1))
+            drops.append(window)
+            moved.extend(shifted)
+            reads.extend(rest)
+        return drops, reads, moved
 
     def _partial(
         self,
@@ -240,12 +298,17 @@ class IncrementalReader:
         regions: list[tuple[int, int, int, int]],
         share: float,
         cancel: threading.Event | None,
+        *,
+        reads: list[tuple[int, int, int, int]] | None = None,
+        moved: list[OcrLine] | None = None,
     ) -> ReadResult:
+        """Old lines outside ``regions`` kept, ``moved`` lines added, ``reads`` (default: ``regions``) read."""
         height, width = rgb.shape[:2]
         kept = [line for line in old_lines if not any(_touch(line.box, r) for r in regions)]
+        kept.extend(moved or ())
         found = []
         pad = 2 * self.margin  # context for the detector; only lines centred in the region are taken
-        for x0, y0, x1, y1 in regions:
+        for x0, y0, x1, y1 in regions if reads is None else reads:
             cx0, cy0 = max(0, x0 - pad), max(0, y0 - pad)
             cx1, cy1 = min(width, x1 + pad), min(height, y1 + pad)
             for line in self.engine.read_lines(rgb[cy0:cy1, cx0:cx1], cancel=cancel, screen=(width, height)):
@@ -254,7 +317,8 @@ class IncrementalReader:
                 if x0 <= (box[0] + box[2]) / 2 < x1 and y0 <= (box[1] + box[3]) / 2 < y1:
                     found.append(OcrLine(line.text, box))
         kept = [line for line in kept if not any(_touch(line.box, f.box) for f in found)]
-        return ReadResult(reading_order(kept + found), (width, height), False, share, regions)
+        read = regions if reads is None else reads
+        return ReadResult(reading_order(kept + found), (width, height), False, share, read, len(moved or ()))
 
     def forget(self, thread: str) -> None:
         with self._lock:

@@ -37,7 +37,7 @@ from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
 from causalcache_memory.selector.ood_masks import state_pattern
 from causalcache_memory.selector.ood_refit import RefitGuard, check_refit, check_refit_warmup
-from causalcache_memory.selector.screen_text import ScreenTextSource, archive_screen_text
+from causalcache_memory.selector.screen_text import ScreenTextSource, TextWithLines, archive_screen_text
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_SHARE,
     DEFAULT_SHARE_WINDOW,
@@ -170,6 +170,7 @@ class SelectorAllocator:
         if inverted:
             self.name = "selector_inverted"
         self.screen_text = screen_text
+        self.line_boxes: Any = None  # get_lines(sha) beside the archive's text (use_line_boxes)
         self._plain = FeatureExtractor(screen_text=screen_text)  # for archives it reads nothing from
         self._extractor = self._plain
         self._archive: object | None = None
@@ -182,6 +183,13 @@ class SelectorAllocator:
             self.screen_text = source
             self._archive = None
             self._plain = self._extractor = FeatureExtractor(screen_text=source)
+
+    def use_line_boxes(self, lines: Any) -> None:
+        """Read each screen's line boxes from ``lines(sha256)`` (the memory's screen-text writer's
+        ``get_lines``) beside the text the archive stores, when no ``screen_text`` source was given."""
+        with self._lock:
+            self.line_boxes = lines
+            self._archive = None  # rebind on the next decision
 
     def _extractor_for(self, archive: object | None) -> FeatureExtractor:
         """The feature extractor bound to ``archive``: its thumbnails when the model uses images, its
@@ -200,8 +208,10 @@ class SelectorAllocator:
                     from causalcache_memory.archive.thumbs import ThumbnailCache
 
                     thumbs = ThumbnailCache(archive, size=self.thumbnail_size)  # type: ignore[arg-type]
-                source = archive if text else self.screen_text
-                self._extractor = FeatureExtractor(thumbs, screen_text=source)  # type: ignore[arg-type]
+                source: Any = archive if text else self.screen_text
+                if text and self.line_boxes is not None:
+                    source = TextWithLines(archive, self.line_boxes)
+                self._extractor = FeatureExtractor(thumbs, screen_text=source)
             extractor = self._extractor
         close = getattr(old, "close", None)
         if close is not None:

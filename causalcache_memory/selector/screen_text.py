@@ -44,6 +44,7 @@ __all__ = [
     "BlobText",
     "ScreenTextCache",
     "ScreenTextSource",
+    "TextWithLines",
     "archive_screen_text",
     "encode_text",
     "goal_names",
@@ -71,6 +72,22 @@ class ScreenTextSource(Protocol):
     """Anything with ``get_text(sha256) -> str | None`` (lines joined by ``"\\n"``; None = unknown)."""
 
     def get_text(self, sha256: str) -> str | None: ...
+
+
+class TextWithLines:
+    """A text source whose ``get_text`` is ``source``'s and whose ``get_lines`` is ``lines``: the deployed
+    memory's archive (the stored text) with its screen-text writer's OCR line boxes
+    (:meth:`~causalcache_memory.archive.text_writer.ScreenTextWriter.get_lines`), so the witness's label
+    lookup works on OCR'd screens."""
+
+    def __init__(self, source: Any, lines: Any) -> None:
+        self.source, self.lines = source, lines
+
+    def get_text(self, sha256: str) -> str | None:
+        return self.source.get_text(sha256)
+
+    def get_lines(self, sha256: str) -> Any:
+        return self.lines(sha256)
 
 
 def archive_screen_text(archive: Any) -> ScreenTextSource | None:

@@ -149,6 +149,7 @@ class CausalCacheMemory(ThreadReading):
         self._lock = threading.Lock()
         self._warm = False
         self._namespaces = NamespacedArchives()
+        self._lines_wired = False
         self._monitor = DecisionMonitor.from_config(
             self.config.allocation.idle_warning, ocr_engine=self.config.archive.ocr.engine
         )  # stats(), idle rule
@@ -280,6 +281,11 @@ class CausalCacheMemory(ThreadReading):
                     stacklevel=3,
                 )
                 self._allocation = UnavailableAllocator(name, exc)
+        if not self._lines_wired:
+            self._lines_wired = True
+            wire = getattr(self._allocation, "use_line_boxes", None)
+            if callable(wire):
+                wire(self.screen_texts.get_lines)  # OCR'd screens' line boxes for the witness's label lookup
         return self._allocation
 
     def _controller(self, runtime: Any = None) -> MemoryController:

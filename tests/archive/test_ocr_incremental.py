@@ -245,3 +245,51 @@ def test_a_screen_returned_to_is_diffed_against_the_remembered_screen_closest_to
     one.read(screen(BASE), "t")
     one.read(screen(other), "t")
     assert one.read(screen(back), "t").full
+
+
+def list_screen(first: int, rows: int = 10) -> np.ndarray:
+    """A list viewport showing items ``first..first+rows-1`` (20 px apart) and one static line beside it.
+    Item ``k`` is a 4-px block of its own colour, each pixel row one pixel shorter (rows differ, as text's
+    rows do), so the fake engine reads it as one line ``c<5+10k>-100-0``."""
+    image = screen({(30, 0, 0): (240, 100, 300, 112)})
+    for i in range(rows):
+        k, y = first + i, 20 + 20 * i
+        for j in range(4):
+            image[y + j, 20 : 200 - j] = (5 + 10 * k, 100, 0)
+    return image
+
+
+def test_a_scrolled_list_moves_its_lines_and_reads_only_the_newly_exposed_rows():
+    engine = ColourOcr()
+    reader = IncrementalReader(engine, tile=16, margin=4, scroll=True)
+    reader.read(list_screen(0), "t")
+    result = reader.read(list_screen(2), "t")  # scrolled by two items: 40 px up
+    full = ColourOcr().read_lines(list_screen(2))
+    assert not result.full and result.moved == 8
+    assert [(ln.text, ln.box) for ln in result.lines] == [(ln.text, ln.box) for ln in full]
+    assert all(y0 >= 160 for _, y0, _, _ in result.regions)  # only the rows below the moved items (<= 164)
+    plain = IncrementalReader(ColourOcr(), tile=16, margin=4, scroll=False)
+    plain.read(list_screen(0), "t")
+    unscrolled = plain.read(list_screen(2), "t")
+    assert unscrolled.moved == 0 and unscrolled.read_share > 2 * result.read_share
+    assert texts(unscrolled) == texts(result)
+
+
+def test_a_list_that_changed_without_moving_is_read_again_not_shifted():
+    engine = ColourOcr()
+    reader = IncrementalReader(engine, tile=16, margin=4, scroll=True)
+    reader.read(list_screen(0), "t")
+    other = list_screen(12)  # new items in the same rows: nothing moved
+    result = reader.read(other, "t")
+    assert result.moved == 0
+    assert [(ln.text, ln.box) for ln in result.lines] == [
+        (ln.text, ln.box) for ln in ColourOcr().read_lines(other)
+    ]
+
+
+def test_a_scroll_is_found_against_the_newest_screen_when_an_older_one_differs_as_little():
+    reader = IncrementalReader(ColourOcr(), tile=16, margin=4, scroll=True)
+    for first in (0, 2):
+        reader.read(list_screen(first), "t")
+    result = reader.read(list_screen(4), "t")  # as far from the screen at 0 as from the one at 2
+    assert result.moved == 8 and texts(result) == [ln.text for ln in ColourOcr().read_lines(list_screen(4))]

@@ -231,3 +231,31 @@ def test_create_agent_tool_text_from_the_artifact(archive):
     tool_messages = [m for m in state["messages"] if m.type == "tool"]
     assert tool_messages and all(m.artifact == {"window": "orders"} for m in tool_messages)
     assert SECRET not in repr(state)
+
+
+class LineOcr:
+    """A fake OCR engine that reads one boxed line on every screen (the top-left quarter's width)."""
+
+    name = "lines"
+
+    def read_lines(self, image: Any, *, cancel: Any = None, screen: Any = None) -> list[Any]:
+        from causalcache_memory.archive.ocr import OcrLine
+
+        height, width = image.shape[:2]
+        return [OcrLine("Refund button", (0, 0, width // 2, height // 4))]
+
+    def read(self, image: bytes) -> str:
+        return "Refund button"
+
+
+def test_the_deployed_selector_reads_the_ocr_writers_line_boxes_beside_the_archives_text(archive):
+    memory = CausalCacheMemory(config=relaxed_config(), budget=2, archive=archive)  # the selector
+    memory.screen_texts.engine = LineOcr()
+    _, trace = _run(_graph(memory, steps=2, text=None), memory)
+    assert _texts(archive, memory, trace) == ["Refund button"] * 3
+    extractor = memory.allocation._extractor_for(memory._controller().archive)  # type: ignore[attr-defined]
+    lines = extractor.screen_text.lines(trace.current_screenshot)
+    assert lines is not None and [text for text, _ in lines] == ["Refund button"]
+    x0, y0, x1, y1 = lines[0][1]
+    assert (x0, y0) == (0.0, 0.0) and 0.4 < x1 <= 0.5 and 0.2 < y1 <= 0.25
+    assert extractor.screen_text.lines("0" * 64) is None  # a screen the writer did not read: no boxes
