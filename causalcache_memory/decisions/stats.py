@@ -231,7 +231,7 @@ class DecisionMonitor:
                 self._text_missing_seen = self._text_missing_seen or text_missing(masked)
                 self._could_swap += 1
                 self._swapped += int(k > 0)
-                message = self._idle_message(name) or self._no_swap_message(name)
+                message = self._idle_message(name) or self._no_swap_message(name, allocation.allocator)
                 if message is not None:
                     self.warned = message
                 text_message = self._missing_text_message(name)
@@ -312,13 +312,16 @@ class DecisionMonitor:
             _log.info("%s", summary)
         return summary
 
-    def _no_swap_message(self, allocator: str) -> str | None:
-        """The never-swaps warning's text when its rule is crossed for the first time (lock held)."""
+    def _no_swap_message(self, allocator: str, decided_by: str) -> str | None:
+        """The never-swaps warning's text when its rule is crossed for the first time (lock held).
+
+        ``decided_by``: the allocation's own name; Recent-B never swaps by design, whether it is the
+        configured allocator or the arm that decided (e.g. an exploring allocator over Recent arms)."""
         if (
             not self.enabled
             or self.warned is not None
             or self.no_swap_window is None
-            or allocator == "recent"
+            or "recent" in (allocator, decided_by)
             or self._swapped
             or self._could_swap < self.no_swap_window
         ):

@@ -221,8 +221,10 @@ def test_agent_overhead_sends_the_same_images_either_way(benchmark, tmp_path) ->
     )
     kb = result["checkpoint_kb_per_step"]
     assert 0 < kb["first"] <= kb["mean"] <= kb["last"]  # the agent's own messages grow its state
-    assert result["screens"] == "noise" and result["added_run_ms_per_step"] == round(
-        result["run_ms_per_step"]["memory"] - result["run_ms_per_step"]["plain"], 3
+    assert result["screens"] == "noise" and math.isclose(  # each figure rounded to 3 places on its own
+        result["added_run_ms_per_step"],
+        result["run_ms_per_step"]["memory"] - result["run_ms_per_step"]["plain"],
+        abs_tol=2e-3,
     )
     assert result["setup_ms"]["memory"] > 0 and result["setup_ms"]["plain"] > 0
 
