@@ -37,6 +37,7 @@ import json
 import tempfile
 from collections import defaultdict
 
+from causalcache_lab.eval.stats import count_harm, harm_rates
 from causalcache_memory.allocation.base import exact_b_size
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.ood import RobustGuard, state_summary
@@ -174,15 +175,10 @@ def tally(episodes: list[dict]) -> dict:
         swaps += n_swaps
         refused_swaps += n_refused
         kind = "no_swap" if not n_swaps else ("refused" if n_refused else "accepted")
-        g = groups[f"{kind}/{e['split']}"]
-        g["episodes"] += 1
-        g["swaps"] += n_swaps
-        g["harmed"] += int(base["success"] and not e["success"])
-        g["helped"] += int(e["success"] and not base["success"])
-    out = {k: dict(v) for k, v in sorted(groups.items())}
-    for v in out.values():
-        v["harm_rate"] = round(v["harmed"] / v["episodes"], 3)
-        v["help_rate"] = round(v["helped"] / v["episodes"], 3)
+        count_harm(
+            groups[f"{kind}/{e['split']}"], swaps=n_swaps, base_success=base["success"], success=e["success"]
+        )
+    out = harm_rates(groups)
     return {
         "decisions_scored": decisions,
         "would_decline": declines,

@@ -28,6 +28,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from causalcache_lab.eval.stats import count_harm, harm_rates
 from causalcache_lab.worlds_ext.harness import REFIT_WARMUP, ExtEvalSettings, run_ext_eval
 from causalcache_memory.allocation.base import exact_b_size
 from causalcache_memory.selector.allocator import SelectorAllocator
@@ -86,16 +87,9 @@ def tally(episodes: list[dict], refused_by) -> dict:
         swaps += len(swapped)
         refused_swaps += n_refused
         kind = "no_swap" if not swapped else ("refused" if n_refused else "accepted")
-        for g in (groups[f"{kind}/{e['split']}"], groups[f"{kind}/all"]):
-            g["episodes"] += 1
-            g["swaps"] += len(swapped)
-            g["harmed"] += int(base["success"] and not e["success"])
-            g["helped"] += int(e["success"] and not base["success"])
-    out = {k: dict(v) for k, v in sorted(groups.items())}
-    for v in out.values():
-        v["harm_rate"] = round(v["harmed"] / v["episodes"], 3)
-        v["help_rate"] = round(v["helped"] / v["episodes"], 3)
-    return {"swaps": swaps, "swaps_refused": refused_swaps, "episodes": out}
+        for name in (f"{kind}/{e['split']}", f"{kind}/all"):
+            count_harm(groups[name], swaps=len(swapped), base_success=base["success"], success=e["success"])
+    return {"swaps": swaps, "swaps_refused": refused_swaps, "episodes": harm_rates(groups)}
 
 
 def main(argv: list[str] | None = None) -> int:

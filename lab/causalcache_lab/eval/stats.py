@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "cluster_bootstrap", "paired_difference", "split_interaction"]
+__all__ = [
+    "Estimate",
+    "cluster_bootstrap",
+    "count_harm",
+    "harm_rates",
+    "paired_difference",
+    "split_interaction",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +113,23 @@ def split_interaction(
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(boot, [alpha, 1.0 - alpha])
     return Estimate(float(a.mean() - b.mean()), float(low), float(high), int(d.size))
+
+
+def count_harm(group: dict[str, int], *, swaps: int, base_success: bool, success: bool) -> None:
+    """Add one episode to a harm group (``episodes``, ``swaps``, ``harmed``, ``helped``), judged
+    against its paired baseline episode (same task, same policy seed): harmed when the baseline
+    succeeded and this episode did not, helped the other way round."""
+    group["episodes"] = group.get("episodes", 0) + 1
+    group["swaps"] = group.get("swaps", 0) + swaps
+    group["harmed"] = group.get("harmed", 0) + int(base_success and not success)
+    group["helped"] = group.get("helped", 0) + int(success and not base_success)
+
+
+def harm_rates(groups: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
+    """The groups by name (sorted), each with ``harm_rate`` and ``help_rate`` = harmed / episodes and
+    helped / episodes, rounded to 3 places."""
+    out: dict[str, dict[str, float]] = {k: dict(v) for k, v in sorted(groups.items())}
+    for v in out.values():
+        v["harm_rate"] = round(v["harmed"] / v["episodes"], 3)
+        v["help_rate"] = round(v["helped"] / v["episodes"], 3)
+    return out
