@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from causalcache_memory.integrations.langgraph.images import (
@@ -34,7 +35,7 @@ from causalcache_memory.integrations.langgraph.images import (
     screenshot_ref,
 )
 
-__all__ = ["redact_images", "trace_policy", "traced_messages"]
+__all__ = ["holds_images", "redact_images", "trace_policy", "traced_messages"]
 
 
 def _ref_of(data: Any) -> str:
@@ -58,30 +59,43 @@ def redact_images(value: Any) -> Any:
     Walks dicts, lists, tuples, LangChain messages, pydantic models and dataclass-like requests. Never
     mutates ``value``; usable as a ``TracePolicy`` processor and as LangSmith's ``hide_inputs``.
     """
-    return _redact(value, 0)
+    return _redact(value, 0, _ref_of)
 
 
-def _redact(value: Any, depth: int) -> Any:
+def holds_images(value: Any) -> bool:
+    """Whether :func:`redact_images` would replace anything in ``value``, without hashing any image.
+
+    The same walk as the redaction with a constant in place of each reference, so the two can never
+    disagree; it costs the walk only (no base64 decode, no ``sha256`` of megabytes of pixels per step).
+    """
+    return _redact(value, 0, _no_ref) is not value
+
+
+def _no_ref(data: Any) -> str:
+    return "[screenshot]"
+
+
+def _redact(value: Any, depth: int, ref: Callable[[Any], str]) -> Any:
     if depth > 64 or value is None or isinstance(value, (int, float, bool)):
         return value
     if isinstance(value, str):
-        return _ref_of(value) if _looks_like_b64_image(value) else value
+        return ref(value) if _looks_like_b64_image(value) else value
     if isinstance(value, (bytes, bytearray, memoryview)) or _is_pil(value):
-        return _ref_of(value)
+        return ref(value)
     if isinstance(value, dict):
         payload = _block_payload(value)
         if payload is not None:
-            return {"type": "text", "text": _ref_of(payload)}
-        return _same_or(value, {k: _redact(v, depth + 1) for k, v in value.items()})
+            return {"type": "text", "text": ref(payload)}
+        return _same_or(value, {k: _redact(v, depth + 1, ref) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
-        items = [_redact(v, depth + 1) for v in value]
+        items = [_redact(v, depth + 1, ref) for v in value]
         changed = any(a is not b for a, b in zip(items, value, strict=True))
         return (items if isinstance(value, list) else tuple(items)) if changed else value
     if _is_message(value):
-        content = _redact(value.content, depth + 1)
+        content = _redact(value.content, depth + 1, ref)
         return value if content is value.content else _plain(value, content)
     if hasattr(value, "model_dump") or hasattr(value, "__dataclass_fields__"):
-        return _redact_object(value, depth)
+        return _redact_object(value, depth, ref)
     return value
 
 
@@ -99,7 +113,7 @@ def _plain(message: Any, content: Any) -> Any:
     return base(**{**message.model_dump(exclude={"content"}), "content": content})
 
 
-def _redact_object(value: Any, depth: int) -> Any:
+def _redact_object(value: Any, depth: int, ref: Callable[[Any], str]) -> Any:
     """A model or dataclass (e.g. a ``ModelRequest``) as a redacted dict of its fields, if it holds images."""
     if hasattr(value, "__dataclass_fields__"):
         fields = {name: getattr(value, name, None) for name in value.__dataclass_fields__}
@@ -108,7 +122,7 @@ def _redact_object(value: Any, depth: int) -> Any:
             fields = dict(value)  # pydantic: the fields, not a deep dump
         except TypeError:
             return value
-    redacted = {k: _redact(v, depth + 1) for k, v in fields.items()}
+    redacted = {k: _redact(v, depth + 1, ref) for k, v in fields.items()}
     return value if all(redacted[k] is fields[k] for k in fields) else redacted
 
 
@@ -144,7 +158,7 @@ def traced_messages(messages: list[Any]) -> list[Any]:
     human = _messages_module().HumanMessage
     out = []
     for message in messages:
-        if type(message) is human and redact_images(message.content) is not message.content:
+        if type(message) is human and holds_images(message.content):
             message = _traced_class()(**message.model_dump())
         out.append(message)
     return out

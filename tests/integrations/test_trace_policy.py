@@ -30,9 +30,9 @@ from pydantic import ConfigDict, Field
 from causalcache_memory.allocation import RecentAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.config import parse_config
-from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_image_data
+from causalcache_memory.integrations.langgraph import CausalCacheMemory, find_image_data, tracing
 from causalcache_memory.integrations.langgraph.images import _block_payload, _decode_b64
-from causalcache_memory.integrations.langgraph.tracing import redact_images, traced_messages
+from causalcache_memory.integrations.langgraph.tracing import holds_images, redact_images, traced_messages
 
 #: per-run payload bound for this test: far under LangSmith's own limits (megabytes), far over what a run
 #: of references needs (a few KB), and under one screenshot of this test (~120 KB of base64)
@@ -200,6 +200,39 @@ def test_redact_images_replaces_every_image_form_and_keeps_the_rest():
     assert find_image_data(value)  # the input is not mutated
     clean = {"messages": [HumanMessage("no images")], "k": [1, 2]}
     assert redact_images(clean) is clean
+
+
+def test_holds_images_agrees_with_the_redaction_and_hashes_nothing(monkeypatch):
+    """Choosing which prompt messages to trace as references is on every step's path: it must not
+    decode and hash each screenshot (that is done only when a tracer serializes the message)."""
+    import base64
+
+    b64 = base64.b64encode(noisy_screen(2)).decode()
+    values = [
+        [
+            {"type": "text", "text": "goal"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}},
+        ],
+        [{"type": "image", "base64": b64, "mime_type": "image/png"}],
+        {"nested": [("x", {"type": "image", "source": {"type": "base64", "data": b64}})]},
+        [
+            {"type": "text", "text": "no image here"},
+            {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+        ],
+        "plain text",
+        {"k": [1, 2, None]},
+    ]
+    expected = [redact_images(v) is not v for v in values]
+    assert expected == [True, True, True, False, False, False]
+
+    def no_hashing(data: Any) -> str:
+        raise AssertionError("an image was decoded and hashed on the step's path")
+
+    monkeypatch.setattr(tracing, "_ref_of", no_hashing)
+    assert [holds_images(v) for v in values] == expected
+    traced = traced_messages([HumanMessage(values[0]), HumanMessage("text only")])
+    assert type(traced[0]).__name__ == "TracedHumanMessage"
+    assert type(traced[1]) is HumanMessage
 
 
 def test_traced_messages_reach_the_model_unchanged_and_serialize_with_references():
