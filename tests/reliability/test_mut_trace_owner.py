@@ -66,7 +66,8 @@ class _Store:
     def read_claim(self, episode: str, name: str) -> bytes | None:
         assert CLAIM_NAME.fullmatch(name), name  # the archive refuses any other name
         self.reads.append(name)
-        return self.names.get(name)
+        value = self.names.get(name)
+        return None if value is None else bytes(bytearray(value))  # a new object, as a real store returns
 
     def put(self, name: str, **value: str) -> None:
         self.names[name] = json.dumps({"v": 1, **value}, sort_keys=True).encode()
@@ -385,3 +386,12 @@ def test_a_claim_that_cannot_be_read_back_after_its_create_is_not_taken_as_won(e
     with pytest.raises(TraceConflictError, match=r"\(an unknown process\) already extended"):
         env.claims.claim(KEY, EP, BASE, NEW)
     assert env.store.creates == [f"head.{BASE}"] + ["take.1"] * 8  # eight tries, then it gives up
+
+
+def test_a_claim_won_at_once_reads_back_only_its_own_claim(env) -> None:
+    """The read-back after a create compares bytes (a real store returns a new object): a won claim costs
+    one read and no take-over."""
+    env.claims.check_still_owner(KEY, EP, BASE)
+    env.store.reads.clear()
+    env.claims.claim(KEY, EP, BASE, NEW)
+    assert env.store.reads == [f"head.{BASE}"] and env.store.creates == [f"head.{BASE}"]
