@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -260,11 +262,49 @@ def test_an_old_folder_in_tmp_is_no_temp_file_and_stays(tmp_path) -> None:
     assert folder.is_dir() and not (tmp_path / "archive" / "tmp" / old).exists()
 
 
-def test_a_link_is_no_temp_file_even_where_the_store_reports_its_targets_type(
+@pytest.mark.parametrize(
+    "listed", [{"type": "file", "islink": True}, {"type": "other"}], ids=["link-as-file", "other"]
+)
+def test_only_plain_files_are_temp_files_whatever_the_store_reports(memory_root, monkeypatch, listed) -> None:
+    """A link reported with its target's type, or an entry of another type (a fifo, a socket) named like
+    a dead writer's temp file, is no temp file of a writer: it stays."""
+    archive = FsspecArchive(memory_root)
+    entry = _tmp(archive, _dead_writers_file("blob"))
+    _listing(archive, monkeypatch, lambda es: [{**e, **listed} for e in es])
+    assert check_archive(archive, repair=True).temp_removed == 0
+    assert archive.fs.exists(f"{archive.root}/tmp/{entry}")
+
+
+def test_the_default_grace_is_one_hour_at_its_edge(memory_root, monkeypatch) -> None:
+    archive = FsspecArchive(memory_root)
+    sha = archive.put(_png(10)).sha256
+    _stamp(archive, _blob(sha), STAMP)
+    monkeypatch.setattr(remote_gc, "time", _Clock(STAMP + 1 + 3599))
+    assert archive.gc().skipped_recent == 1 and sha in archive  # 3599 s past its second
+    monkeypatch.setattr(remote_gc, "time", _Clock(STAMP + 1 + 3600))
+    assert archive.gc().deleted == 1 and sha not in archive
+
+
+def test_an_object_whose_store_reports_no_size_frees_zero_bytes(memory_root, monkeypatch) -> None:
+    archive = FsspecArchive(memory_root)
+    archive.put(_png(11))
+    info = archive._fs.info
+    monkeypatch.setattr(archive._fs, "info", lambda path, **kw: {**info(path, **kw), "size": None})
+    report = archive.gc(grace_seconds=0)
+    assert (report.deleted, report.bytes_freed) == (1, 0)
+
+
+def test_a_temp_file_exactly_the_temp_grace_old_stays_and_one_second_older_goes(
     memory_root, monkeypatch
 ) -> None:
+    from causalcache_memory.archive import _gc
+
     archive = FsspecArchive(memory_root)
-    link = _tmp(archive, _dead_writers_file("blob"))
-    _listing(archive, monkeypatch, lambda es: [{**e, "type": "file", "islink": True} for e in es])
-    assert check_archive(archive, repair=True).temp_removed == 0
-    assert archive.fs.exists(f"{archive.root}/tmp/{link}")
+    edge = _tmp(archive, "e.otherhost.1.2.3.tmp")
+    older = _tmp(archive, "o.otherhost.1.2.3.tmp")
+    _stamp(archive, f"tmp/{edge}", STAMP - remote_gc.TEMP_GRACE_SECONDS)
+    _stamp(archive, f"tmp/{older}", STAMP - remote_gc.TEMP_GRACE_SECONDS - 1)
+    monkeypatch.setattr(_gc, "time", SimpleNamespace(time=lambda: STAMP, monotonic=time.monotonic))
+    archive.gc(grace_seconds=0)
+    left = {p.rsplit("/", 1)[-1] for p in archive.fs.ls(f"{archive.root}/tmp", detail=False)}
+    assert edge in left and older not in left
