@@ -352,6 +352,10 @@ def run_module(
             partial = True  # out of time: keep what is done, the rest stays pending
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait()
+        except BaseException:  # stopped (SIGTERM, Ctrl-C): cosmic-ray's own session goes with it
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
     if proc.returncode not in (0, None) and not partial:
         return {"error": f"cosmic-ray exec exited with {proc.returncode}; see {module.name}.log"}
     summary = results(session)
@@ -403,6 +407,10 @@ def write_summary(out: Path, table: dict[str, dict], modules: list[Module], jobs
     return text
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     modules, cfg = load_table()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -434,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown modules {sorted(unknown)}; known: {[m.name for m in modules]}")
     chosen = [m for m in modules if not wanted or m.name in wanted]
+    # the workers and cosmic-ray's exec run in sessions of their own (a kill of this process group does not
+    # reach them): on SIGTERM unwind through the ``finally`` blocks that stop them
+    signal.signal(signal.SIGTERM, _stop)
     tool = find_tool("cosmic-ray", args.cosmic_ray)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -187,14 +187,19 @@ def apply(plant: Plant, root: Path) -> None:
     (root / plant.path).write_text(planted(plant, root), encoding="utf-8")
 
 
-def run_tests(root: Path, tests: tuple[str, ...], *, first_failure: bool = True) -> tuple[int, str, int]:
-    """``(exit code, pytest's closing line, failed tests)``; ``first_failure``: stop at the first (-x)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider"]
+def run_tests(
+    root: Path, tests: tuple[str, ...], *, first_failure: bool = True
+) -> tuple[int, str, int, list[str]]:
+    """``(exit code, pytest's closing line, failed tests, their ids)``; ``first_failure``: stop at the
+    first (-x)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rf", *(["-x"] if first_failure else [])]
+    cmd += ["-p", "no:cacheprovider"]
     proc = subprocess.run([*cmd, *tests], cwd=root, env=env_for(root), capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     tail = lines[-1] if lines else proc.stderr.strip()[-200:]
     found = re.search(r"(\d+) failed", tail)
-    return proc.returncode, tail, int(found.group(1)) if found else 0
+    ids = [ln[len("FAILED ") :].split(" - ")[0] for ln in lines if ln.startswith("FAILED ")]
+    return proc.returncode, tail, int(found.group(1)) if found else 0, ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="plants to run (default: all)")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument("--suite", action="store_true", help="run the whole tests/ directory per plant")
+    parser.add_argument("--show-failed", action="store_true", help="print the id of every failed test")
     args = parser.parse_args(argv)
     if args.list:
         for p in PLANTS:
@@ -217,19 +223,21 @@ def main(argv: list[str] | None = None) -> int:
         for p in chosen:  # every plant must apply to today's code before anything runs
             check_applies(p, base)
         every = tuple(sorted({t for p in chosen for t in p.tests}))
-        rc, tail, _ = run_tests(base, ("tests",) if args.suite else every)
+        rc, tail, _, _ = run_tests(base, ("tests",) if args.suite else every)
         print(f"{'baseline':16} {'pass' if rc == 0 else 'FAIL':8} {tail}")
         if rc != 0:
             return 1
         for p in chosen:
             root = stage(Path(tmp) / p.name)
             apply(p, root)
-            rc, tail, failed = run_tests(
+            rc, tail, failed, ids = run_tests(
                 root, ("tests",) if args.suite else p.tests, first_failure=p.min_failed < 2
             )
             caught = rc == 1 and failed >= p.min_failed
             failures += not caught
             print(f"{p.name:16} {'caught' if caught else 'MISSED':8} {tail}")
+            if args.show_failed:
+                print("".join(f"    {i}\n" for i in ids), end="", flush=True)
     return 1 if failures else 0
 
 

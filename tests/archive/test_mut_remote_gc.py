@@ -4,9 +4,12 @@ with it, temporary files, and the hooks of ``causalcache archive check``."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -199,3 +202,109 @@ def test_gc_on_a_store_without_atomic_puts_makes_its_marker_folder(tmp_path) -> 
     sha = archive.put(_png(8)).sha256
     assert archive.gc(grace_seconds=0).deleted == 1 and sha not in archive
     assert list((tmp_path / "archive" / "gc").iterdir()) == []  # markers removed again
+
+
+def test_a_text_removed_by_another_collector_before_its_delete_frees_only_the_blob(
+    memory_root, monkeypatch
+) -> None:
+    """The race between a text's stat and its delete: the text is gone, it adds no bytes (not -1)."""
+    archive = FsspecArchive(memory_root)
+    data = _png(9)
+    sha = archive.put(data).sha256
+    archive.put_text(sha, "words")
+    rm_file = archive._fs.rm_file
+
+    def other_collector_first(path: str) -> None:
+        rm_file(path)
+        if "/texts/" in path:
+            raise FileNotFoundError(path)
+
+    monkeypatch.setattr(archive._fs, "rm_file", other_collector_first)
+    report = archive.gc(grace_seconds=0)
+    assert (report.deleted, report.bytes_freed) == (1, len(data))
+
+
+def test_repair_without_a_tmp_folder_removes_nothing(memory_root) -> None:
+    archive = FsspecArchive(memory_root)
+    repaired = check_archive(archive, repair=True)
+    assert (repaired.temp_removed, repaired.temp_files) == (0, 0)
+
+
+def _listing(archive: FsspecArchive, monkeypatch, change) -> None:
+    """The store lists ``tmp/`` as ``change`` makes it (an order, or a type another store reports)."""
+    ls = archive._fs.ls
+    monkeypatch.setattr(archive._fs, "ls", lambda path, **kw: change(ls(path, **kw)))
+
+
+@pytest.mark.parametrize("first", ["folder", "file"])
+def test_the_sweep_goes_on_past_a_folder_whatever_the_listing_order(memory_root, monkeypatch, first) -> None:
+    archive = FsspecArchive(memory_root)
+    archive.fs.mkdir(f"{archive.root}/tmp/a-folder")
+    dead = _tmp(archive, _dead_writers_file("z"))
+    _listing(
+        archive,
+        monkeypatch,
+        lambda es: sorted(es, key=lambda e: (e["type"] == "file") == (first == "folder")),
+    )
+    assert check_archive(archive, repair=True).temp_removed == 1
+    assert not archive.fs.exists(f"{archive.root}/tmp/{dead}")
+    assert archive.fs.isdir(f"{archive.root}/tmp/a-folder")
+
+
+def test_an_old_folder_in_tmp_is_no_temp_file_and_stays(tmp_path) -> None:
+    archive = FsspecArchive(f"local://{tmp_path}/archive")
+    folder = tmp_path / "archive" / "tmp" / "old.otherhost.1.2.3.tmp"
+    folder.mkdir(parents=True)
+    old = _tmp(archive, "y.otherhost.1.2.3.tmp")
+    for path in (folder, tmp_path / "archive" / "tmp" / old):
+        os.utime(path, (STAMP, STAMP))  # both far older than the temp grace
+    archive.gc(grace_seconds=0)
+    assert folder.is_dir() and not (tmp_path / "archive" / "tmp" / old).exists()
+
+
+@pytest.mark.parametrize(
+    "listed", [{"type": "file", "islink": True}, {"type": "other"}], ids=["link-as-file", "other"]
+)
+def test_only_plain_files_are_temp_files_whatever_the_store_reports(memory_root, monkeypatch, listed) -> None:
+    """A link reported with its target's type, or an entry of another type (a fifo, a socket) named like
+    a dead writer's temp file, is no temp file of a writer: it stays."""
+    archive = FsspecArchive(memory_root)
+    entry = _tmp(archive, _dead_writers_file("blob"))
+    _listing(archive, monkeypatch, lambda es: [{**e, **listed} for e in es])
+    assert check_archive(archive, repair=True).temp_removed == 0
+    assert archive.fs.exists(f"{archive.root}/tmp/{entry}")
+
+
+def test_the_default_grace_is_one_hour_at_its_edge(memory_root, monkeypatch) -> None:
+    archive = FsspecArchive(memory_root)
+    sha = archive.put(_png(10)).sha256
+    _stamp(archive, _blob(sha), STAMP)
+    monkeypatch.setattr(remote_gc, "time", _Clock(STAMP + 1 + 3599))
+    assert archive.gc().skipped_recent == 1 and sha in archive  # 3599 s past its second
+    monkeypatch.setattr(remote_gc, "time", _Clock(STAMP + 1 + 3600))
+    assert archive.gc().deleted == 1 and sha not in archive
+
+
+def test_an_object_whose_store_reports_no_size_frees_zero_bytes(memory_root, monkeypatch) -> None:
+    archive = FsspecArchive(memory_root)
+    archive.put(_png(11))
+    info = archive._fs.info
+    monkeypatch.setattr(archive._fs, "info", lambda path, **kw: {**info(path, **kw), "size": None})
+    report = archive.gc(grace_seconds=0)
+    assert (report.deleted, report.bytes_freed) == (1, 0)
+
+
+def test_a_temp_file_exactly_the_temp_grace_old_stays_and_one_second_older_goes(
+    memory_root, monkeypatch
+) -> None:
+    from causalcache_memory.archive import _gc
+
+    archive = FsspecArchive(memory_root)
+    edge = _tmp(archive, "e.otherhost.1.2.3.tmp")
+    older = _tmp(archive, "o.otherhost.1.2.3.tmp")
+    _stamp(archive, f"tmp/{edge}", STAMP - remote_gc.TEMP_GRACE_SECONDS)
+    _stamp(archive, f"tmp/{older}", STAMP - remote_gc.TEMP_GRACE_SECONDS - 1)
+    monkeypatch.setattr(_gc, "time", SimpleNamespace(time=lambda: STAMP, monotonic=time.monotonic))
+    archive.gc(grace_seconds=0)
+    left = {p.rsplit("/", 1)[-1] for p in archive.fs.ls(f"{archive.root}/tmp", detail=False)}
+    assert edge in left and older not in left

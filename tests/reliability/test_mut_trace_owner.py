@@ -9,6 +9,7 @@ this process's create of the same name. The real processes, LocalArchive and S3 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -24,6 +25,8 @@ LIVE = "there.4242.0123456789ab"  # another host: never judged dead
 DEAD = "here.1111.deaddeaddead"
 BASE, LOW_BASE, HIGH_BASE = "b" * 64, "a" * 64, "c" * 64
 NEW, LOW_CHILD, HIGH_CHILD = "5" * 64, "0" * 64, "f" * 64
+# the archive's claim names (``archive/_keys.py``): ``head.<sha256|root>`` and ``take.<n>``, n >= 1
+CLAIM_NAME = re.compile(r"head\.([0-9a-f]{64}|root)|take\.[1-9][0-9]{0,8}")
 
 
 class _Store:
@@ -37,10 +40,14 @@ class _Store:
         self.every_create: Callable[[str], None] | None = None
         self.creates: list[str] = []
         self.ignores_exclusive = ignores_exclusive
+        self.reads: list[str] = []
+        self.vanish = False  # every create reports success and leaves nothing behind
 
     def claim(self, episode: str, name: str, data: bytes, *, exclusive: bool = True) -> bytes | None:
-        assert episode == EP and exclusive
+        assert episode == EP and exclusive and CLAIM_NAME.fullmatch(name), name
         self.creates.append(name)
+        if self.vanish:
+            return None
         if self.every_create is not None:
             self.every_create(name)
         hook = self.hooks.pop(name, None)
@@ -57,7 +64,10 @@ class _Store:
         return None
 
     def read_claim(self, episode: str, name: str) -> bytes | None:
-        return self.names.get(name)
+        assert CLAIM_NAME.fullmatch(name), name  # the archive refuses any other name
+        self.reads.append(name)
+        value = self.names.get(name)
+        return None if value is None else bytes(bytearray(value))  # a new object, as a real store returns
 
     def put(self, name: str, **value: str) -> None:
         self.names[name] = json.dumps({"v": 1, **value}, sort_keys=True).encode()
@@ -273,3 +283,115 @@ def test_archives_without_claims_keep_only_the_in_process_check() -> None:
     bare = HeadClaims(object())
     bare.check_still_owner(KEY, EP, BASE)
     bare.claim(KEY, EP, BASE, NEW)  # nothing to write to, no error
+
+
+def _took_over_later(env, n: int, base: str) -> None:
+    """Another live process takes the thread over with record ``take.<n>``: the next check must say so."""
+    env.store.put(f"take.{n}", base=base, child=HIGH_CHILD, owner=LIVE)
+    with pytest.raises(TraceConflictError, match=r"there\.4242.* took this thread over"):
+        env.claims.check_still_owner(KEY, EP, base)
+
+
+@pytest.mark.parametrize("records", [1, 2, 3])
+def test_the_first_check_counts_every_record_before_it_so_later_checks_see_only_news(env, records) -> None:
+    for n in range(1, records + 1):  # take-overs by other processes, before this process's first commit
+        env.store.put(f"take.{n}", base=f"{n:x}" * 64, child=LOW_CHILD, owner=LIVE)
+    env.claims.check_still_owner(KEY, EP, BASE)
+    env.claims.claim(KEY, EP, BASE, NEW)
+    env.claims.check_still_owner(KEY, EP, NEW)  # the old records are not news
+    _took_over_later(env, records + 1, NEW)  # the next one is
+
+
+def test_a_check_reads_past_this_processs_own_record_to_anothers_right_after_it(env) -> None:
+    env.claims.check_still_owner(KEY, EP, BASE)  # empty log
+    env.store.put("take.1", base=BASE, child=NEW, owner=ME)  # e.g. another thread of this process
+    env.store.put("take.2", base=NEW, child=LOW_CHILD, owner=LIVE)
+    with pytest.raises(TraceConflictError, match=r"there\.4242.* took this thread over \(after 5{12}"):
+        env.claims.check_still_owner(KEY, EP, NEW)
+
+
+def test_after_a_take_over_the_next_commit_reads_one_record_and_sees_the_next_take_over(env) -> None:
+    """'One read per commit': after writing ``take.2`` the still-owner check reads ``take.3`` only."""
+    env.store.put("take.1", base=LOW_BASE, child=BASE, owner=DEAD)
+    env.store.put(f"head.{BASE}", child=LOW_CHILD, owner=DEAD)
+    env.claims.check_still_owner(KEY, EP, BASE)
+    env.claims.claim(KEY, EP, BASE, NEW)
+    assert env.store.value("take.2")["owner"] == ME
+    env.store.reads.clear()
+    env.claims.check_still_owner(KEY, EP, NEW)
+    assert env.store.reads == ["take.3"]
+    _took_over_later(env, 3, NEW)
+
+
+def test_a_take_over_after_a_claim_made_without_a_check_is_seen(env) -> None:
+    """``HeadClaims`` used directly, without the store's check first: its own claim found in force leaves
+    the log position at the records it read (none), so a later take.1 is news."""
+    env.claims.reserve(KEY, EP, BASE)
+    env.claims.claim(KEY, EP, BASE, NEW)  # finds its own reservation in force
+    _took_over_later(env, 1, NEW)
+
+
+def test_after_losing_a_take_over_race_to_the_same_node_a_later_take_over_is_seen(env) -> None:
+    env.store.put(f"head.{BASE}", child=LOW_CHILD, owner=DEAD)
+    _rival_at(env, "take.1", base=BASE, child=NEW, owner=LIVE)
+    env.claims.check_still_owner(KEY, EP, BASE)
+    env.claims.claim(KEY, EP, BASE, NEW)  # the same node: proceeds
+    env.store.reads.clear()
+    env.claims.check_still_owner(KEY, EP, NEW)
+    assert env.store.reads == ["take.2"]
+    _took_over_later(env, 2, NEW)
+
+
+def test_after_losing_a_take_over_race_to_another_node_a_later_take_over_is_seen(env) -> None:
+    env.store.put(f"head.{BASE}", child=LOW_CHILD, owner=DEAD)
+    _rival_at(env, "take.1", base=BASE, child=LOW_CHILD, owner=LIVE)
+    env.claims.check_still_owner(KEY, EP, BASE)
+    with pytest.raises(TraceConflictError, match="already extended"):
+        env.claims.claim(KEY, EP, BASE, NEW)
+    env.store.reads.clear()
+    env.claims.check_still_owner(KEY, EP, BASE)  # the rival's record was reported, as a conflict
+    assert env.store.reads == ["take.2"]
+    _took_over_later(env, 2, LOW_CHILD)
+
+
+@pytest.mark.parametrize(
+    "other",
+    ["here.1111", "here.1111.deaddeaddead.x", "here", "None"],
+    ids=["no-token", "four-fields", "host-only", "no-owner"],
+)
+def test_an_owner_id_not_of_three_fields_is_never_judged_dead(env, other) -> None:
+    """``<host>.<pid>.<token>`` or nothing: an id of another shape (an older or foreign writer, a claim
+    without an owner) names no process this host can check, so its claim is a live one."""
+    env.store.put(f"head.{BASE}", child=LOW_CHILD, owner=other)
+    if other == "None":
+        env.store.names[f"head.{BASE}"] = json.dumps({"v": 1, "child": LOW_CHILD}).encode()
+    with pytest.raises(TraceConflictError, match="already extended"):
+        env.claims.claim(KEY, EP, BASE, NEW)
+    assert "take.1" not in env.store.names
+
+
+@pytest.mark.parametrize("child", [LOW_CHILD, HIGH_CHILD], ids=["sorts-before", "sorts-after"])
+def test_a_later_writer_that_overwrote_the_claim_wins_whatever_its_bytes_sort_as(child) -> None:
+    store = _Store(ignores_exclusive=True)
+    claims = HeadClaims(store)
+    store.hooks[f"head.{BASE}"] = lambda: store.put(f"head.{BASE}", child=child, owner=LIVE)
+    with pytest.raises(TraceConflictError, match=r"there\.4242.* already extended"):
+        claims.claim(KEY, EP, BASE, NEW)
+
+
+def test_a_claim_that_cannot_be_read_back_after_its_create_is_not_taken_as_won(env) -> None:
+    """The read-back after a create that reported success: a claim not there is not this process's, so
+    the commit goes through the take-over log (which does not read back as its own either: it gives up)."""
+    env.store.vanish = True
+    with pytest.raises(TraceConflictError, match=r"\(an unknown process\) already extended"):
+        env.claims.claim(KEY, EP, BASE, NEW)
+    assert env.store.creates == [f"head.{BASE}"] + ["take.1"] * 8  # eight tries, then it gives up
+
+
+def test_a_claim_won_at_once_reads_back_only_its_own_claim(env) -> None:
+    """The read-back after a create compares bytes (a real store returns a new object): a won claim costs
+    one read and no take-over."""
+    env.claims.check_still_owner(KEY, EP, BASE)
+    env.store.reads.clear()
+    env.claims.claim(KEY, EP, BASE, NEW)
+    assert env.store.reads == [f"head.{BASE}"] and env.store.creates == [f"head.{BASE}"]

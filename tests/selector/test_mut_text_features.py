@@ -206,3 +206,23 @@ def test_fill_refuses_rows_and_texts_that_do_not_pair_up() -> None:
         text.fill([0, 1], [encode_text("alpha")])
     with pytest.raises(ValueError, match="zip"):
         text.fill([0], [None, encode_text("alpha")])
+
+
+def test_a_goal_name_is_near_a_value_only_on_its_own_line_or_the_next_not_two_lines_below() -> None:
+    """``text_name_value_near``: a new value on the name's line or the line after it counts; a value two
+    lines below the name (a line without a name between them) does not."""
+    near = feature_index("text_name_value_near")
+    trace = Trace("Find the Desk Fan order", episode_id="late")
+    trace.observe(_sha("start"))
+    for i, name in enumerate(["a", "b", "c", "d"]):
+        trace.record(Action("click", x=0.5, y=0.5), f"r{i}", _sha(name), summary=f"click {i}")
+    src = _Texts(
+        {
+            "a": "Desk Fan\nshipping\nRoom 12",  # the value two lines below the name
+            "b": "Desk Fan\nRoom 34\nshipping",  # the value on the next line
+            "c": "Desk Fan Room 56\nshipping",  # the value on the name's line
+            "d": "x",
+        }
+    )
+    rows = FeatureExtractor(screen_text=src)(trace, 2, None)
+    assert rows[:3, near].tolist() == [0.0, 1.0, 1.0]
