@@ -59,8 +59,30 @@ def test_the_recording_is_what_learn_reads(tool, tmp_path) -> None:  # type: ign
     by = summary["by_allocator"]
     assert sum(by[g][s]["episodes"] for g in by for s in by[g]) == 6
     assert sum(by[g][s]["successes"] for g in by for s in by[g]) == sum(success.values())
-    # the screen text the selector and learn read is the registry's serialisation of the recorded screens
+    # the screen text the selector reads is the registry's serialisation of the recorded screens, and the
+    # recording stored that same text beside each screenshot (what learn and the prompt cap read)
+    from causalcache_memory.archive.local import LocalArchive
+
     text = tool.ext_screen_text()
+    archive = LocalArchive(rec / "archive")
     trajectories, _ = threads_to_trajectories(str(rec / "checkpoints.sqlite"), str(rec / "archive"), None)
     shots = [s.screenshot_after for t in trajectories for s in t.steps if s.screenshot_after]
     assert shots and all(text.get_text(h) for h in shots)
+    assert all(archive.get_text(h) == text.get_text(h) for h in shots)
+
+
+def test_the_deployment_sets_the_witness_check_and_the_harness_arm_matches(tool, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    src = tmp_path / "deploy.yaml"
+    src.write_text(
+        yaml.safe_dump({"budget": 4, "allocation": {"selector": {"model_path": "m", "min_gain": 0.5}}})
+    )
+    path = tool.witness_deploy(str(src), tmp_path / "witness.yaml")
+    sel = yaml.safe_load(Path(path).read_text())["allocation"]["selector"]
+    assert sel == {"model_path": "m", "min_gain": 0.5, **tool.WITNESS}
+    assert tool._deployed(path, tool.WITNESS_ARM) == ("m", 0.5)
+    with pytest.raises(ValueError, match="guard settings"):
+        tool._deployed(path, "causalcache_witness")  # the deployment is not what that arm runs
+    with pytest.raises(ValueError, match="guard settings"):
+        tool._deployed(str(src), tool.WITNESS_ARM)  # learn's own YAML has no witness check
