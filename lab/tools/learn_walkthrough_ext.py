@@ -310,10 +310,14 @@ def _contrasts(out: Path) -> dict[str, Any]:
             pairs[f"{name}_vs_random"] = (f"{mine}:{WITNESS_ARM}", f"{base}:random")
             pairs[f"{name}_vs_bundle"] = (f"{mine}:{WITNESS_ARM}", f"{base}:causalcache")
             pairs[f"{name}_vs_bundle_witness"] = (f"{mine}:{WITNESS_ARM}", f"{base}:{WITNESS_ARM}")
-    mine = out / "eval-guard-witness-only/results.json"
-    if mine.exists():
-        pairs["guard_witness_only_vs_recent"] = (f"{mine}:causalcache_witness", f"{base}:recent")
-        pairs["guard_witness_only_vs_bundle"] = (f"{mine}:causalcache_witness", f"{base}:causalcache")
+    for name in ("guard", "full"):
+        mine = out / f"eval-{name}-witness-only/results.json"
+        if mine.exists():
+            arm = f"{mine}:causalcache_witness"
+            pairs[f"{name}_witness_only_vs_recent"] = (arm, f"{base}:recent")
+            pairs[f"{name}_witness_only_vs_random"] = (arm, f"{base}:random")
+            pairs[f"{name}_witness_only_vs_bundle"] = (arm, f"{base}:causalcache")
+            pairs[f"{name}_witness_only_vs_bundle_witness"] = (arm, f"{base}:{WITNESS_ARM}")
     return {name: contrast(t, c) for name, (t, c) in pairs.items()}
 
 
@@ -329,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=4, help="agreement samples per prompt")
     p.add_argument(
         "--witness-only", action="store_true",
-        help="also evaluate the guard-only model with witness_check alone (its refitted guard kept)",
+        help="also evaluate both learned models with witness_check alone (their fitted guards kept)",
     )  # fmt: skip
     args = p.parse_args(argv)
     if args.record > 300:
@@ -363,14 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         "guard": evaluate(out / "eval-guard", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["guard"]),
         "full": evaluate(out / "eval-full", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["full"]),
     }
-    if args.witness_only:
-        path = out / "deploy-guard-witness-only.yaml"
-        report["deploy"]["guard_witness_only"] = witness_deploy(
-            report["guard_only"]["deploy"], path, WITNESS_ONLY
-        )
-        report["eval"]["guard_witness_only"] = evaluate(
-            out / "eval-guard-witness-only", **ev, arms=("causalcache_witness",), deploy=str(path)
-        )
+    if args.witness_only:  # each learned model with its own guard as fitted, the witness check on
+        for name, src in (("guard", report["guard_only"]["deploy"]), ("full", report["full"]["deploy"])):
+            path = witness_deploy(src, out / f"deploy-{name}-witness-only.yaml", WITNESS_ONLY)
+            report["deploy"][f"{name}_witness_only"] = path
+            report["eval"][f"{name}_witness_only"] = evaluate(
+                out / f"eval-{name}-witness-only", **ev, arms=("causalcache_witness",), deploy=path
+            )
     report["contrasts"] = _contrasts(out)
     report["load_end"] = os.getloadavg()
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
