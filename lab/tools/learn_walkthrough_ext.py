@@ -35,7 +35,8 @@ The screen registry the simulated agent "sees" through is this process's, so rec
 in one process (a rerun records again unless both learn runs finished); the learn stages' timings and
 every evaluated configuration are reused by a rerun. Only
 development seeds are used (the harness refuses the sealed set, docs/sealed/generators-v1.yaml). Writes
-``<out>/report.json``.
+``<out>/report.json`` (``report-s<seed>.json`` and ``eval-s<seed>-*`` folders for an ``--eval-seed`` other
+than 200, so a replication on fresh tasks reuses the recording and the learn runs).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ WITNESS_ONLY = {"witness_check": True, "ood_refit": None, "ood_refit_warmup": "b
 #: harness arm -> the guard settings it deploys
 ARM_SETTINGS = {WITNESS_ARM: WITNESS, "causalcache_witness": WITNESS_ONLY}
 TOOL = Path(__file__).stem
+#: the evaluation's default task seed (another seed gets its own eval folders and report)
+EVAL_SEED = 200
 
 
 def agent_labeller(policy: str, k: int) -> list[Any]:
@@ -295,23 +298,23 @@ def evaluate(
     }
 
 
-def _contrasts(out: Path) -> dict[str, Any]:
+def _contrasts(out: Path, prefix: str = "eval") -> dict[str, Any]:
     from paired_contrast import contrast
 
-    base = out / "eval-baselines/results.json"
+    base = out / f"{prefix}-baselines/results.json"
     pairs = {"bundle_vs_recent": (f"{base}:causalcache", f"{base}:recent")}
     pairs["random_vs_recent"] = (f"{base}:random", f"{base}:recent")
     pairs["bundle_witness_vs_recent"] = (f"{base}:{WITNESS_ARM}", f"{base}:recent")
     pairs["bundle_witness_vs_bundle"] = (f"{base}:{WITNESS_ARM}", f"{base}:causalcache")
     for name in ("guard", "full"):
-        mine = out / f"eval-{name}/results.json"
+        mine = out / f"{prefix}-{name}/results.json"
         if mine.exists():
             pairs[f"{name}_vs_recent"] = (f"{mine}:{WITNESS_ARM}", f"{base}:recent")
             pairs[f"{name}_vs_random"] = (f"{mine}:{WITNESS_ARM}", f"{base}:random")
             pairs[f"{name}_vs_bundle"] = (f"{mine}:{WITNESS_ARM}", f"{base}:causalcache")
             pairs[f"{name}_vs_bundle_witness"] = (f"{mine}:{WITNESS_ARM}", f"{base}:{WITNESS_ARM}")
     for name in ("guard", "full"):
-        mine = out / f"eval-{name}-witness-only/results.json"
+        mine = out / f"{prefix}-{name}-witness-only/results.json"
         if mine.exists():
             arm = f"{mine}:causalcache_witness"
             pairs[f"{name}_witness_only_vs_recent"] = (arm, f"{base}:recent")
@@ -329,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", type=int, default=300, help="recorded episodes (the done-when: at most 300)")
     p.add_argument("--record-seed", type=int, default=100, help="task seed of the recording (dev seeds only)")
     p.add_argument("--eval", type=int, default=20, help="fresh tasks per split")
-    p.add_argument("--eval-seed", type=int, default=200, help="task seed of the evaluation (dev seeds only)")
+    p.add_argument(
+        "--eval-seed", type=int, default=EVAL_SEED, help="task seed of the evaluation (dev seeds only)"
+    )
     p.add_argument("--k", type=int, default=4, help="agreement samples per prompt")
     p.add_argument(
         "--witness-only", action="store_true",
@@ -361,22 +366,26 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"[4] deployed: {json.dumps(report['deploy'])}", flush=True)
     ev = {"generator": args.generator, "policy": args.policy, "tasks": args.eval, "seed": args.eval_seed}
+    prefix = "eval" if args.eval_seed == EVAL_SEED else f"eval-s{args.eval_seed}"
     baselines = ("recent", "random", "causalcache", WITNESS_ARM)
     report["eval"] = {
-        "baselines": evaluate(out / "eval-baselines", **ev, arms=baselines, deploy=None),
-        "guard": evaluate(out / "eval-guard", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["guard"]),
-        "full": evaluate(out / "eval-full", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["full"]),
+        "baselines": evaluate(out / f"{prefix}-baselines", **ev, arms=baselines, deploy=None),
+        "guard": evaluate(
+            out / f"{prefix}-guard", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["guard"]
+        ),
+        "full": evaluate(out / f"{prefix}-full", **ev, arms=(WITNESS_ARM,), deploy=report["deploy"]["full"]),
     }
     if args.witness_only:  # each learned model with its own guard as fitted, the witness check on
         for name, src in (("guard", report["guard_only"]["deploy"]), ("full", report["full"]["deploy"])):
             path = witness_deploy(src, out / f"deploy-{name}-witness-only.yaml", WITNESS_ONLY)
             report["deploy"][f"{name}_witness_only"] = path
             report["eval"][f"{name}_witness_only"] = evaluate(
-                out / f"eval-{name}-witness-only", **ev, arms=("causalcache_witness",), deploy=path
+                out / f"{prefix}-{name}-witness-only", **ev, arms=("causalcache_witness",), deploy=path
             )
-    report["contrasts"] = _contrasts(out)
+    report["contrasts"] = _contrasts(out, prefix)
     report["load_end"] = os.getloadavg()
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    name = "report.json" if args.eval_seed == EVAL_SEED else f"report-s{args.eval_seed}.json"
+    (out / name).write_text(json.dumps(report, indent=1, default=str))
     for name, c in report["contrasts"].items():
         mc, ctl = c["memory_critical"], c["control"]
         print(
