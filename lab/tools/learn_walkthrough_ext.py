@@ -324,6 +324,20 @@ def _contrasts(out: Path, prefix: str = "eval") -> dict[str, Any]:
     return {name: contrast(t, c) for name, (t, c) in pairs.items()}
 
 
+def pool(out: Path, seeds: list[int]) -> dict[str, Any]:
+    """Every contrast over the tasks of several evaluation seeds at once (their task ids differ): each
+    evaluated configuration's episodes concatenated into ``<out>/eval-pooled-*/results.json``."""
+    prefixes = ["eval" if s == EVAL_SEED else f"eval-s{s}" for s in seeds]
+    for name in ("baselines", "guard", "full", "guard-witness-only", "full-witness-only"):
+        if not all((out / f"{p}-{name}/results.json").exists() for p in prefixes):
+            continue
+        parts = [json.loads((out / f"{p}-{name}/results.json").read_text()) for p in prefixes]
+        merged = {"meta": parts[0]["meta"], "episodes": [e for d in parts for e in d["episodes"]]}
+        (out / f"eval-pooled-{name}").mkdir(exist_ok=True)
+        (out / f"eval-pooled-{name}/results.json").write_text(json.dumps(merged))
+    return {"seeds": seeds, "contrasts": _contrasts(out, "eval-pooled")}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("generator", help="desktop, web or mobile (worlds_ext)")
@@ -340,12 +354,21 @@ def main(argv: list[str] | None = None) -> int:
         "--witness-only", action="store_true",
         help="also evaluate both learned models with witness_check alone (their fitted guards kept)",
     )  # fmt: skip
+    p.add_argument(
+        "--pool-seeds", default=None,
+        help="only pool the finished evaluations of these task seeds (e.g. 200,300) into report-pooled.json",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.record > 300:
         p.error(f"--record={args.record}: the walkthrough records at most 300 episodes")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(args.out or f"runs/walk_{args.generator}")
     out.mkdir(parents=True, exist_ok=True)
+    if args.pool_seeds:
+        pooled = pool(out, [int(x) for x in args.pool_seeds.split(",")])
+        (out / "report-pooled.json").write_text(json.dumps(pooled, indent=1))
+        _print(pooled["contrasts"])
+        return 0
     report: dict[str, Any] = {
         "generator": args.generator,
         "policy": args.policy,
@@ -386,13 +409,17 @@ def main(argv: list[str] | None = None) -> int:
     report["load_end"] = os.getloadavg()
     name = "report.json" if args.eval_seed == EVAL_SEED else f"report-s{args.eval_seed}.json"
     (out / name).write_text(json.dumps(report, indent=1, default=str))
-    for name, c in report["contrasts"].items():
+    _print(report["contrasts"])
+    return 0
+
+
+def _print(contrasts: dict[str, Any]) -> None:
+    for name, c in contrasts.items():
         mc, ctl = c["memory_critical"], c["control"]
         print(
             f"{name}: MC {mc['delta']:+.2f} [{mc['ci95'][0]:+.2f}, {mc['ci95'][1]:+.2f}] ({mc['helped']}/{mc['harmed']})"
             f"  control {ctl['delta']:+.2f} [{ctl['ci95'][0]:+.2f}, {ctl['ci95'][1]:+.2f}] ({ctl['helped']}/{ctl['harmed']})"
         )
-    return 0
 
 
 if __name__ == "__main__":
