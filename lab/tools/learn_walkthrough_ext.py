@@ -2,8 +2,13 @@
 
 One command per generator (``web``: the bundled guard idle; ``desktop``: partly idle)::
 
-    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py web --out runs/walk_web
-    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py desktop --out runs/walk_desktop
+    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py web --out runs/walk_web --witness-only
+    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py desktop --out runs/walk_desktop --witness-only
+
+and a replication on fresh tasks, reusing the recording and the learned models, pooled with the first::
+
+    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py web --out runs/walk_web --witness-only --eval-seed 300
+    nice -n 10 .venv/bin/python lab/tools/learn_walkthrough_ext.py web --out runs/walk_web --pool-seeds 200,300
 
 What a team does, step by step (docs/LEARN.md, "A black-box agent, end to end"), with the worlds_ext
 generator's simulated policy (``--policy``, ``noisy`` by default) as the team's agent:
