@@ -125,11 +125,14 @@ class WorldContext:
 
 
 # ---------------------------------------------------------------------------------------------- graph
-def build_world_agent(memory: Any, checkpointer: Any = None) -> Any:
+def build_world_agent(memory: Any, checkpointer: Any = None, *, screen_text: bool = False) -> Any:
     """The evaluation agent: ``observe -> decide -> act(+record) -> decide ...`` until done or the cap.
 
     ``act`` executes ``memory.action(state)`` in the world held by the run context and returns the
-    post-action screenshot, which the memory archives and records as the step's ``v_t``.
+    post-action screenshot, which the memory archives and records as the step's ``v_t``. With
+    ``screen_text=True`` both screenshot nodes also return the world's ``screen_text()`` under the key
+    ``screen_text`` (what a team with an accessibility tree returns), which the memory stores beside the
+    screenshot in the archive.
     """
     require("langgraph", purpose="the closed-loop harness")
     from langgraph.graph import END, START, StateGraph
@@ -137,7 +140,8 @@ def build_world_agent(memory: Any, checkpointer: Any = None) -> Any:
 
     def first_screen(state: WorldAgentState, runtime: Runtime[WorldContext]) -> dict[str, Any]:
         world = runtime.context.world
-        return {"screenshot": world.screenshot(), "app": world.app, "steps": 0, "done": False}
+        out = {"screenshot": world.screenshot(), "app": world.app, "steps": 0, "done": False}
+        return {**out, "screen_text": world.screen_text()} if screen_text else out
 
     def act(state: WorldAgentState, runtime: Runtime[WorldContext]) -> dict[str, Any]:
         from causalcache_memory.actions.model import Action
@@ -150,7 +154,8 @@ def build_world_agent(memory: Any, checkpointer: Any = None) -> Any:
         if runtime.context.evidence is not None and info.evidence:
             runtime.context.evidence[steps] = info.evidence  # event ``steps`` shows these values
         done = info.done or steps >= runtime.context.max_steps
-        return {"screenshot": png, "app": info.app_after, "steps": steps, "done": done}
+        out = {"screenshot": png, "app": info.app_after, "steps": steps, "done": done}
+        return {**out, "screen_text": world.screen_text()} if screen_text else out
 
     def route(state: WorldAgentState) -> str:
         return END if state.get("done") else "decide"

@@ -19,6 +19,7 @@ arm                       allocation (B = ``budget``)
 ``causalcache_refit``     guard try 1: ``ood_refit: 64`` (docs/notebook/results/guard_rule.md)
 ``causalcache_try2``      guard try 2: ``witness_check``, ``ood_refit: 64``, ``ood_refit_warmup: open``
                           (docs/notebook/results/guard_rule_try2.md)
+``causalcache_witness``   ``witness_check`` only: the selector's own guard kept, never refitted
 ========================  =====================================================================
 
 The selector reads every screen's text in the generator's own format (accessibility dump, OCR lines,
@@ -81,6 +82,7 @@ EXT_ARMS: dict[str, str] = {
     "causalcache_noguard": "selector",
     "causalcache_refit": "selector",
     "causalcache_try2": "selector",
+    "causalcache_witness": "selector",
 }
 #: warm-up decisions of the ``causalcache_refit`` arm (``ood_refit``: docs/notebook/results/guard_rule.md)
 REFIT_WARMUP = 64
@@ -215,7 +217,7 @@ def _memory(
                     # guard try 2 (docs/notebook/results/guard_rule_try2.md): the witness-source check,
                     # no covariate guard until the refit
                     "ood_refit_warmup": "open" if arm == "causalcache_try2" else "bundled",
-                    "witness_check": arm == "causalcache_try2",
+                    "witness_check": arm in ("causalcache_try2", "causalcache_witness"),
                 },
                 # the harness measures the fallbacks itself (could_swap); the memory's warning is not news
                 "idle_warning": {"enabled": False},
