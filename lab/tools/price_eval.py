@@ -45,7 +45,7 @@ ARMS = {
 }
 LAYOUTS = ("retained_turns", "cache_friendly")
 EXT_GENERATORS = {"desktop": "noisy", "web": "noisy", "mobile": "noisy"}
-PRICED: dict[str, Any] = {}  # allocation.priced overrides (--exchange-rate, --recent-value)
+PRICED: dict[str, Any] = {}  # allocation.priced overrides (--exchange-rate, --recent-value, --slide-every)
 
 
 def _config(arm: str, layout: str, selector_text: bool) -> dict[str, Any]:
@@ -235,8 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--exchange-rate", type=float, default=None, help="allocation.priced.exchange_rate")
     ap.add_argument("--recent-value", type=float, default=None, help="allocation.priced.recent_value")
+    ap.add_argument("--slide-every", type=int, default=None, help="allocation.priced.slide_every")
     args = ap.parse_args(argv)
-    for key in ("exchange_rate", "recent_value"):
+    for key in ("exchange_rate", "recent_value", "slide_every"):
         if getattr(args, key) is not None:
             PRICED[key] = getattr(args, key)
     args.seeds = [int(s) for s in args.seeds.split(",")]
