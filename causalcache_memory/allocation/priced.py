@@ -170,7 +170,7 @@ class PricedAllocator:
         inner: Allocator,
         pricer: PrefixPricer,
         *,
-        exchange_rate: float = 10000.0,
+        exchange_rate: float = 30000.0,
         recent_value: float = 0.1,
         hold_steps: int = 3,
         slide_every: int = 4,

@@ -227,7 +227,7 @@ class PricedConfig(_Strict):
     ``S`` is taken only when its predicted gain is worth the cached prefix it invalidates."""
 
     exchange_rate: float = Field(
-        10000.0,
+        30000.0,
         gt=0.0,
         allow_inf_nan=False,
         description="Rewritten (write-equivalent) prompt tokens one unit of predicted gain is worth.",

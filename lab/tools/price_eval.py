@@ -3,8 +3,9 @@
     nice -n 10 python lab/tools/price_eval.py --world-tasks 24 --ext-tasks 8 --out docs/results/price_eval.json
 
 Arms (B = 4): ``recent`` (Recent-4), ``recent_batch`` (Recent-4 with batch eviction, chunk 2),
-``causalcache`` (the bundled selector, two passes) and ``causalcache_priced`` (the same selector inside
-the priced decision, ``allocation.priced`` at its defaults, priced with the Anthropic cache model), each in
+``causalcache`` (the bundled selector, two passes), ``causalcache_priced`` (the same selector inside
+the priced decision, ``allocation.priced`` at its defaults, priced with the Anthropic cache model) and
+``causalcache_priced_s3`` (the same with ``slide_every: 3``: a fresher window, more writes), each in
 the ``retained_turns`` and ``cache_friendly`` layouts. Tasks: the world family's development worlds
 (``worlds=dev``) and the left-out generators desktop, web and mobile (development task seed 0, never the
 sealed seeds of docs/sealed/generators-v1.yaml), under policy seeds 0, 1, 2.
@@ -42,6 +43,7 @@ ARMS = {
     "recent_batch": {"allocator": "recent_batch", "batch_chunk": 2},
     "causalcache": {"allocator": "selector"},
     "causalcache_priced": {"allocator": "selector", "priced": {}},
+    "causalcache_priced_s3": {"allocator": "selector", "priced": {"slide_every": 3}},
 }
 LAYOUTS = ("retained_turns", "cache_friendly")
 EXT_GENERATORS = {"desktop": "noisy", "web": "noisy", "mobile": "noisy"}
