@@ -140,6 +140,18 @@ def test_a_restored_step_is_held_while_useful_and_leaves_when_the_window_slides(
     assert allocator.allocate(ctx(trace_of(10))).selected == (7, 8, 9, 10)  # t=11: slid, 1 left
 
 
+def test_a_taken_swap_restarts_the_window_clock() -> None:
+    inner = Fixed()
+    allocator = PricedAllocator(inner, pricer(), exchange_rate=1e9, slide_every=3)
+    allocator.allocate(ctx(trace_of(5)))  # t=6: fresh window (2, 3, 4, 5)
+    inner.chosen, inner.scores = (1, 4, 5, 6), {1: 0.5}
+    assert allocator.allocate(ctx(trace_of(6))).selected == (1, 4, 5, 6)  # t=7: swap, a fresh window
+    inner.chosen = None
+    assert allocator.allocate(ctx(trace_of(7))).selected == (1, 4, 5, 6)
+    assert allocator.allocate(ctx(trace_of(8))).selected == (1, 4, 5, 6)  # t=9: 2 steps old, not 3
+    assert allocator.allocate(ctx(trace_of(9))).selected == (1, 7, 8, 9)  # t=10: slid, 1 still useful
+
+
 def test_use_layout_switches_what_is_priced() -> None:
     allocator = PricedAllocator(RecentAllocator(), pricer(), exchange_rate=1.0)
     allocator.use_layout("retained_turns")
