@@ -248,11 +248,13 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     commands = ["python lab/tools/price_eval.py " + " ".join(argv if argv is not None else sys.argv[1:])]
+    parts: list[dict[str, Any]] = []
     if args.merge:
         for path in args.merge:
             earlier = json.loads(Path(path).read_text())
             rows.extend(earlier["episodes"])
             commands.extend(earlier["commands"])
+            parts.append(earlier["meta"])
     else:
         with tempfile.TemporaryDirectory(prefix="price_eval-") as tmp:
             if args.world_tasks:
@@ -275,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
             "policy_seeds": args.seeds,
             "budget": 4,
             "priced": PRICED,
+            **({"merged_runs": parts} if parts else {}),  # the merged runs' own settings and machine load
         },
         "episodes": rows,
     }
