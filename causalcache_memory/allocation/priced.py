@@ -35,7 +35,8 @@ Holding: an event restored from outside Recent-B stays at least ``hold_steps`` s
 the inner allocator still scores it above 0 (useful); one no longer held leaves when the window next
 slides (leaving rewrites the prefix, so it waits for a rewrite that happens anyway).
 In the ``retained_turns`` layout nothing is held (every set rewrites every turn): the base is Recent-B
-and the proposal is taken, with the holding above, as without pricing.
+and the proposal is taken as without pricing, a restored event kept for ``hold_steps`` steps only (holding
+it while useful would only run pass 2 more often there).
 
 Why the window is not priced like a swap (docs/notebook/results/price_tries.md): with a flat
 ``recent_value`` a slide of four turns is never worth its rewrite at B = 4, the window goes stale for
@@ -252,8 +253,10 @@ class PricedAllocator:
         return self.recent_value * sum(1 for j in selected if j in recent) + old
 
     def _is_held(self, state: _Thread, j: int, t: int) -> bool:
-        """A restored event is held for ``hold_steps`` steps, then while its last score is above 0."""
-        return j < t and (state.held_until.get(j, -1) >= t or state.score.get(j, 0.0) > 0.0)
+        """A restored event is held for ``hold_steps`` steps, then (only where holding keeps the cached
+        prefix: ``cache_friendly``) while its last score is above 0."""
+        useful = self._holds() and state.score.get(j, 0.0) > 0.0
+        return j < t and (state.held_until.get(j, -1) >= t or useful)
 
     def _with_holds(self, selected: tuple[int, ...], state: _Thread, t: int) -> tuple[int, ...]:
         """``selected`` with every held restored event put back in place of its oldest other events."""

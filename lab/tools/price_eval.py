@@ -114,7 +114,7 @@ def run_world(args: argparse.Namespace, out: Path, rows: list[dict[str, Any]]) -
     tasks = generate_world_tasks(args.world_tasks, args.task_seed, worlds="dev", purpose="evaluate")
     for seed in args.seeds:
         for arm in args.arms:
-            for layout in LAYOUTS:
+            for layout in args.layouts:
                 archive = LocalArchive(out / f"world-{arm}-{layout}-s{seed}")
                 for world in dict.fromkeys(world_of(t) for t in tasks):
                     pol = policy_for_world(world, seed)
@@ -147,7 +147,7 @@ def run_ext(args: argparse.Namespace, out: Path, rows: list[dict[str, Any]]) -> 
         tasks = generate_ext_tasks(gen, 2 * args.ext_tasks, args.task_seed)
         for seed in args.seeds:
             for arm in args.arms:
-                for layout in LAYOUTS:
+                for layout in args.layouts:
                     archive = LocalArchive(out / f"ext-{gen}-{arm}-{layout}-s{seed}")
                     pol = policy(pol_name, seed)
                     meter = MultiMeter()
@@ -230,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--task-seed", type=int, default=0)
     ap.add_argument("--seeds", default="0,1,2", help="policy seeds")
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="prompt layouts to run")
     ap.add_argument("--out", default="docs/results/price_eval.json")
     ap.add_argument("--generators", default=",".join(EXT_GENERATORS), help="left-out generators to run")
     ap.add_argument(
@@ -244,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
             PRICED[key] = getattr(args, key)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.arms = [a for a in args.arms.split(",") if a]
+    args.layouts = [x for x in args.layouts.split(",") if x in LAYOUTS]
     args.generators = [g for g in args.generators.split(",") if g]
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()

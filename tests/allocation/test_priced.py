@@ -135,9 +135,12 @@ def test_a_restored_step_is_held_while_useful_and_leaves_when_the_window_slides(
     assert allocator.allocate(ctx(trace_of(6))).selected == (1, 4, 5, 6)  # t=7: restored, a fresh window
     inner.chosen = None  # the inner allocator proposes Recent-B but still scores event 1 above 0
     assert allocator.allocate(ctx(trace_of(8))).selected == (1, 6, 7, 8)  # t=9: slid, 1 kept (useful)
-    inner.scores = {1: -0.2}  # no longer useful and past hold_steps: it waits for the next slide
+    inner.scores = {}  # a declined decision gives no scores: the last one (useful) stands
     assert allocator.allocate(ctx(trace_of(9))).selected == (1, 6, 7, 8)  # t=10: the window holds
-    assert allocator.allocate(ctx(trace_of(10))).selected == (7, 8, 9, 10)  # t=11: slid, 1 left
+    assert allocator.allocate(ctx(trace_of(10))).selected == (1, 8, 9, 10)  # t=11: slid, 1 kept
+    inner.scores = {1: -0.2}  # no longer useful and past hold_steps: it waits for the next slide
+    assert allocator.allocate(ctx(trace_of(11))).selected == (1, 8, 9, 10)  # t=12: the window holds
+    assert allocator.allocate(ctx(trace_of(12))).selected == (9, 10, 11, 12)  # t=13: slid, 1 left
 
 
 def test_a_taken_swap_restarts_the_window_clock() -> None:
@@ -171,11 +174,9 @@ def test_hysteresis_keeps_a_restored_event_for_hold_steps() -> None:
     assert allocator.allocate(ctx(trace_of(9))).selected == (6, 7, 8, 9)  # released
     free = PricedAllocator(Fixed((1, 4, 5, 6), scores={1: 0.5}), pricer("retained_turns"), hold_steps=0)
     free.allocate(ctx(trace_of(6)))
-    free.inner.chosen, free.inner.scores = None, {}  # type: ignore[attr-defined]
-    # no scores this step (a declined decision): the last score (0.5, useful) keeps it
-    assert 1 in free.allocate(ctx(trace_of(7))).selected
-    free.inner.scores = {1: 0.0}  # type: ignore[attr-defined]
-    assert free.allocate(ctx(trace_of(8))).selected == (5, 6, 7, 8)
+    free.inner.chosen = None  # type: ignore[attr-defined]
+    # still scored useful, but in this layout holding saves nothing: only hold_steps keeps an event
+    assert free.allocate(ctx(trace_of(7))).selected == (4, 5, 6, 7)
 
 
 def test_threads_are_priced_apart() -> None:
