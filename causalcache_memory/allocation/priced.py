@@ -13,25 +13,34 @@ at each screenshot's recorded size from the model family's image rule, plus the 
 :mod:`causalcache_memory.prompt_cost.meter`), weighted by ``1 - read_price / write_price`` of the cache
 model (what a rewrite costs beyond a read; 1 when the model has no prices).
 
-:class:`PricedAllocator` wraps an allocator (Recent-B or the learned selector) and decides in two steps,
-both by the same rule::
+:class:`PricedAllocator` wraps an allocator (Recent-B or the learned selector) and decides in two steps:
 
-    value(S) = recent_value * |S ∩ Recent-B| + Σ_{j ∈ S \\ Recent-B} max(0, score_j)
-    take the candidate  iff  exchange_rate * (value(candidate) - value(base)) > cost(candidate) - cost(base)
+1. the *base* (:meth:`~PricedAllocator.base_allocation`, no witness needed, what pass 1 renders): the
+   window is batch-evicted, not priced. The previous step's ``S`` (topped up with the newest events while
+   ``|S|`` grows) holds still until its newest event is ``slide_every`` steps old; then it slides to
+   Recent-B, keeping the restored events still held (below). ``slide_every = 1`` slides every step.
+2. a *swap*: when the inner allocator's proposal restores an event the base does not hold, it is priced
+   against the base::
 
-1. the *base* (:meth:`~PricedAllocator.base_allocation`, no witness needed): the held set (the previous
-   step's ``S``, topped up with the newest events while ``|S|`` grows) against the slid window (Recent-B);
-2. the inner allocator's proposal against that base.
+       value(S) = recent_value * |S ∩ Recent-B| + Σ_{j ∈ S \\ Recent-B} max(0, score_j)
+       take it  iff  exchange_rate * (value(proposal) - value(base)) > cost(proposal) - cost(base)
 
-``score_j`` is the inner allocator's own per-event score (the selector's predicted swap gain; Recent-B
-has none), ``cost`` the write-equivalent tokens a set makes the cache write again after the previous
-step's ``S``, and ``exchange_rate`` how many such tokens one unit of predicted gain is worth. With a
-two-pass inner allocator the controller's pass 1 renders the base, so pass 2 runs only when step 2 takes
-the proposal, and step 2 also charges what pass 2 writes beyond pass 1 (:meth:`PrefixPricer.second_call`).
-In the ``retained_turns`` layout nothing is held (every set rewrites every turn): the base is Recent-B and
-the proposal is taken, with the hysteresis below, as without pricing.
-Hysteresis: an event the chosen set restored from outside Recent-B stays in it for ``hold_steps`` steps
-(it replaces the proposal's oldest non-held event), so a restored step does not flicker in and out.
+   ``score_j`` is the inner allocator's own per-event score (the selector's predicted swap gain),
+   ``cost`` the write-equivalent tokens a set makes the cache write again after the previous step's
+   ``S``, plus, for a two-pass inner allocator (pass 1 renders the base), what pass 2 writes beyond pass 1
+   (:meth:`PrefixPricer.second_call`). A proposal that restores nothing new gives the base. A taken swap
+   shows a fresh window (the proposal is Recent-B with swaps), so it restarts the window's clock.
+
+Holding: an event restored from outside Recent-B stays at least ``hold_steps`` steps and after that while
+the inner allocator still scores it above 0 (useful); one no longer held leaves when the window next
+slides (leaving rewrites the prefix, so it waits for a rewrite that happens anyway).
+In the ``retained_turns`` layout nothing is held (every set rewrites every turn): the base is Recent-B
+and the proposal is taken as without pricing, a restored event kept for ``hold_steps`` steps only (holding
+it while useful would only run pass 2 more often there).
+
+Why the window is not priced like a swap (docs/notebook/results/price_tries.md): with a flat
+``recent_value`` a slide of four turns is never worth its rewrite at B = 4, the window goes stale for
+the rest of the episode, and a policy that checks its last action on the newest screens slips.
 
 The decision record's ``info["price"]`` holds the choice (``proposal`` or ``held``: the base) and its
 gain and cost. Per-thread state is keyed by episode id (``max_threads`` kept, least recent dropped first).
@@ -132,7 +141,13 @@ class PrefixPricer:
 @dataclass
 class _Thread:
     selected: tuple[int, ...] | None = None
-    held_until: dict[int, int] = field(default_factory=dict)  # restored event -> last step it is held
+    held_until: dict[int, int] = field(
+        default_factory=dict
+    )  # restored event -> last step of its minimum hold
+    score: dict[int, float] = field(
+        default_factory=dict
+    )  # restored event -> the inner allocator's last score
+    fresh_at: int = 0  # the step whose Recent-B the window (S without its restored events) last was
     base: tuple[int, tuple[int, ...] | None] | None = None  # (t, the set pass 1 rendered at t)
 
 
@@ -144,7 +159,8 @@ class PricedAllocator:
         pricer: the :class:`PrefixPricer` of the deployment's layout, image rule and cache.
         exchange_rate: rewritten (write-equivalent) tokens one unit of predicted gain is worth (> 0).
         recent_value: the predicted gain of showing one Recent-B event in full (>= 0).
-        hold_steps: steps a restored event stays in ``S`` (0 = no hysteresis).
+        hold_steps: steps a restored event stays in ``S`` at least (0 = only while scored useful).
+        slide_every: the window slides once its newest event is this many steps old (1 = every step).
         max_threads: threads whose previous ``S`` is kept.
     """
 
@@ -155,9 +171,10 @@ class PricedAllocator:
         inner: Allocator,
         pricer: PrefixPricer,
         *,
-        exchange_rate: float = 10000.0,
+        exchange_rate: float = 30000.0,
         recent_value: float = 0.1,
         hold_steps: int = 3,
+        slide_every: int = 4,
         max_threads: int = 1024,
     ) -> None:
         if not exchange_rate > 0 or math.isinf(exchange_rate):
@@ -167,12 +184,15 @@ class PricedAllocator:
         if not recent_value >= 0:
             raise AllocationError(f"recent_value={recent_value} must be >= 0")
         if isinstance(hold_steps, bool) or not isinstance(hold_steps, int) or hold_steps < 0:
-            raise AllocationError(f"hold_steps={hold_steps!r} must be an integer >= 0 (0 = no hysteresis)")
+            raise AllocationError(f"hold_steps={hold_steps!r} must be an integer >= 0 (0 = no minimum hold)")
+        if isinstance(slide_every, bool) or not isinstance(slide_every, int) or slide_every < 1:
+            raise AllocationError(f"slide_every={slide_every!r} must be an integer >= 1 (1 = every step)")
         self.inner = inner
         self.pricer = pricer
         self.exchange_rate = float(exchange_rate)
         self.recent_value = float(recent_value)
         self.hold_steps = hold_steps
+        self.slide_every = slide_every
         self.max_threads = max_threads
         self.uses_witness = bool(getattr(inner, "uses_witness", False))
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
@@ -208,28 +228,23 @@ class PricedAllocator:
         """Whether holding ``S`` saves anything: only where the turns come before the summaries."""
         return self.pricer.layout == "cache_friendly"
 
-    def _base(self, state: _Thread, trace: Trace, t: int, budget: int) -> tuple[int, ...] | None:
-        """The priced choice between the held set and the slid window (Recent-B, with the held restored
-        events), which needs no witness; None where nothing is held (first step, ``retained_turns``)."""
+    def _base(self, state: _Thread, t: int, budget: int) -> tuple[int, ...] | None:
+        """The held set, slid to Recent-B (with the restored events still held) once its window is
+        ``slide_every`` steps old; None where nothing is held (first step, ``retained_turns``)."""
         if state.base is not None and state.base[0] == t:
             return state.base[1]
         held = self._held(state, t, budget) if self._holds() else None
         chosen = held
-        if held is not None:
-            recent = recent_b(t, budget)
-            slid = self._with_holds(recent, state, t) if self.hold_steps else recent
-            gain = self._value(slid, set(recent), {}) - self._value(held, set(recent), {})
-            cost = self.pricer.cost(trace, state.selected, slid) - self.pricer.cost(
-                trace, state.selected, held
-            )
-            chosen = slid if self.exchange_rate * gain > cost else held
+        if held is not None and t - state.fresh_at >= self.slide_every:
+            chosen = self._with_holds(recent_b(t, budget), state, t)
         state.base = (t, chosen)
         return chosen
 
     def base_allocation(self, ctx: AllocationContext) -> Allocation:
-        """The set pass 1 renders: the priced choice between the held set and the slid window (Recent-B
-        on a thread's first step, and in the ``retained_turns`` layout, where holding saves nothing)."""
-        base = self._base(self._thread(ctx.trace.episode_id), ctx.trace, ctx.t, ctx.budget)
+        """The set pass 1 renders: the held set, or the slid window once it is ``slide_every`` steps old
+        (Recent-B on a thread's first step, and in the ``retained_turns`` layout, where holding saves
+        nothing)."""
+        base = self._base(self._thread(ctx.trace.episode_id), ctx.t, ctx.budget)
         chosen = base if base is not None else recent_b(ctx.t, ctx.budget)
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
@@ -237,13 +252,20 @@ class PricedAllocator:
         old = sum(max(0.0, float(scores.get(j, 0.0))) for j in selected if j not in recent)
         return self.recent_value * sum(1 for j in selected if j in recent) + old
 
+    def _is_held(self, state: _Thread, j: int, t: int) -> bool:
+        """A restored event is held for ``hold_steps`` steps, then (only where holding keeps the cached
+        prefix: ``cache_friendly``) while its last score is above 0."""
+        useful = self._holds() and state.score.get(j, 0.0) > 0.0
+        return j < t and (state.held_until.get(j, -1) >= t or useful)
+
     def _with_holds(self, selected: tuple[int, ...], state: _Thread, t: int) -> tuple[int, ...]:
-        held = [j for j, until in state.held_until.items() if until >= t and j < t]
+        """``selected`` with every held restored event put back in place of its oldest other events."""
+        held = [j for j in state.held_until if self._is_held(state, j, t)]
         chosen = list(selected)
         for j in sorted(held):
             if j in chosen:
                 continue
-            free = [i for i in chosen if i not in state.held_until or state.held_until[i] < t]
+            free = [i for i in chosen if i not in held]
             if not free:
                 break
             chosen.remove(min(free))
@@ -255,25 +277,39 @@ class PricedAllocator:
         proposal = self.inner.allocate(ctx)
         state = self._thread(trace.episode_id)
         recent = set(recent_b(t, budget))
-        offered = self._with_holds(proposal.selected, state, t) if self.hold_steps else proposal.selected
-        held = self._base(state, trace, t, budget)
+        base = self._base(state, t, budget)  # pass 1's set: decided on the previous step's scores
         scores = {int(j): float(s) for j, s in proposal.scores.items()}
+        if scores:  # whether each restored event is still useful (kept when the inner allocator gave none)
+            state.score = {j: scores.get(j, 0.0) for j in state.held_until}
+        offered = self._with_holds(proposal.selected, state, t)
         price: dict[str, Any] = {"choice": "proposal", "cost": 0.0}
         chosen = offered
-        if held is not None and held != offered:
-            gain = self._value(offered, recent, scores) - self._value(held, recent, scores)
-            cost = self.pricer.cost(trace, state.selected, offered) - self.pricer.cost(
-                trace, state.selected, held
-            )
-            if self.uses_witness:  # pass 1 rendered the base: a change also pays for pass 2
-                cost += self.pricer.second_call(trace)
-            take = self.exchange_rate * gain > cost
-            chosen = offered if take else held
-            price = {"choice": "proposal" if take else "held", "gain": round(gain, 6), "cost": round(cost, 1)}
+        if base is not None and base != offered:
+            new = [j for j in offered if j not in recent and j not in base]
+            if not new:  # nothing restored that the base lacks: the window's rule decides
+                chosen, price = base, {"choice": "held", "gain": 0.0, "cost": 0.0}
+            else:
+                gain = self._value(offered, recent, scores) - self._value(base, recent, scores)
+                cost = self.pricer.cost(trace, state.selected, offered) - self.pricer.cost(
+                    trace, state.selected, base
+                )
+                if self.uses_witness:  # pass 1 rendered the base: a change also pays for pass 2
+                    cost += self.pricer.second_call(trace)
+                take = self.exchange_rate * gain > cost
+                chosen = offered if take else base
+                price = {
+                    "choice": "proposal" if take else "held",
+                    "gain": round(gain, 6),
+                    "cost": round(cost, 1),
+                }
         for j in chosen:
             if j not in recent and j not in (state.selected or ()):
-                state.held_until[j] = t + self.hold_steps  # restored now: held for hold_steps steps
-        state.held_until = {j: u for j, u in state.held_until.items() if u >= t and j in chosen}
+                state.held_until[j] = t + self.hold_steps  # restored now: held at least hold_steps steps
+        state.held_until = {j: u for j, u in state.held_until.items() if j in chosen}
+        state.score = {j: scores.get(j, state.score.get(j, 0.0)) for j in state.held_until}
+        window = [j for j in chosen if j not in state.held_until]
+        if window == list(range(t - len(window), t)):  # the newest events: a fresh window
+            state.fresh_at = t
         state.selected = chosen
         info = {**proposal.info, "price": price}
         out = make_allocation(

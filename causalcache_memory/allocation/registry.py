@@ -134,6 +134,7 @@ def _priced(allocator: Allocator, cfg: AllocationConfig) -> Allocator:
         exchange_rate=priced.exchange_rate,
         recent_value=priced.recent_value,
         hold_steps=priced.hold_steps,
+        slide_every=priced.slide_every,
     )
 
 

@@ -227,7 +227,7 @@ class PricedConfig(_Strict):
     ``S`` is taken only when its predicted gain is worth the cached prefix it invalidates."""
 
     exchange_rate: float = Field(
-        10000.0,
+        30000.0,
         gt=0.0,
         allow_inf_nan=False,
         description="Rewritten (write-equivalent) prompt tokens one unit of predicted gain is worth.",
@@ -235,7 +235,16 @@ class PricedConfig(_Strict):
     recent_value: float = Field(
         0.1, ge=0.0, allow_inf_nan=False, description="Predicted gain of showing one Recent-B event in full."
     )
-    hold_steps: int = Field(3, ge=0, description="Steps a restored event stays in S (0 = no hysteresis).")
+    hold_steps: int = Field(
+        3,
+        ge=0,
+        description="Steps a restored event stays in S at least; then while the selector scores it above 0.",
+    )
+    slide_every: int = Field(
+        4,
+        ge=1,
+        description="The window slides once its newest event is this many steps old (1 = every step).",
+    )
     image_model: str = Field(
         "qwen2.5-vl", description="Image-token rule: a model of assets/prompt_cost/hosted_models.yaml."
     )

@@ -3,8 +3,9 @@
     nice -n 10 python lab/tools/price_eval.py --world-tasks 24 --ext-tasks 8 --out docs/results/price_eval.json
 
 Arms (B = 4): ``recent`` (Recent-4), ``recent_batch`` (Recent-4 with batch eviction, chunk 2),
-``causalcache`` (the bundled selector, two passes) and ``causalcache_priced`` (the same selector inside
-the priced decision, ``allocation.priced`` at its defaults, priced with the Anthropic cache model), each in
+``causalcache`` (the bundled selector, two passes), ``causalcache_priced`` (the same selector inside
+the priced decision, ``allocation.priced`` at its defaults, priced with the Anthropic cache model) and
+``causalcache_priced_s3`` (the same with ``slide_every: 3``: a fresher window, more writes), each in
 the ``retained_turns`` and ``cache_friendly`` layouts. Tasks: the world family's development worlds
 (``worlds=dev``) and the left-out generators desktop, web and mobile (development task seed 0, never the
 sealed seeds of docs/sealed/generators-v1.yaml), under policy seeds 0, 1, 2.
@@ -42,10 +43,11 @@ ARMS = {
     "recent_batch": {"allocator": "recent_batch", "batch_chunk": 2},
     "causalcache": {"allocator": "selector"},
     "causalcache_priced": {"allocator": "selector", "priced": {}},
+    "causalcache_priced_s3": {"allocator": "selector", "priced": {"slide_every": 3}},
 }
 LAYOUTS = ("retained_turns", "cache_friendly")
 EXT_GENERATORS = {"desktop": "noisy", "web": "noisy", "mobile": "noisy"}
-PRICED: dict[str, Any] = {}  # allocation.priced overrides (--exchange-rate, --recent-value)
+PRICED: dict[str, Any] = {}  # allocation.priced overrides (--exchange-rate, --recent-value, --slide-every)
 
 
 def _config(arm: str, layout: str, selector_text: bool) -> dict[str, Any]:
@@ -112,7 +114,7 @@ def run_world(args: argparse.Namespace, out: Path, rows: list[dict[str, Any]]) -
     tasks = generate_world_tasks(args.world_tasks, args.task_seed, worlds="dev", purpose="evaluate")
     for seed in args.seeds:
         for arm in args.arms:
-            for layout in LAYOUTS:
+            for layout in args.layouts:
                 archive = LocalArchive(out / f"world-{arm}-{layout}-s{seed}")
                 for world in dict.fromkeys(world_of(t) for t in tasks):
                     pol = policy_for_world(world, seed)
@@ -145,7 +147,7 @@ def run_ext(args: argparse.Namespace, out: Path, rows: list[dict[str, Any]]) -> 
         tasks = generate_ext_tasks(gen, 2 * args.ext_tasks, args.task_seed)
         for seed in args.seeds:
             for arm in args.arms:
-                for layout in LAYOUTS:
+                for layout in args.layouts:
                     archive = LocalArchive(out / f"ext-{gen}-{arm}-{layout}-s{seed}")
                     pol = policy(pol_name, seed)
                     meter = MultiMeter()
@@ -228,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--task-seed", type=int, default=0)
     ap.add_argument("--seeds", default="0,1,2", help="policy seeds")
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="prompt layouts to run")
     ap.add_argument("--out", default="docs/results/price_eval.json")
     ap.add_argument("--generators", default=",".join(EXT_GENERATORS), help="left-out generators to run")
     ap.add_argument(
@@ -235,21 +238,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--exchange-rate", type=float, default=None, help="allocation.priced.exchange_rate")
     ap.add_argument("--recent-value", type=float, default=None, help="allocation.priced.recent_value")
+    ap.add_argument("--slide-every", type=int, default=None, help="allocation.priced.slide_every")
     args = ap.parse_args(argv)
-    for key in ("exchange_rate", "recent_value"):
+    for key in ("exchange_rate", "recent_value", "slide_every"):
         if getattr(args, key) is not None:
             PRICED[key] = getattr(args, key)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.arms = [a for a in args.arms.split(",") if a]
+    args.layouts = [x for x in args.layouts.split(",") if x in LAYOUTS]
     args.generators = [g for g in args.generators.split(",") if g]
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     commands = ["python lab/tools/price_eval.py " + " ".join(argv if argv is not None else sys.argv[1:])]
+    parts: list[dict[str, Any]] = []
     if args.merge:
         for path in args.merge:
             earlier = json.loads(Path(path).read_text())
             rows.extend(earlier["episodes"])
             commands.extend(earlier["commands"])
+            parts.append(earlier["meta"])
     else:
         with tempfile.TemporaryDirectory(prefix="price_eval-") as tmp:
             if args.world_tasks:
@@ -272,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
             "policy_seeds": args.seeds,
             "budget": 4,
             "priced": PRICED,
+            **({"merged_runs": parts} if parts else {}),  # the merged runs' own settings and machine load
         },
         "episodes": rows,
     }

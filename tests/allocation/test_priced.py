@@ -91,27 +91,68 @@ def test_pricer_counts_turns_from_the_first_difference_only_in_the_cache_friendl
     assert pricer().cost(trace, None, (1,)) == pytest.approx(turn * (1 - 0.30 / 3.75))
 
 
-def test_priced_decision_holds_until_the_gain_is_worth_the_rewrite() -> None:
-    allocator = PricedAllocator(RecentAllocator(), pricer(), exchange_rate=20000.0, recent_value=0.1)
-    trace = trace_of(4)
-    assert allocator.allocate(ctx(trace)).selected == (1, 2, 3, 4)  # first step: the proposal
-    trace = trace_of(5)
-    held = allocator.allocate(ctx(trace))  # Recent-B would gain 0.1 (2000 tokens) for ~5000 rewritten
-    assert held.selected == (1, 2, 3, 4)
-    assert held.info["price"]["choice"] == "held"
-    trace = trace_of(7)  # three newest now missing: 0.3 * 20000 > the rewrite
-    slid = allocator.allocate(ctx(trace))
-    assert slid.selected == (4, 5, 6, 7) and slid.info["price"]["choice"] == "proposal"
-    assert allocator.base_allocation(ctx(trace_of(8))).selected == (4, 5, 6, 7)  # pass 1 renders the held set
+def test_the_window_holds_still_and_slides_once_slide_every_steps_old() -> None:
+    allocator = PricedAllocator(RecentAllocator(), pricer(), slide_every=3)
+    assert allocator.allocate(ctx(trace_of(4))).selected == (1, 2, 3, 4)  # t=5: fresh (Recent-B)
+    for n in (5, 6):  # t=6, 7: the window holds; Recent-B restores nothing, so nothing is priced
+        held = allocator.allocate(ctx(trace_of(n)))
+        assert held.selected == (1, 2, 3, 4) and held.info["price"]["choice"] == "held"
+    assert allocator.base_allocation(ctx(trace_of(7))).selected == (4, 5, 6, 7)  # t=8: 3 steps old
+    assert allocator.allocate(ctx(trace_of(7))).selected == (4, 5, 6, 7)
+    assert allocator.allocate(ctx(trace_of(8))).selected == (4, 5, 6, 7)  # fresh again: holds
 
 
-def test_a_high_exchange_rate_takes_every_change_and_the_old_layout_holds_nothing() -> None:
-    eager = PricedAllocator(RecentAllocator(), pricer(), exchange_rate=1e9)
+def test_slide_every_one_is_recent_b_and_the_old_layout_holds_nothing() -> None:
+    eager = PricedAllocator(RecentAllocator(), pricer(), slide_every=1)
     still = PricedAllocator(RecentAllocator(), pricer("retained_turns"), exchange_rate=1.0)
     for n in range(4, 9):
         assert eager.allocate(ctx(trace_of(n))).selected == recent_b(n + 1, 4)
         assert still.allocate(ctx(trace_of(n))).selected == recent_b(n + 1, 4)
         assert still.base_allocation(ctx(trace_of(n + 1))).selected == recent_b(n + 2, 4)
+
+
+@pytest.mark.parametrize(("score", "taken"), [(0.1, False), (2.0, True)])
+def test_a_swap_is_taken_only_when_its_gain_is_worth_the_rewrite(score: float, taken: bool) -> None:
+    inner = Fixed()
+    allocator = PricedAllocator(inner, pricer(), exchange_rate=10000.0, slide_every=10)
+    assert allocator.allocate(ctx(trace_of(5))).selected == (2, 3, 4, 5)  # t=6: a fresh window
+    inner.chosen, inner.scores = (1, 4, 5, 6), {1: score}  # t=7: restore event 1, the prompt's first turn
+    trace = trace_of(6)
+    out = allocator.allocate(ctx(trace))
+    assert out.selected == ((1, 4, 5, 6) if taken else (2, 3, 4, 5))
+    price = out.info["price"]
+    assert price["choice"] == ("proposal" if taken else "held")
+    # gain: the score (both sets show three Recent-B events); cost: every turn rewritten
+    assert price["gain"] == pytest.approx(score)
+    assert price["cost"] == pytest.approx(4 * pricer().cost(trace, None, (1,)), abs=0.1)
+
+
+def test_a_restored_step_is_held_while_useful_and_leaves_when_the_window_slides() -> None:
+    inner = Fixed()
+    allocator = PricedAllocator(inner, pricer(), exchange_rate=1e9, hold_steps=1, slide_every=2)
+    allocator.allocate(ctx(trace_of(5)))
+    inner.chosen, inner.scores = (1, 4, 5, 6), {1: 0.5}
+    assert allocator.allocate(ctx(trace_of(6))).selected == (1, 4, 5, 6)  # t=7: restored, a fresh window
+    inner.chosen = None  # the inner allocator proposes Recent-B but still scores event 1 above 0
+    assert allocator.allocate(ctx(trace_of(8))).selected == (1, 6, 7, 8)  # t=9: slid, 1 kept (useful)
+    inner.scores = {}  # a declined decision gives no scores: the last one (useful) stands
+    assert allocator.allocate(ctx(trace_of(9))).selected == (1, 6, 7, 8)  # t=10: the window holds
+    assert allocator.allocate(ctx(trace_of(10))).selected == (1, 8, 9, 10)  # t=11: slid, 1 kept
+    inner.scores = {1: -0.2}  # no longer useful and past hold_steps: it waits for the next slide
+    assert allocator.allocate(ctx(trace_of(11))).selected == (1, 8, 9, 10)  # t=12: the window holds
+    assert allocator.allocate(ctx(trace_of(12))).selected == (9, 10, 11, 12)  # t=13: slid, 1 left
+
+
+def test_a_taken_swap_restarts_the_window_clock() -> None:
+    inner = Fixed()
+    allocator = PricedAllocator(inner, pricer(), exchange_rate=1e9, slide_every=3)
+    allocator.allocate(ctx(trace_of(5)))  # t=6: fresh window (2, 3, 4, 5)
+    inner.chosen, inner.scores = (1, 4, 5, 6), {1: 0.5}
+    assert allocator.allocate(ctx(trace_of(6))).selected == (1, 4, 5, 6)  # t=7: swap, a fresh window
+    inner.chosen = None
+    assert allocator.allocate(ctx(trace_of(7))).selected == (1, 4, 5, 6)
+    assert allocator.allocate(ctx(trace_of(8))).selected == (1, 4, 5, 6)  # t=9: 2 steps old, not 3
+    assert allocator.allocate(ctx(trace_of(9))).selected == (1, 7, 8, 9)  # t=10: slid, 1 still useful
 
 
 def test_use_layout_switches_what_is_priced() -> None:
@@ -127,13 +168,14 @@ def test_hysteresis_keeps_a_restored_event_for_hold_steps() -> None:
     inner = Fixed((1, 4, 5, 6), scores={1: 0.5})
     allocator = PricedAllocator(inner, pricer("retained_turns"), hold_steps=2)
     assert allocator.allocate(ctx(trace_of(6))).selected == (1, 4, 5, 6)  # event 1 restored at t=7
-    inner.chosen = None  # the inner allocator now proposes Recent-B
+    inner.chosen, inner.scores = None, {1: -0.1}  # now Recent-B, and event 1 no longer scored useful
     assert 1 in allocator.allocate(ctx(trace_of(7))).selected  # t=8: still held
     assert 1 in allocator.allocate(ctx(trace_of(8))).selected  # t=9 = 7 + 2: last held step
     assert allocator.allocate(ctx(trace_of(9))).selected == (6, 7, 8, 9)  # released
     free = PricedAllocator(Fixed((1, 4, 5, 6), scores={1: 0.5}), pricer("retained_turns"), hold_steps=0)
     free.allocate(ctx(trace_of(6)))
     free.inner.chosen = None  # type: ignore[attr-defined]
+    # still scored useful, but in this layout holding saves nothing: only hold_steps keeps an event
     assert free.allocate(ctx(trace_of(7))).selected == (4, 5, 6, 7)
 
 
@@ -148,7 +190,7 @@ def test_threads_are_priced_apart() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [({"exchange_rate": 0.0}, "exchange_rate=0.0"), ({"recent_value": -1.0}, "recent_value=-1.0"),
-     ({"hold_steps": -1}, "hold_steps=-1")],
+     ({"hold_steps": -1}, "hold_steps=-1"), ({"slide_every": 0}, "slide_every=0")],
 )  # fmt: skip
 def test_bad_priced_arguments_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(AllocationError, match=field):
@@ -156,9 +198,12 @@ def test_bad_priced_arguments_name_the_field(kwargs: dict, field: str) -> None:
 
 
 def test_config_builds_the_priced_allocator_and_refuses_unknown_models() -> None:
-    config = parse_config({"budget": 4, "allocation": {"allocator": "recent", "priced": {"hold_steps": 1}}})
+    config = parse_config(
+        {"budget": 4, "allocation": {"allocator": "recent", "priced": {"hold_steps": 1, "slide_every": 2}}}
+    )
     allocator = build_allocator(config.allocation)
     assert isinstance(allocator, PricedAllocator) and allocator.hold_steps == 1
+    assert allocator.slide_every == 2
     assert isinstance(allocator.inner, RecentAllocator)
     batch = build_allocator(
         parse_config({"allocation": {"allocator": "recent_batch", "batch_chunk": 3}}).allocation
@@ -175,9 +220,11 @@ def test_the_base_slides_before_pass_one_so_a_slide_needs_no_pass_two() -> None:
     inner.uses_witness = True
     allocator = PricedAllocator(inner, pricer(), exchange_rate=20000.0, recent_value=0.1)
     assert allocator.uses_witness
+    held = 0
     for n in range(4, 12):
         trace = trace_of(n)
         base = allocator.base_allocation(ctx(trace)).selected
         chosen = allocator.allocate(ctx(trace)).selected
         assert chosen == base  # the proposal is Recent-B: whatever the base chose, pass 2 never runs
-    assert allocator.allocate(ctx(trace_of(12))).selected != recent_b(13, 4)  # it still holds at times
+        held += chosen != recent_b(n + 1, 4)
+    assert held == 6  # slid at t=9 and t=13 only (slide_every 4)
