@@ -1,14 +1,20 @@
-"""The library's per-folder test fixtures, for the lab's test folders of the same name."""
+"""The library's per-folder test fixtures, for the lab's test folders of the same name; the lab's tools
+as modules."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 LIBRARY_TESTS = Path(__file__).resolve().parents[2] / "tests"
+LAB_TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
-__all__ = ["library_fixtures"]
+__all__ = ["lab_tool", "library_fixtures"]
 
 
 def library_fixtures(folder: str) -> dict[str, Any]:
@@ -20,3 +26,18 @@ def library_fixtures(folder: str) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {name: value for name, value in vars(module).items() if hasattr(value, "_fixture_function_marker")}
+
+
+@contextlib.contextmanager
+def lab_tool(stem: str) -> Iterator[ModuleType]:
+    """``lab/tools/<stem>.py`` as a module, with ``lab/tools`` on ``sys.path`` while it is in use (a
+    tool imports its sibling tools when it runs, not only when it loads)."""
+    sys.path.insert(0, str(LAB_TOOLS))
+    try:
+        spec = importlib.util.spec_from_file_location(f"{stem}_under_test", LAB_TOOLS / f"{stem}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(LAB_TOOLS))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lab_fixtures import lab_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,16 +18,8 @@ pytest.importorskip("langgraph.checkpoint.sqlite")
 
 @pytest.fixture(scope="module")
 def tool():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "learn_heldout_under_test", ROOT / "tools" / "learn_heldout.py"
-        )
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    with lab_tool("learn_heldout") as module:
         yield module
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
 
 
 def _checkpoints(record: Path) -> int:

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from lab_fixtures import lab_tool
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
 
 @pytest.fixture(scope="module")
 def tool():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "learn_walkthrough_ext_under_test", ROOT / "tools" / "learn_walkthrough_ext.py"
-        )
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    with lab_tool("learn_walkthrough_ext") as module:
         yield module
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
 
 
 def test_more_than_300_episodes_is_refused(tool, capsys) -> None:  # type: ignore[no-untyped-def]
