@@ -9,7 +9,9 @@ thing about the same cause (tested: no warning contradicts another).
   team's own screens with ``causalcache learn`` on recorded episodes (it keeps the bundled scorer where it
   transfers and refits the guard on the team's states); (2) ``allocation.selector.ood_scale`` above 1,
   with its risk (the scorer then decides on states it was never validated on); (3)
-  ``allocation.allocator: recent``, the honest choice when neither is possible. When the far group is the
+  ``allocation.allocator: recent``, the honest choice when neither is possible. After the guard's refit
+  on the memory's own first decisions (``ood_refit``, the default) "far" is said to mean far from those.
+  When the far group is the
   screen text, it says the text *is* read and that removing it would not help (the missing-text warning
   sends users to add text; this one never tells them to add or remove it).
 * **Time-outs / a busy worker**: raise ``allocation.selector.timeout_ms`` or give the process CPU.
@@ -72,20 +74,28 @@ def fallback_advice(
     *,
     text_missing: bool = False,
     allocator: str = "selector",
+    refitted: bool = False,
 ) -> str:
     """The cause and the options of an idle warning whose main fallback reason is ``reason``.
 
     ``groups`` counts the far feature group of the ``declined`` guard decisions (``ood_group``);
     ``text_missing``: screen text was missing on some of the decisions the warning covers; ``allocator``:
     the configured allocator's name (a failing allocator other than the learned selector is not sent to
-    the selector's model file).
+    the selector's model file); ``refitted``: some declines came from the guard refitted on this memory's
+    own first decisions (``ood_refit``), so "far" means far from them, not from the training states.
     """
     if reason == "ood":
         top = groups.most_common(1)[0][0] if groups else None
         text_note = _text_note(text_missing) if top == "text" else ""
+        far_from = (
+            "this memory's own first decisions, on which the guard was refitted (allocation.selector."
+            "ood_refit: the screens changed after that warm-up)"
+            if refitted
+            else "the selector's training states"
+        )
         return (
-            "the out-of-distribution guard found these decision states far from the selector's training "
-            f"states, {far_groups_phrase(groups, declined)}.{text_note} Options, in order: (1) refit the guard "
+            f"the out-of-distribution guard found these decision states far from {far_from}, "
+            f"{far_groups_phrase(groups, declined)}.{text_note} Options, in order: (1) refit the guard "
             "on your own screens: record episodes with this memory and run `causalcache learn --guard-only` "
             "on them (no labels needed: it keeps the bundled scorer and refits the guard on your states; "
             "docs/LEARN.md 1b), then the full `causalcache learn` if that is not enough; (2) raise allocation.selector.ood_scale (e.g. 2.0) - risk: the scorer then "

@@ -19,8 +19,9 @@ from causalcache_memory.decisions.stats import (
     DEFAULT_NO_SWAP_WINDOW,
     DEFAULT_WINDOW,
 )
-from causalcache_memory.selector.ood_refit import check_refit_warmup
+from causalcache_memory.selector.ood_refit import DEFAULT_REFIT, DEFAULT_REFIT_WARMUP, check_refit_warmup
 from causalcache_memory.selector.threshold import DEFAULT_SHARE_WINDOW, check_share, check_window
+from causalcache_memory.selector.witness_check import DEFAULT_WITNESS_CHECK
 
 __all__ = [
     "AllocationConfig",
@@ -76,21 +77,22 @@ class SelectorConfig(_Strict):
         1.0, gt=0.0, le=1e6, description="Multiplier of the model's OOD distance threshold (>1 = permissive)."
     )
     ood_refit: int | None = Field(
-        None,
+        DEFAULT_REFIT,
         ge=30,
         le=1_000_000,
         strict=True,
-        description="null = the model's OOD guard on every decision; N (>= 30) = the model's guard during "
-        "the first N featurized decisions, then its center/scale refitted on those N unlabelled states of "
-        "this deployment (docs/notebook/results/guard_rule.md).",
+        description="N (>= 30; default 64) = the guard judges from the N-th featurized decision on, its "
+        "center/scale refitted on those N unlabelled states of this deployment; null = the model's OOD guard "
+        "on every decision, never refitted (needs ood_refit_warmup: bundled; docs/SELECTOR.md).",
     )
     ood_refit_warmup: Literal["bundled", "open"] = Field(
-        "bundled",
-        description="With ood_refit: what judges during its warm-up: 'bundled' = the model's guard; 'open' = "
-        "no covariate guard until the refit (needs witness_check: true; docs/SELECTOR.md).",
+        DEFAULT_REFIT_WARMUP,
+        description="What judges during the refit's warm-up: 'open' (default) = no covariate guard until the "
+        "refit, the witness check only (needs ood_refit and witness_check: true); 'bundled' = the model's "
+        "guard (docs/SELECTOR.md).",
     )
     witness_check: bool = Field(
-        False,
+        DEFAULT_WITNESS_CHECK,
         description="Refuse a set that evicts a recent screen showing the value the pass-1 proposal types "
         "(the screen it was read from) and search again with that screen kept (docs/SELECTOR.md).",
     )

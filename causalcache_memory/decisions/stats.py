@@ -172,6 +172,7 @@ class DecisionMonitor:
         self.closed_summary: str | None = None  #: the summary :meth:`close` gave (warned or logged)
         self._allocator = "selector"
         self._text_missing_seen = False  # screen text missing on any could-swap decision so far
+        self._refit_declined = False  # a decline by the guard refitted on this memory's states (ood_refit)
         self._no_text: deque[bool] = deque(maxlen=window)  # screen text missing, per could-swap decision
         self._threads: OrderedDict[str, DecisionStats] = OrderedDict()
         self._lock = threading.Lock()
@@ -227,6 +228,8 @@ class DecisionMonitor:
                     self._kinds_total[kind] += 1
                 if isinstance(far, str):
                     self._far_total[far] += 1
+                if kind == "ood" and allocation.info.get("ood_refit") == "refit":
+                    self._refit_declined = True
                 self._no_text.append(text_missing(masked))
                 self._text_missing_seen = self._text_missing_seen or text_missing(masked)
                 self._could_swap += 1
@@ -262,7 +265,7 @@ class DecisionMonitor:
             f"the allocator {allocator!r} fell back to Recent-B on {fell_back} of the last {self.window} "
             f"decisions where a swap was possible ({share:.0%}, above the {self.max_fallback_share:.0%} "
             f"limit); main reason: {reason!r} ({times} of them): "
-            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text), allocator=allocator)} "
+            f"{fallback_advice(reason, far, times, text_missing=any(self._no_text), allocator=allocator, refitted=self._refit_declined)} "
             f"The memory is showing Recent-B only. See {IDLE_DOCS}. (Warned once per memory; "
             "allocation.idle_warning sets the rule.)"
         )
@@ -301,7 +304,7 @@ class DecisionMonitor:
                     f"{summary}: more than the {self.max_fallback_share:.0%} limit, in a run shorter than the "
                     f"idle rule's window of {self.window} (a pilot); the allocator {self._allocator!r} showed "
                     f"Recent-B only. Main reason: {reason!r} ({times} of them): "
-                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen, allocator=self._allocator)} "
+                    f"{fallback_advice(reason, self._far_total, times, text_missing=self._text_missing_seen, allocator=self._allocator, refitted=self._refit_declined)} "
                     f"See {IDLE_DOCS}."
                 )
                 self.warned = summary

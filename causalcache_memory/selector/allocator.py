@@ -36,7 +36,13 @@ from causalcache_memory.selector.onnx_scorer import OnnxScorer
 from causalcache_memory.selector.ood import RobustGuard, state_summary
 from causalcache_memory.selector.ood_explain import far_group, group_contributions
 from causalcache_memory.selector.ood_masks import state_pattern
-from causalcache_memory.selector.ood_refit import RefitGuard, check_refit, check_refit_warmup
+from causalcache_memory.selector.ood_refit import (
+    DEFAULT_REFIT,
+    DEFAULT_REFIT_WARMUP,
+    RefitGuard,
+    check_refit,
+    check_refit_warmup,
+)
 from causalcache_memory.selector.screen_text import ScreenTextSource, TextWithLines, archive_screen_text
 from causalcache_memory.selector.threshold import (
     DEFAULT_SECOND_PASS_SHARE,
@@ -46,7 +52,11 @@ from causalcache_memory.selector.threshold import (
     resolve_min_gain,
     resolve_thresholds,
 )
-from causalcache_memory.selector.witness_check import displaced_sources, witness_sources
+from causalcache_memory.selector.witness_check import (
+    DEFAULT_WITNESS_CHECK,
+    displaced_sources,
+    witness_sources,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,15 +105,18 @@ class SelectorAllocator:
         ood_guard: fall back to Recent-B (reason ``ood``) on states outside the training distribution
             (needs a model exported with OOD statistics; older models are not guarded).
         ood_scale: multiplies the model's OOD distance threshold (> 1 is more permissive).
-        ood_refit: None (default) = the model's guard on every decision; an integer ``N`` = the model's
-            guard during the first ``N`` featurized decisions, then its center/scale refitted on those
-            ``N`` unlabelled states (:mod:`~causalcache_memory.selector.ood_refit`).
-        ood_refit_warmup: ``"bundled"`` (default) = the model's guard judges during the refit's warm-up;
-            ``"open"`` = no covariate guard until the refit (needs ``ood_refit`` and ``witness_check``,
-            which judges from the first decision).
+        ood_refit: an integer ``N`` (default 64) = the guard's center/scale refitted on the first ``N``
+            featurized decisions' unlabelled states, judging from then on; None = the model's guard on
+            every decision (:mod:`~causalcache_memory.selector.ood_refit`).
+        ood_refit_warmup: ``"open"`` (default) = no covariate guard until the refit (needs ``ood_refit``
+            and ``witness_check``, which judges from the first decision); ``"bundled"`` = the model's guard
+            judges during the warm-up.
         witness_check: refuse a set that displaces a Recent-B screen showing the value the pass-1
-            proposal types, and search again with those screens held
-            (:mod:`~causalcache_memory.selector.witness_check`).
+            proposal types, and search again with those screens held (default on;
+            :mod:`~causalcache_memory.selector.witness_check`).
+
+        The defaults are guard try 2 (docs/notebook/results/guard_rule_try2.md); the guard before it is
+        ``ood_refit=None, ood_refit_warmup="bundled", witness_check=False``.
         screen_text: where the ``text_*`` features read each screenshot's text
             (``get_text(sha256) -> str | None``); None = ``ctx.archive`` when it has ``get_text``, else the
             text features are masked (0, ``text_available = 0``).
@@ -125,9 +138,9 @@ class SelectorAllocator:
         share_window: int | None = DEFAULT_SHARE_WINDOW,
         ood_guard: bool = True,
         ood_scale: float = 1.0,
-        ood_refit: int | None = None,
-        ood_refit_warmup: Literal["bundled", "open"] = "bundled",
-        witness_check: bool = False,
+        ood_refit: int | None = DEFAULT_REFIT,
+        ood_refit_warmup: Literal["bundled", "open"] = DEFAULT_REFIT_WARMUP,
+        witness_check: bool = DEFAULT_WITNESS_CHECK,
         screen_text: ScreenTextSource | None = None,
     ) -> None:
         if beam_width < 1:

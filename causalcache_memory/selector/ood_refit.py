@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from causalcache_memory.errors import SelectorError
 from causalcache_memory.selector.ood import GUARD_MIN_STATES, SCALE_FLOOR, RobustGuard
 
 __all__ = [
+    "DEFAULT_REFIT",
+    "DEFAULT_REFIT_WARMUP",
+    "GUARD_BEFORE_TRY2",
     "REFIT_RULE",
     "REFIT_WARMUPS",
     "RefitGuard",
@@ -36,6 +40,15 @@ __all__ = [
 #: what judges during the refit's warm-up: the model's guard, or no covariate guard (the witness-source
 #: check only; docs/notebook/results/guard_rule_try2.md)
 REFIT_WARMUPS = ("bundled", "open")
+
+#: the defaults (guard try 2, docs/notebook/results/guard_rule_try2.md: its criterion met on the three
+#: development generators): refit on the first 64 featurized decisions, no covariate guard before that
+DEFAULT_REFIT = 64
+DEFAULT_REFIT_WARMUP: Literal["bundled", "open"] = "open"
+
+#: the guard before try 2 (the defaults until 2026-12-07): the model's guard on every decision, never
+#: refitted, no witness check; ``SelectorAllocator(**GUARD_BEFORE_TRY2)`` or these three config keys
+GUARD_BEFORE_TRY2: dict[str, Any] = {"ood_refit": None, "ood_refit_warmup": "bundled", "witness_check": False}
 
 REFIT_RULE = (
     "the bundled guard during the first {n} featurized decisions; then its center and scale refitted "
@@ -66,7 +79,8 @@ def check_refit_warmup(value: object, refit: int | None, witness_check: bool) ->
     if value == "open" and (refit is None or not witness_check):
         raise SelectorError(
             f"ood_refit_warmup='open' needs ood_refit (got {refit!r}) and witness_check: true (got "
-            f"{witness_check!r}); set ood_refit: 64 and witness_check: true, or ood_refit_warmup: bundled"
+            f"{witness_check!r}); 'open' is the default: set ood_refit_warmup: bundled to guard with the "
+            "model's guard before the refit (or never refit), or keep ood_refit: 64 and witness_check: true"
         )
     return str(value)
 

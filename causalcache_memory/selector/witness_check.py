@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from causalcache_memory.selector.screen_text import ScreenTextCache
     from causalcache_memory.trace import Trace
 
-__all__ = ["displaced_sources", "witness_sources", "witness_values"]
+__all__ = ["DEFAULT_WITNESS_CHECK", "displaced_sources", "witness_sources", "witness_values"]
+
+#: on by default (guard try 2, docs/notebook/results/guard_rule_try2.md)
+DEFAULT_WITNESS_CHECK = True
 
 
 def witness_values(witness: Action | None) -> frozenset[str]:

@@ -75,7 +75,8 @@ def _decide_guard_off(self, events, *, t, budget, witness, sources=()):
     guard = self.model.ood
     saved, self.ood_guard = self.ood_guard, False
     try:
-        allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness, sources=sources)
+        # no witness sources held either (the check is on by default since try 2): the guard-off decision
+        allocation = _DECIDE(self, events, t=t, budget=budget, witness=witness, sources=())
     finally:
         self.ood_guard = saved
     if events is not None and isinstance(guard, RobustGuard):

@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("generator")
     parser.add_argument("policy")
     parser.add_argument("--tasks-per-split", type=int, default=10)
+    parser.add_argument("--task-seed", type=int, default=0, help="task-generation seed (not a sealed one)")
     parser.add_argument("--policy-seeds", default="0,1")
     parser.add_argument("--out", required=True)
     parser.add_argument("--arms", default=DEFAULT_ARMS, help="comma-separated harness arms")
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         args.generator,
         args.policy,
         tasks_per_split=args.tasks_per_split,
+        task_seed=args.task_seed,
         policy_seeds=tuple(int(s) for s in args.policy_seeds.split(",") if s),
         arms=tuple(a for a in args.arms.split(",") if a),
     )

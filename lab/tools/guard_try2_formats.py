@@ -1,7 +1,7 @@
 """Guard try 2 (docs/notebook/results/guard_rule_try2.md) on real screen-text formats: the real-format replay
 fixtures and the README's 1080p agent with a 24-line accessibility dump.
 
-For each of three selector settings, ``bundled`` (today's default), ``try1`` (``ood_refit: 64``) and
+For each of three selector settings, ``bundled`` (the guard before try 2, the default until 2026-12-07), ``try1`` (``ood_refit: 64``) and
 ``try2`` (``witness_check``, ``ood_refit: 64``, ``ood_refit_warmup: open``):
 
 * **fixtures** (lab/tests/fixtures/real_formats, replayed as ``lab/tests/eval/test_real_format_replay.py``
@@ -34,9 +34,9 @@ import test_real_format_replay as replay  # noqa: E402
 from causalcache_memory.selector.allocator import SelectorAllocator  # noqa: E402
 
 SETTINGS = {
-    "bundled": {},
-    "try1": {"ood_refit": 64},
-    "try2": {"ood_refit": 64, "ood_refit_warmup": "open", "witness_check": True},
+    "bundled": {"ood_refit": None, "ood_refit_warmup": "bundled", "witness_check": False},
+    "try1": {"ood_refit": 64, "ood_refit_warmup": "bundled", "witness_check": False},
+    "try2": {"ood_refit": 64, "ood_refit_warmup": "open", "witness_check": True},  # the defaults now
 }
 
 

@@ -170,8 +170,10 @@ def test_the_controllers_fallback_reasons_get_short_kinds(archive) -> None:
 
 def test_the_bundled_selector_on_out_of_distribution_states_warns_once(archive) -> None:
     from causalcache_memory.selector import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
-    selector = SelectorAllocator(ood_scale=1e-9)  # every state is farther than the (shrunk) threshold
+    # every state is farther than the (shrunk) threshold of the model's guard, judging every decision
+    selector = SelectorAllocator(ood_scale=1e-9, **GUARD_BEFORE_TRY2)
     config = parse_config({"budget": 2, "allocation": {"idle_warning": {"window": 5}}})
     ctl = build_controller(config, policy=TypePolicy(), archive=archive, allocator=selector)
     ctl.selector_timeout_s = None
@@ -182,6 +184,26 @@ def test_the_bundled_selector_on_out_of_distribution_states_warns_once(archive) 
     (message,) = idle_warnings(caught)
     assert "5 of the last 5 decisions" in message and "main reason: 'ood'" in message
     assert ctl.monitor.window == 5
+
+
+def test_the_default_guard_declines_only_after_its_refit_then_warns_once(archive) -> None:
+    """Guard try 2 (the default; a short warm-up here): no covariate guard before the refit, then the
+    refitted guard (its threshold shrunk to nothing) declines every state, and the idle rule speaks."""
+    from causalcache_memory.selector import SelectorAllocator
+
+    selector = SelectorAllocator(ood_scale=1e-9, ood_refit=30)
+    config = parse_config({"budget": 2, "allocation": {"idle_warning": {"window": 5}}})
+    ctl = build_controller(config, policy=TypePolicy(), archive=archive, allocator=selector)
+    ctl.selector_timeout_s = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = run(ctl, archive, 39)
+    could = records[3:]  # t >= 4: a swap is possible at B = 2
+    assert [r["fallback"] for r in could[:29]] == [None] * 29  # the warm-up: the witness check only
+    assert [r["fallback"] for r in could[29:]] == ["ood"] * (len(could) - 29)
+    assert [r.get("ood_refit") for r in could[28:30]] == ["warmup", "refit"]
+    (message,) = idle_warnings(caught)
+    assert "main reason: 'ood'" in message and "far from this memory's own first decisions" in message
 
 
 def test_counts_match_the_records(archive) -> None:

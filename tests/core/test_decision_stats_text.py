@@ -23,6 +23,7 @@ from causalcache_memory.errors import ConfigError
 from causalcache_memory.factory import build_controller
 from causalcache_memory.selector import SelectorAllocator
 from causalcache_memory.selector.allocator import bundled_model_path
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 from causalcache_memory.selector.schema import TEXT_FEATURES
 
 
@@ -142,7 +143,8 @@ def test_a_model_that_reads_text_is_told_by_its_guard_or_its_dropped_features(tm
 
 
 def test_the_fallback_and_the_missing_text_warnings_each_fire_once(archive) -> None:
-    ctl = selector_memory(archive, SelectorAllocator(ood_scale=1e-9))  # every state out of distribution
+    # every state out of distribution for the model's guard judging every decision (the guard before try 2)
+    ctl = selector_memory(archive, SelectorAllocator(ood_scale=1e-9, **GUARD_BEFORE_TRY2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run(ctl, archive, 15)

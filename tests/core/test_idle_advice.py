@@ -20,6 +20,7 @@ from causalcache_memory.factory import build_controller
 from causalcache_memory.idle_advice import GROUP_WORDS, fallback_advice
 from causalcache_memory.selector import SelectorAllocator
 from causalcache_memory.selector.ood_explain import FEATURE_GROUPS, far_group, group_contributions
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
 ADD_TEXT = "return `screen_text`"  # the missing-text warning's fix
 TEXT_IS_READ = "The screen text is being read"
@@ -98,7 +99,9 @@ def _group(name: str) -> str:
 def test_a_declined_record_names_its_far_group(archive) -> None:
     for i, sha in enumerate(archive.shots):
         archive.put_text(sha, dump(i))
-    ctl = memory(archive, SelectorAllocator(), window=5)
+    ctl = memory(
+        archive, SelectorAllocator(**GUARD_BEFORE_TRY2), window=5
+    )  # the model's guard, every decision
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         records = run(ctl, archive, 12)
@@ -208,7 +211,8 @@ def test_no_warning_contradicts_another(archive, group, masked) -> None:
 
 
 def test_the_bundle_without_text_and_declining_is_not_told_its_text_is_far(archive) -> None:
-    ctl = memory(archive, SelectorAllocator(ood_scale=1e-9), window=5)  # no text stored; every state OOD
+    # no text stored; every state OOD for the model's guard judging every decision (the guard before try 2)
+    ctl = memory(archive, SelectorAllocator(ood_scale=1e-9, **GUARD_BEFORE_TRY2), window=5)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run(ctl, archive, 12)
@@ -217,6 +221,13 @@ def test_the_bundle_without_text_and_declining_is_not_told_its_text_is_far(archi
     idle = [m for m in messages if "fell back to Recent-B" in m]
     assert idle and "'text' on" not in idle[0]  # a masked group is never the far one
     _check_consistent(messages)
+
+
+def test_after_the_refit_far_means_far_from_the_memorys_own_first_decisions() -> None:
+    before, after = (fallback_advice("ood", Counter(position=5), 5, refitted=r) for r in (False, True))
+    assert "far from the selector's training states" in before and "own first decisions" not in before
+    assert "far from this memory's own first decisions" in after and "training states" not in after
+    assert before[before.index("Options") :] == after[after.index("Options") :]  # the same options
 
 
 def test_a_monitor_closes_once_without_decisions() -> None:

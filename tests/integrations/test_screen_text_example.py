@@ -58,7 +58,12 @@ def test_screen_text_reaches_the_archive_and_the_selectors_source(tmp_path):
 
 
 def test_without_screen_text_the_screens_have_no_text_and_stats_are_reported(tmp_path):
-    run = _example().main(str(tmp_path / "run"), steps=STEPS, screen_text=False)
+    from causalcache_memory.selector import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
+
+    # the model's guard on every decision (the guard before try 2): what the masked patterns change
+    before = SelectorAllocator(**GUARD_BEFORE_TRY2)
+    run = _example().main(str(tmp_path / "run"), steps=STEPS, screen_text=False, allocation=before)
     memory, graph, config = run["memory"], run["graph"], run["config"]
     trace = memory.trace(graph, config)
     archive = memory.resolve_archive()

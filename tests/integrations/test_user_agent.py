@@ -60,20 +60,23 @@ def test_pixel_agent_40_steps_sqlite_every_step_recorded(tmp_path):
     memory = ua.memory_for(str(tmp_path))
     model = ua.ScriptedModel()
     graph = ua.build_agent(memory, steps=STEPS, checkpointer=memory.checkpointer(), model=model)
-    # no app labels and no screen text here: the bundled guard judges these states without those feature
-    # groups, so they are not out of distribution (no idle warning: it would be an error under
-    # filterwarnings = error); but the bundled selector was trained reading screen text, so the memory
-    # warns once that it is missing (issue 24), with the counts and the fix
+    # no app labels and no screen text here: the default guard (try 2) does not judge before its refit on
+    # 64 of this deployment's decisions (the guard before it judged these states without those feature
+    # groups: tests/integrations/test_screen_text_example.py), so no idle warning (it would be an error
+    # under filterwarnings = error); but the bundled selector was trained reading screen text, so the
+    # memory warns once that it is missing (issue 24), with the counts and the fix
     with pytest.warns(CausalCacheWarning) as caught:
         graph.invoke(ua.first_input(), ua.run_config("t1"))
     (message,) = [str(w.message) for w in caught]
     assert message.startswith("screen text was missing on 20 of the last 20 decisions where a swap was")
     assert "screen_text" in message and "archive.ocr" in message
     log = memory.episode_log(graph, ua.run_config("t1"))
-    guarded = [r for r in log if "ood_distance" in r]
-    assert guarded and all(r.get("ood_masked") == "app+text" == r.get("masked") for r in guarded)
-    assert sum(r.get("fallback") == "ood" for r in guarded) <= 0.2 * len(guarded)
-    assert memory.stats(graph, ua.run_config("t1")).without_text == len(guarded)  # causalcache report's count
+    featurized = [r for r in log if "masked" in r]
+    assert featurized and all(r["masked"] == "app+text" for r in featurized)
+    assert all(r["ood_refit"] == "warmup" and r.get("fallback") != "ood" for r in featurized)
+    assert memory.stats(graph, ua.run_config("t1")).without_text == len(
+        featurized
+    )  # causalcache report's count
     _check_complete_trace(memory, graph, "t1", STEPS)
     # one system message per model call, first in the list: the user's text then the memory's
     assert all(len(s) == 1 and s[0].startswith(ua.USER_SYSTEM + "\n\n") for s in model.systems)

@@ -78,7 +78,11 @@ def test_config_key_builds_a_refitting_selector_and_refuses_small_warmups():
     cfg = parse_config({"allocation": {"allocator": "selector", "selector": {"ood_refit": 64}}})
     allocator = build_allocator(cfg.allocation)
     assert allocator.refit is not None and allocator.refit.warmup == 64
-    assert build_allocator(parse_config({"allocation": {"allocator": "selector"}}).allocation).refit is None
+    default = build_allocator(parse_config({"allocation": {"allocator": "selector"}}).allocation)
+    assert default.refit is not None and default.refit.warmup == 64  # the default since guard try 2
+    before = {"ood_refit": None, "ood_refit_warmup": "bundled", "witness_check": False}
+    cfg = parse_config({"allocation": {"allocator": "selector", "selector": before}})
+    assert build_allocator(cfg.allocation).refit is None
     with pytest.raises(ConfigError, match="ood_refit"):
         parse_config({"allocation": {"allocator": "selector", "selector": {"ood_refit": 5}}})
 
@@ -86,7 +90,7 @@ def test_config_key_builds_a_refitting_selector_and_refuses_small_warmups():
 def test_the_selector_declines_a_strange_team_during_warmup_and_decides_after():
     from causalcache_memory.selector.allocator import SelectorAllocator
 
-    allocator = SelectorAllocator(ood_refit=30, share_window=None)
+    allocator = SelectorAllocator(ood_refit=30, ood_refit_warmup="bundled", share_window=None)  # try 1
     rng = np.random.default_rng(0)
     events = np.clip(rng.random((11, NUM_FEATURES)) * 3.0, 0, 3)  # far from any training screen
     infos = []

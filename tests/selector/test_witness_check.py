@@ -152,21 +152,39 @@ def test_open_warmup_does_not_decline_then_the_refitted_guard_judges():
     assert far.get("fallback") == "ood"  # after the refit the covariate guard declines again
 
 
-def test_config_keys_build_the_rule_and_refuse_an_open_warmup_without_the_check():
+def test_the_rule_is_the_default_and_the_guard_before_it_is_three_keys_away():
     from causalcache_memory.allocation.registry import build_allocator
+    from causalcache_memory.selector.allocator import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
-    sel = {"ood_refit": 64, "ood_refit_warmup": "open", "witness_check": True}
-    allocator = build_allocator(
-        parse_config({"allocation": {"allocator": "selector", "selector": sel}}).allocation
-    )
-    assert allocator.witness_check and allocator.open_warmup and allocator.refit.warmup == 64
-    default = build_allocator(parse_config({"allocation": {"allocator": "selector"}}).allocation)
-    assert not default.witness_check and not default.open_warmup
-    for bad in (
-        {"ood_refit_warmup": "open", "witness_check": True},
-        {"ood_refit": 64, "ood_refit_warmup": "open"},
+    def build(sel: dict | None):
+        section = {"allocator": "selector", **({"selector": sel} if sel is not None else {})}
+        return build_allocator(parse_config({"allocation": section}).allocation)
+
+    for allocator in (
+        build(None),
+        build({}),
+        build({"ood_refit": 64, "ood_refit_warmup": "open", "witness_check": True}),
+        SelectorAllocator(),
     ):
-        with pytest.raises(ConfigError, match="ood_refit_warmup='open' needs"):
+        assert allocator.witness_check and allocator.open_warmup and allocator.refit.warmup == 64
+    for before in (build(GUARD_BEFORE_TRY2), SelectorAllocator(**GUARD_BEFORE_TRY2)):
+        assert not before.witness_check and not before.open_warmup and before.refit is None
+    assert build({"ood_refit_warmup": "bundled"}).refit.warmup == 64  # guard try 1
+
+
+def test_turning_one_part_of_the_rule_off_alone_is_refused_with_the_way_out():
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    for bad in (
+        {"ood_refit": None},
+        {"witness_check": False},
+        {"ood_refit_warmup": "open", "ood_refit": None, "witness_check": True},
+        {"ood_refit": 64, "ood_refit_warmup": "open", "witness_check": False},
+    ):
+        with pytest.raises(ConfigError, match=r"ood_refit_warmup='open' needs.*ood_refit_warmup: bundled"):
             parse_config({"allocation": {"allocator": "selector", "selector": bad}})
+        with pytest.raises(SelectorError, match="ood_refit_warmup='open' needs"):
+            SelectorAllocator(**bad)
     with pytest.raises(SelectorError, match="ood_refit_warmup='later' must be one of bundled, open"):
         check_refit_warmup("later", 64, True)

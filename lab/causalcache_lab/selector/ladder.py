@@ -39,6 +39,7 @@ from causalcache_memory.render.prompt import render_prompt
 from causalcache_memory.selector.allocator import SelectorAllocator
 from causalcache_memory.selector.beam import beam_search
 from causalcache_memory.selector.features import FeatureExtractor, ScreenTextSource, ThumbnailSource
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
 if TYPE_CHECKING:
     from causalcache_lab.data.trajectory import Trajectory
@@ -208,6 +209,8 @@ def _setup_rules(
         "second_pass_share": cfg.second_pass_share,
         # the dev threshold: the ladder's states come in label order, not as one deployment's decisions
         "share_window": None,
+        # for the same reason the model's guard on every state, never refitted on them (the guard before try 2)
+        **GUARD_BEFORE_TRY2,
     }
     beam = {"beam_width": cfg.beam_width}
     if learned is not None:  # the deployed allocator around the given scorer, in each rule's settings

@@ -113,6 +113,7 @@ def probe(
     from causalcache_lab.world import generate_demonstrations, generate_tasks
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.selector.allocator import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
     root = workdir or tempfile.mkdtemp(prefix="causalcache-ood-")
     archive = LocalArchive(f"{root}/archive")
@@ -120,7 +121,8 @@ def probe(
     remap = _reskin(trajs, archive)
 
     def selector() -> Any:  # a fresh one per input: no feature cache shared across inputs
-        return SelectorAllocator(model, min_gain=min_gain, ood_guard=ood_guard)
+        # the model's guard on every decision (the guard before try 2): this probe measures that guard
+        return SelectorAllocator(model, min_gain=min_gain, ood_guard=ood_guard, **GUARD_BEFORE_TRY2)
 
     sel = selector()
     return {
@@ -149,6 +151,7 @@ def probe_worlds(
     from causalcache_lab.world.family_tasks import generate_world_tasks, world_of
     from causalcache_memory.archive import LocalArchive
     from causalcache_memory.selector.allocator import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
     root = workdir or tempfile.mkdtemp(prefix="causalcache-ood-")
     archive = LocalArchive(f"{root}/archive")
@@ -161,11 +164,12 @@ def probe_worlds(
         decisions = _world_decisions(trajs, archive, budget, None)
         rows = {}
         for b in budgets:
-            sel = SelectorAllocator(model, second_pass_share=b)
+            sel = SelectorAllocator(model, second_pass_share=b, **GUARD_BEFORE_TRY2)  # the model's guard
             rows[str(b)] = {"min_gain": sel.thresholds.for_budget(budget), **_rates(sel, decisions)}
         perturbed = {
             name: _rates(
-                SelectorAllocator(model), _world_decisions([change(t) for t in trajs], archive, budget, None)
+                SelectorAllocator(model, **GUARD_BEFORE_TRY2),
+                _world_decisions([change(t) for t in trajs], archive, budget, None),
             )
             for name, change in (("verbs_renamed", _renamed), ("screen_doubled", _doubled))
         }

@@ -13,12 +13,14 @@ arm                       allocation (B = ``budget``)
 ``first``                 First-B
 ``evenly_spaced``         B events at regular strides
 ``oracle``                Recent-B plus the latest screen showing the needed value (ground truth)
-``causalcache``           the selector (bundled unless ``selector_path``), OOD guard on
+``causalcache``           the selector (bundled unless ``selector_path``) with the guard before try 2
+                          (the model's OOD guard on every decision; pinned, not the library's default)
 ``causalcache_noguard``   the same selector with ``ood_guard: false`` (information: what the
                           scorer would do where the guard declines)
 ``causalcache_refit``     guard try 1: ``ood_refit: 64`` (docs/notebook/results/guard_rule.md)
 ``causalcache_try2``      guard try 2: ``witness_check``, ``ood_refit: 64``, ``ood_refit_warmup: open``
-                          (docs/notebook/results/guard_rule_try2.md)
+                          (docs/notebook/results/guard_rule_try2.md); the library's defaults since
+                          2026-12-07, so this is the deployed selector
 ``causalcache_witness``   ``witness_check`` only: the selector's own guard kept, never refitted
 ========================  =====================================================================
 

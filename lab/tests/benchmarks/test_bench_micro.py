@@ -12,6 +12,7 @@ from causalcache_lab.bench.screens import screenshot_pool, unique_variant
 from causalcache_memory.allocation import AllocationContext, RecentAllocator
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.render import render_prompt
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 from causalcache_memory.trace import Trace
 
 SMALL_SCREEN = (320, 180)  # the CLI uses 1920x1080; the suite keeps normal runs fast
@@ -67,7 +68,11 @@ def test_selector_full_decision_world_t200(benchmark, tmp_path, selector_model) 
 
     archive = LocalArchive(tmp_path / "world")
     trace, witnesses = world_trace(N_EVENTS, archive)
-    selector = SelectorAllocator(selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE)
+    # the model's guard on every timed decision (the default's guard would not judge before its refit on 64
+    # of a deployment's decisions, and these repeat one state): the costlier path, as measured before try 2
+    selector = SelectorAllocator(
+        selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE, **GUARD_BEFORE_TRY2
+    )
     ctx = AllocationContext(trace, 4, archive, witness=witnesses[0])
     selector.allocate(ctx)  # warm the screen-text and feature caches
     allocation = benchmark(selector.allocate, ctx)
@@ -86,7 +91,9 @@ def test_compare_decision_world_t200(benchmark, tmp_path, selector_model, shadow
 
     archive = LocalArchive(tmp_path / "world")
     trace, witnesses = world_trace(N_EVENTS, archive)
-    make = lambda: SelectorAllocator(selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE)  # noqa: E731
+    make = lambda: SelectorAllocator(  # noqa: E731  (the model's guard on every decision, as above)
+        selector_model, threads=1, min_gain=0.0, ood_scale=OOD_SCALE, **GUARD_BEFORE_TRY2
+    )
     allocator = ExploringAllocator(make(), make(), share=0.5, shadow=shadow)
     ctx = AllocationContext(trace, 4, archive, witness=witnesses[0])
     allocator.allocate(ctx)  # warm both selectors' screen-text and feature caches

@@ -4,10 +4,11 @@ The committed fixtures (lab/tests/fixtures/real_formats, built by lab/tools/real
 in four public datasets' own layouts and read with the library's loaders; each screen's text (OCR with
 desktop chrome, OSWorld's accessibility table, phone OCR with a status bar, Android view-hierarchy XML)
 is stored beside its screenshot, as an agent's ``screen_text`` would be. Each trajectory is replayed
-through a :class:`~causalcache_memory.controller.MemoryController` with the bundled selector (B = 4,
-guard on; the policy emits the recorded action, the witness a deployed policy would propose): which
-events it restores at the step that types the value, and how many could-swap decisions its guard
-declines, with the normaliser on (and, for comparison, off).
+through a :class:`~causalcache_memory.controller.MemoryController` with the bundled selector (B = 4;
+the policy emits the recorded action, the witness a deployed policy would propose): which events it
+restores at the step that types the value, and how many could-swap decisions its guard declines. The
+done-when runs with the default guard (try 2); the normaliser's effect (on, and for comparison off) is
+measured with the guard before try 2, the model's guard on every decision, which is what it changes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from causalcache_memory.config import parse_config
 from causalcache_memory.decisions.counts import swap_possible
 from causalcache_memory.factory import build_controller
 from causalcache_memory.selector import SelectorAllocator
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 from causalcache_memory.selector.screen_text import ScreenTextCache
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real_formats"
@@ -143,10 +145,14 @@ def summarize(rows: list[dict]) -> dict:
 
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory) -> dict[bool, list[dict]]:
+    """The guard before try 2 (the model's guard on every decision), normaliser on and off."""
     root = tmp_path_factory.mktemp("replay")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the test reads the decision records, not the warnings
-        return {norm: [r for s in SOURCES for r in run_source(s, root, norm)] for norm in (True, False)}
+        return {
+            norm: [r for s in SOURCES for r in run_source(s, root, norm, GUARD_BEFORE_TRY2)]
+            for norm in (True, False)
+        }
 
 
 def test_the_fixtures_are_small_and_their_evidence_is_known(tmp_path) -> None:
@@ -187,35 +193,24 @@ def test_the_normaliser_declines_less_and_what_is_accepted_restores_the_evidence
     assert accepted and all(r["evidence_restored"] for r in accepted)  # the scorer's ranking transfers
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 54 item 1, with the default guard: accessibility dumps carry no status-bar clock, so their screens hold no "
-    "value where every training screen had one (the worlds' fixed 09:41), and the guard's text group "
-    "declines them (OSWorld table and Android XML fixtures); with a clock line added they pass",
-)
-def test_done_when_on_the_real_format_fixtures(replays) -> None:
-    """Issue 54's done-when: at most 20% declined; evidence restored at the use step in at least two thirds
-    of memory tasks; no swap on at least 90% of control decisions."""
-    got = summarize(replays[True])
-    restored, memory = map(int, got["evidence_restored"].split("/"))
-    assert got["declined_share"] <= 0.20, got
-    assert restored >= 2 / 3 * memory, got
-    assert got["control_no_swap"] >= 0.90, got
-
-
-#: guard try 2 (docs/notebook/results/guard_rule_try2.md), the opt-in of docs/SELECTOR.md
-GUARD_TRY2 = {"witness_check": True, "ood_refit": 64, "ood_refit_warmup": "open"}
-
-
-def test_done_when_holds_on_the_real_format_fixtures_with_guard_try2(tmp_path) -> None:
-    """The same done-when with guard try 2 switched on: the witness check judges from the first decision
-    and the covariate guard waits for its refit on the deployment's own states (longer than these replays),
-    so no decision is declined for being far from the training worlds, and the evidence is restored."""
+def test_done_when_on_the_real_format_fixtures(tmp_path) -> None:
+    """Issue 54's done-when with the default guard (try 2): at most 20% declined; evidence restored at the
+    use step in at least two thirds of memory tasks; no swap on at least 90% of control decisions. The
+    witness check judges from the first decision and the covariate guard waits for its refit on the
+    deployment's own states (longer than these replays), so no decision is declined for being far from
+    the training worlds."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rows = [r for s in SOURCES for r in run_source(s, tmp_path, True, GUARD_TRY2)]
+        rows = [r for s in SOURCES for r in run_source(s, tmp_path, True)]
     got = summarize(rows)
     restored, memory = map(int, got["evidence_restored"].split("/"))
     assert got["declined_share"] <= 0.20, got
     assert restored >= 2 / 3 * memory, got
     assert got["control_no_swap"] >= 0.90, got
+
+
+def test_the_guard_before_try2_declined_the_accessibility_dumps(replays) -> None:
+    """Why the default changed (issue 54 item 1): accessibility dumps carry no status-bar clock, so their
+    screens hold no value where every training screen had one (the worlds' fixed 09:41), and the model's
+    guard declines them (OSWorld table and Android XML fixtures): more than the done-when's 20%."""
+    assert summarize(replays[True])["declined_share"] > 0.20

@@ -18,6 +18,7 @@ from causalcache_lab.inspect import inspect_dataset
 from causalcache_memory.archive import LocalArchive
 from causalcache_memory.cli.main import main
 from causalcache_memory.config import parse_config
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real_formats"
 
@@ -117,14 +118,20 @@ def test_what_it_restores_at_the_use_step_is_the_known_evidence(imported) -> Non
 
 def test_a_pilot_where_the_guard_declines_is_told(tmp_path, capsys) -> None:
     """OSWorld's accessibility tables: three short trajectories, every could-swap decision declined by the
-    guard's text group; the memory's pilot rule speaks at close and the report carries it."""
+    guard before try 2 (the model's guard, its text group); the memory's pilot rule speaks at close and the
+    report carries it. With the default guard (try 2: no covariate guard before its refit on 64 of the
+    deployment's own decisions) the same pilot is not declined and not warned about."""
     ds = tmp_path / "osworld"
     assert main(["data", "import", "osworld", *_import_args("osworld"), "--out", str(ds)]) == 0
     texts = json.loads(Path(_texts("osworld")).read_text("utf-8"))
-    report = inspect_dataset(str(ds), parse_config({"budget": 4}), screen_text=texts)
+    before = {"allocator": "selector", "selector": GUARD_BEFORE_TRY2}
+    report = inspect_dataset(str(ds), parse_config({"budget": 4, "allocation": before}), screen_text=texts)
     assert report.could_swap < 20 and report.declined_share > 0.5  # shorter than the idle rule's window
     assert report.far_groups
     assert any(group in w for w in report.warnings for group in report.far_groups)
+    default = inspect_dataset(str(ds), parse_config({"budget": 4}), screen_text=texts)
+    assert default.could_swap == report.could_swap and default.declined_share <= 0.2
+    assert not default.far_groups and not default.warnings
 
 
 def test_bad_screen_text_is_refused_by_name(imported, tmp_path, capsys) -> None:

@@ -47,14 +47,16 @@ def _config(tmp_path: Path, rec, **extra):  # type: ignore[no-untyped-def]
 
 
 def _flags(model_path: Path | None, rec) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Whether the deployed selector's guard declines each decision of ``rec`` where a swap is possible."""
+    """Whether the model's guard declines each decision of ``rec`` where a swap is possible (judged on every
+    decision, as the guard before try 2: the model's guard is what ``learn --guard-only`` refits)."""
     from causalcache_lab.learn.threads import threads_to_trajectories
     from causalcache_memory.archive import open_archive
     from causalcache_memory.selector.allocator import SelectorAllocator
     from causalcache_memory.selector.features import FeatureExtractor
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
     archive = open_archive(rec.archive)
-    allocator = SelectorAllocator(model_path) if model_path else SelectorAllocator()
+    allocator = SelectorAllocator(model_path, **GUARD_BEFORE_TRY2)
     extractor = FeatureExtractor(screen_text=archive)
     trajs, _ = threads_to_trajectories(str(rec.checkpointer), archive, None)
     out = []

@@ -88,6 +88,7 @@ def test_ood_fallback_has_reason_ood_in_the_decision_log(trained):
     from causalcache_memory.controller import MemoryController
     from causalcache_memory.policy import Generation
     from causalcache_memory.selector.allocator import SelectorAllocator
+    from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
     _, out, _ = trained
 
@@ -107,7 +108,8 @@ def test_ood_fallback_has_reason_ood_in_the_decision_log(trained):
     records = {}
     for name, scale in (("guarded", 1e-9), ("open", 1e9)):  # every state outside / inside the envelope
         policy = Fixed()
-        sel = SelectorAllocator(out, ood_scale=scale, min_gain=0)
+        # the model's guard on this first decision (the default's open warm-up would not judge it)
+        sel = SelectorAllocator(out, ood_scale=scale, min_gain=0, **GUARD_BEFORE_TRY2)
         ctl = MemoryController(
             policy=policy, archive=DictArchive(), allocator=sel, budget=2, selector_timeout_s=None
         )

@@ -20,6 +20,7 @@ from causalcache_memory.selector.ood import (
     state_summary,
 )
 from causalcache_memory.selector.ood_masks import group_columns
+from causalcache_memory.selector.ood_refit import GUARD_BEFORE_TRY2
 
 NAMES = [f"f{i}" for i in range(NUM_FEATURES)]
 
@@ -122,7 +123,7 @@ def test_the_fitted_model_guard_accepts_renamed_verbs_and_larger_screens(trained
     from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
-    sel = SelectorAllocator(out, min_gain=0)
+    sel = SelectorAllocator(out, min_gain=0, **GUARD_BEFORE_TRY2)  # the model's guard on every decision
     assert isinstance(sel.model.ood, RobustGuard)
     trajs, _ = make_trajectories(6, length=14, seed=21)
 
@@ -316,14 +317,15 @@ def test_mask_thresholds_round_trip_and_old_guards_load_as_before(app_guard):
 
 
 def test_decisions_without_app_labels_say_the_pattern_they_were_judged_under(trained):
-    """The deployed allocator: app labels removed from every step -> ``ood_masked: "app"`` in the record."""
+    """The deployed allocator judging with the model's guard (the guard before try 2; the default's judges
+    only after its refit): app labels removed from every step -> ``ood_masked: "app"`` in the record."""
     from selector_synth import make_trajectories
 
     from causalcache_memory.allocation import AllocationContext
     from causalcache_memory.selector.allocator import SelectorAllocator
 
     _, out, _ = trained
-    sel = SelectorAllocator(out, min_gain=0)
+    sel = SelectorAllocator(out, min_gain=0, **GUARD_BEFORE_TRY2)
     assert "app" in sel.model.ood.mask_thresholds  # the stand-in world's app columns vary in training
     (traj, *_), _ = make_trajectories(1, length=14, seed=22)
     bare = dataclasses.replace(traj, steps=tuple(dataclasses.replace(s, app=None) for s in traj.steps))

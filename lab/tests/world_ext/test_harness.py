@@ -111,3 +111,28 @@ def test_the_selectors_text_source_serialises_registered_screens_in_their_format
     source = ExtScreenText()
     assert source.get_text(render(screen)[1]).startswith('menubar "" [0,0,640,14]')
     assert source.get_text("f" * 64) is None
+
+
+def test_the_try2_arm_is_the_library_default_and_the_causalcache_arm_the_guard_before_it(tmp_path):
+    """Every selector arm pins its guard keys, so the harness's arms mean what they meant when measured;
+    ``causalcache_try2`` is the deployed default since the switch (docs/notebook/results/guard_rule_try2.md)."""
+    from causalcache_lab.worlds_ext.harness import _memory
+    from causalcache_lab.worlds_ext.policies import policy
+    from causalcache_memory.archive import LocalArchive
+    from causalcache_memory.selector.allocator import SelectorAllocator
+
+    settings = ExtEvalSettings("desktop", "noisy", tasks_per_split=1)
+
+    def guard(arm: str) -> tuple:
+        _, allocator = _memory(arm, 4, policy("noisy", 0), LocalArchive(str(tmp_path / arm)), settings)
+        return guard_of(allocator)
+
+    assert guard("causalcache_try2") == guard_of(SelectorAllocator()) == (True, True, True, 64)
+    assert guard("causalcache") == (True, False, False, None)
+    assert guard("causalcache_refit") == (True, False, False, 64)
+    assert guard("causalcache_noguard")[:2] == (False, False)
+
+
+def guard_of(a) -> tuple:
+    """(covariate guard on, witness check, open warm-up, refit warm-up or None) of a selector allocator."""
+    return a.ood_guard, a.witness_check, a.open_warmup, a.refit.warmup if a.refit else None
