@@ -18,8 +18,8 @@ text/action encodings in :mod:`causalcache_memory.selector.encoding`; both are r
 from __future__ import annotations
 
 import threading
-import weakref
 import zlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
@@ -60,6 +60,7 @@ from causalcache_memory.summarize import summarize_action
 if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
     from causalcache_memory.trace import Trace
+    from causalcache_memory.trace.events import Event
 
 __all__ = [
     "CONTEXT_SCHEMA",
@@ -105,6 +106,19 @@ def _thumb(source: ThumbnailSource | None, sha: str | None) -> np.ndarray | None
 
 
 # ---------------------------------------------------------------------------------------------- cache
+#: traces (episode, goal) whose per-event rows are kept between decisions, least recently used dropped
+CACHED_TRACES = 256
+
+
+def _agree(events: Sequence[Event], seen: tuple[Event, ...]) -> bool:
+    """Whether ``events`` and ``seen`` (the events cached rows describe) agree on their common prefix:
+    equal events, not the same objects, since a trace loaded from a store is rebuilt at every step; a
+    forked trace does not agree, a rewound one does (the rows are per event, and a decision reads the
+    first ``t - 1``)."""
+    m = min(len(events), len(seen))
+    return all(a is b or a == b for a, b in zip(events[:m], seen[:m], strict=True))
+
+
 @dataclass
 class _Static:
     """Per-event quantities independent of ``t``, ``B`` and the witness (grown as the trace grows)."""
@@ -114,6 +128,9 @@ class _Static:
     goal_chars: np.ndarray
     n: int = 0
     shas: list[str] | None = None
+    events: tuple[
+        Event, ...
+    ] = ()  # the events the rows were computed from (a later trace must start with them)
     codes: np.ndarray | None = None  # (n, 5) float64: type id, group, x, y, arg key
     tok: np.ndarray | None = None  # (n, TOKEN_WIDTH) bucket ids
     tok_n: np.ndarray | None = None
@@ -183,7 +200,9 @@ class FeatureExtractor:
         else:
             self.screen_text = ScreenTextCache(screen_text)
         self.drop = [feature_index(n) for n in drop_features]
-        self._cache: weakref.WeakKeyDictionary[Trace, _Static] = weakref.WeakKeyDictionary()
+        # keyed by episode and goal, not by the Trace object: an integration that loads the trace from
+        # its store builds a new Trace every step, which would recompute every event's rows each step
+        self._cache: OrderedDict[tuple[str, str], _Static] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ static part
@@ -196,23 +215,18 @@ class FeatureExtractor:
         that made it.
         """
         events = trace.events
+        key = (trace.episode_id, trace.goal)
         with self._lock:
-            st = self._cache.get(trace)
-            if (
-                st is None
-                or st.goal != trace.goal
-                or st.n > len(events)
-                or (st.n and st.shas is not None and st.shas[st.n - 1] != events[st.n - 1].screenshot)
-            ):
-                st = _Static(
-                    trace.goal,
-                    bucket_vector(tokens(trace.goal), TOKEN_BUCKETS),
-                    bucket_vector(char_grams(trace.goal), CHAR_BUCKETS),
-                    text=TraceText(trace.goal),
-                )
-                self._cache[trace] = st
+            st = self._cache.get(key)
+            if st is None or not _agree(events, st.events):
+                st = self._cache[key] = self._fresh(trace)
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHED_TRACES:
+                self._cache.popitem(last=False)
         while True:
             with self._lock:
+                if not _agree(events, st.events):  # grown meanwhile by a call on another fork
+                    st = self._fresh(trace)  # this call's own rows, not cached
                 start = st.n
             if start >= len(events):
                 return st
@@ -225,6 +239,15 @@ class FeatureExtractor:
                     self._extend(st, new, images)
                     assert st.text is not None
                     st.text.extend(texts, first)
+
+    @staticmethod
+    def _fresh(trace: Trace) -> _Static:
+        return _Static(
+            trace.goal,
+            bucket_vector(tokens(trace.goal), TOKEN_BUCKETS),
+            bucket_vector(char_grams(trace.goal), CHAR_BUCKETS),
+            text=TraceText(trace.goal),
+        )
 
     def _images(self, new: Sequence) -> tuple[list[np.ndarray], list[bool], list[float], list[float]]:
         """Thumbnail statistics of new events: ``(thumbs, ok, prev distance, mean)`` (reads pixels)."""
@@ -265,6 +288,7 @@ class FeatureExtractor:
         st.app_ids = cat(st.app_ids, ids)
         st.app_in_goal = cat(st.app_in_goal, in_goal)
         st.shas = (st.shas or []) + [e.screenshot for e in new]
+        st.events = st.events + tuple(new)
         st.n += len(new)
 
     # ------------------------------------------------------------------ per decision
