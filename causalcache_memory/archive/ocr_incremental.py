@@ -192,10 +192,11 @@ class IncrementalReader:
         bases: screens kept per thread; a new screen is diffed against the one of them with the fewest
             changed tiles, so a screen returned to (an app switched back to, a dialog closed, screens
             read out of order when the queue serves newest first) is read incrementally too. Each
-            read screen is added; a base that a later screen was read from incrementally is
-            *superseded* (that view, updated, is remembered after it), and when more than ``bases``
-            are kept the oldest superseded one goes first, else the oldest: the last screen of each
-            of the thread's recent views (apps, windows) outlives the steps within another view.
+            read screen is added; a base that a later screen was read incrementally against is
+            *superseded* (that view, updated, is remembered after it). When more than ``bases`` are kept, the oldest superseded one
+            goes first, else the oldest, the newest two spared (a dialog closed returns to the screen
+            before it): the last screen of each of the thread's recent views (apps, windows)
+            outlives the steps taken within another view.
         scroll: look for vertically scrolled regions against the thread's newest screen
             (:mod:`~causalcache_memory.archive._ocr_scroll`): their moved lines are carried over shifted and
             only the rows that show new text or lines cut by the scroll's edge are read.
@@ -232,10 +233,11 @@ class IncrementalReader:
         strips = row_strips(rgb, self.tile) if self.scroll and thread is not None else None
         with self._lock:
             bases = list(self._previous.get(thread, ())) if thread is not None else []
-        result, source = None, None
+        result, similar = None, []
         same = [b for b in bases if b.size == size]
         if same:  # the remembered screen with the fewest changed tiles (an app switched back to, ...)
-            closest = min(same, key=lambda b: int((b.signatures != signatures).sum()))
+            changed = [int((b.signatures != signatures).sum()) for b in same]
+            closest = same[changed.index(min(changed))]
             plans = []
             candidates = [closest] if closest is same[-1] else [closest, same[-1]]  # the newest finds scrolls
             for previous in candidates:
@@ -250,23 +252,32 @@ class IncrementalReader:
                 result = self._partial(
                     rgb, previous.lines, drops, area / (width * height), cancel, reads=reads, moved=carried
                 )
-                result.moved, source = moved, previous
+                result.moved = moved
+                similar = [previous]
         if result is None:
             result = ReadResult(self.engine.read_lines(rgb, cancel=cancel), size, True, 1.0)
         if thread is not None:
-            with self._lock:
-                kept = [b for b in self._previous.pop(thread, ()) if b.size == size]
-                if source is not None:
-                    source.superseded = True
-                for base in kept:
-                    base.strips = None  # row hashes of the newest screen only (H x W/tile uint32)
-                kept.append(_Previous(signatures, size, result.lines, strips))
-                while len(kept) > self.bases:  # the oldest superseded base out, else the oldest
-                    del kept[next((i for i, b in enumerate(kept) if b.superseded), 0)]
-                self._previous[thread] = kept
-                while len(self._previous) > self.max_threads:
-                    self._previous.popitem(last=False)
+            self._remember(thread, _Previous(signatures, size, result.lines, strips), similar)
         return result
+
+    def _remember(self, thread: str, new: _Previous, similar: list[_Previous]) -> None:
+        """Add ``new`` to ``thread``'s bases; ``similar``: the base it was read incrementally against
+        (the same view before this step), now superseded. Over ``bases``, the oldest superseded base
+        goes, the newest two spared, else the oldest."""
+        with self._lock:
+            kept = [b for b in self._previous.pop(thread, ()) if b.size == new.size]
+            for base in similar:
+                base.superseded = True
+            for base in kept:
+                base.strips = None  # row hashes of the newest screen only (H x W/tile uint32)
+            kept.append(new)
+            spare = min(2, self.bases - 1)
+            while len(kept) > self.bases:
+                old = kept[: len(kept) - spare]
+                del kept[next((i for i, b in enumerate(old) if b.superseded), 0)]
+            self._previous[thread] = kept
+            while len(self._previous) > self.max_threads:
+                self._previous.popitem(last=False)
 
     def _scrolled(
         self, previous: _Previous, signatures: Any, strips: Any, regions: list[tuple[int, int, int, int]]

@@ -348,3 +348,19 @@ def test_a_screen_read_incrementally_replaces_its_base_so_two_views_stay_remembe
     for k in (1, 2, 3):  # three steps in the first app again: each replaces that app's base
         assert not reader.read(app((90, 0, 0), k), "t").full
     assert not reader.read(app((0, 90, 0), 4), "t").full  # the other app is still a base
+
+
+def test_closing_a_dialog_reads_nothing_and_another_app_stays_remembered():
+    def app(colour: tuple[int, int, int], k: int, dialog: bool = False) -> np.ndarray:
+        blocks = {colour: (0, 100, W, H), (k + 1, 0, 0): (8, 8, 100, 20)}
+        if dialog:
+            blocks[(0, 0, 99)] = (120, 30, 220, 70)
+        return screen(blocks)
+
+    reader = IncrementalReader(ColourOcr(), tile=16, full_share=0.5)  # 4 bases
+    for image in (app((90, 0, 0), 0), app((0, 90, 0), 0), app((90, 0, 0), 1), app((90, 0, 0), 2)):
+        reader.read(image, "t")
+    assert not reader.read(app((90, 0, 0), 2, dialog=True), "t").full
+    closed = reader.read(app((90, 0, 0), 2), "t")  # the screen before the dialog, pixel for pixel
+    assert not closed.full and closed.read_share == 0.0
+    assert not reader.read(app((0, 90, 0), 3), "t").full  # the other app is still a base

@@ -197,16 +197,21 @@ def _agent_run(name: str, screens: list[EpisodeScreen], interval: float, root: P
     memory.close()
     cpu = [r["cpu_s"] for r in reads]
     index = {sha: i for i, sha in enumerate(shas)}
-    per_read = [
-        {
-            "screen": index.get(r["sha256"], -1),
-            "change": screens[index[r["sha256"]]].change if r["sha256"] in index else "",
-            "full": r["full"],
-            "read_share": r["read_share"],
-            "cpu_s": r["cpu_s"],
-        }
-        for r in reads
-    ]
+    per_read = []
+    for order, r in enumerate(reads):
+        i = index.get(r["sha256"], -1)
+        matched, _, total = word_scores([texts[i]], [screens[i].text]) if i >= 0 else (0, 0, 0)
+        per_read.append(
+            {
+                "screen": i,
+                "order": order,
+                "change": screens[i].change if i >= 0 else "",
+                "full": r["full"],
+                "read_share": r["read_share"],
+                "cpu_s": r["cpu_s"],
+                "recall": round(matched / max(1, total), 4),
+            }
+        )
     return {
         "episode_s": round(episode_s, 2),
         "drain_s": round(drain_s, 2),
