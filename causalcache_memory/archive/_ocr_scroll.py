@@ -138,6 +138,7 @@ def scroll_split(
     same: Any = None,
     *,
     gap: int = 8,
+    grow: int = 12,
 ) -> tuple[list[OcrLine], list[OcrLine], list[tuple[int, int, int, int]]]:
     """``(moved lines, lines kept in place, regions still to read)`` of a scrolled ``region``.
 
@@ -151,8 +152,11 @@ def scroll_split(
     * otherwise read again where it now is, when its middle row shifted by ``-dy`` lies in the band: the
       rows of its box shifted by ``-dy``, within the region (a line cut by the band's edge).
 
-    The rows outside the band that changed in place (the newly exposed strip) are read too. Rows to read
-    closer than ``gap`` pixels are merged; each run of rows becomes one region ``(x0, y, x1, y')``.
+    The rows outside the band that changed in place (the newly exposed strip) are read too. Each row to
+    read is grown by ``grow`` pixels up and down (a changed run may be a line's glyph rows only, and the
+    reader takes the lines *centred* in a region: a detection box is taller than its glyphs, and not
+    always evenly), rows closer than ``gap`` pixels are merged, and each run of rows becomes one region
+    ``(x0, y, x1, y')``.
     """
     import numpy as np
 
@@ -185,9 +189,10 @@ def scroll_split(
             read[max(0, top) : max(0, min(len(read), bottom))] = True
     runs: list[list[int]] = []
     for y in np.nonzero(read)[0].tolist():
-        if runs and y - runs[-1][1] < gap:
-            runs[-1][1] = y + 1
+        a, b = max(0, y - grow), min(len(read), y + 1 + grow)
+        if runs and a - runs[-1][1] < gap:
+            runs[-1][1] = b
         else:
-            runs.append([y, y + 1])
+            runs.append([a, b])
     reads = [(x0, y0 + a, x1, y0 + b) for a, b in runs if b - a >= 2]
     return moved, kept, reads

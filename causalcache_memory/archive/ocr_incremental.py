@@ -314,7 +314,7 @@ class IncrementalReader:
                 continue
             dy, b0, b1 = found
             same = rows_in_place(previous.strips, strips, window, cols)
-            shifted, stayed, rest = scroll_split(window, previous.lines, dy, (b0, b1), same)
+            shifted, stayed, rest = scroll_split(window, previous.lines, dy, (b0, b1), same, grow=self.margin)
             drops.append(window)
             moved.extend(shifted)
             stays.extend(stayed)
