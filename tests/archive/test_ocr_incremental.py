@@ -364,3 +364,20 @@ def test_closing_a_dialog_reads_nothing_and_another_app_stays_remembered():
     closed = reader.read(app((90, 0, 0), 2), "t")  # the screen before the dialog, pixel for pixel
     assert not closed.full and closed.read_share == 0.0
     assert not reader.read(app((0, 90, 0), 3), "t").full  # the other app is still a base
+
+
+def test_scroll_split_moves_keeps_and_reads_each_line_by_where_its_rows_went():
+    from causalcache_memory.archive._ocr_scroll import scroll_split
+
+    same = np.zeros(200, dtype=bool)
+    same[:14] = True  # a header's rows, unchanged in place
+    lines = [
+        OcrLine("header", (10, 0, 50, 16)),  # its box reaches 2 rows into the changed ones: kept
+        OcrLine("moved", (10, 60, 50, 80)),  # inside the band's source rows 40..190: moved up 40
+        OcrLine("cut", (10, 180, 50, 196)),  # crosses the source's end: read again at 140..156
+        OcrLine("gone", (10, 14, 50, 30)),  # scrolled out above the band: neither kept nor read
+    ]
+    moved, kept, reads = scroll_split((0, 0, 100, 200), lines, 40, (0, 150), same, gap=8, grow=12)
+    assert [(ln.text, ln.box) for ln in moved] == [("moved", (10, 20, 50, 40))]
+    assert [ln.text for ln in kept] == ["header"]
+    assert reads == [(0, 128, 100, 200)]  # "cut" at 140..156 and the exposed rows 150..200, grown by 12
