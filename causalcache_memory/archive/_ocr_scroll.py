@@ -14,10 +14,11 @@ same weights on every row, so equal pixel rows have equal hashes wherever they a
 3. the *band* is the longest run of new rows ``y`` with ``new[y] == old[y + dy]`` (all rows, blank ones
    included).
 
-:func:`scroll_split` then moves the previous lines that lay wholly inside the band's source rows by
-``-dy`` (text and box, unread) and returns the region's rows still to read: every run of rows not covered
-by a moved line that reaches outside the band (the newly exposed strip, with any line cut by the band's
-edge). Rows inside the band that no moved line covers held no text before and are not read.
+:func:`scroll_split` then sorts the previous lines: those wholly inside the band's source rows move by
+``-dy`` (text and box, unread); those whose rows did not change in place (a header above the list,
+:func:`rows_in_place`) stay; the others, cut by the band's edge, are read again where they now are. The
+rows outside the band that changed in place (the newly exposed strip) are read too. Rows inside the band
+that no previous line covered held no text before and are not read.
 """
 
 from __future__ import annotations
