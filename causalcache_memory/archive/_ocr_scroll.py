@@ -14,10 +14,11 @@ same weights on every row, so equal pixel rows have equal hashes wherever they a
 3. the *band* is the longest run of new rows ``y`` with ``new[y] == old[y + dy]`` (all rows, blank ones
    included).
 
-:func:`scroll_split` then moves the previous lines that lay wholly inside the band's source rows by
-``-dy`` (text and box, unread) and returns the region's rows still to read: every run of rows not covered
-by a moved line that reaches outside the band (the newly exposed strip, with any line cut by the band's
-edge). Rows inside the band that no moved line covers held no text before and are not read.
+:func:`scroll_split` then sorts the previous lines: those wholly inside the band's source rows move by
+``-dy`` (text and box, unread); those whose rows did not change in place (a header above the list,
+:func:`rows_in_place`) stay; the others, cut by the band's edge, are read again where they now are. The
+rows outside the band that changed in place (the newly exposed strip) are read too. Rows inside the band
+that no previous line covered held no text before and are not read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from causalcache_memory.archive.ocr import OcrLine
 
-__all__ = ["find_scroll", "row_strips", "scroll_split"]
+__all__ = ["find_scroll", "row_strips", "rows_in_place", "scroll_split"]
 
 _STRIP_WEIGHTS: dict[int, Any] = {}
 _COL_WEIGHTS: Any = None
@@ -119,24 +120,80 @@ def find_scroll(
     return dy, y0 + lo + best_run[1], y0 + lo + best_run[2]
 
 
+def rows_in_place(old: Any, new: Any, region: tuple[int, int, int, int], changed_cols: Any) -> Any:
+    """``(y1 - y0,)`` bool: which rows of ``region`` are equal in the old and the new screen at the same
+    place (over the tile columns ``changed_cols``; an unchanged header or a blank row)."""
+    _, y0, _, y1 = region
+    if not len(changed_cols):
+        import numpy as np
+
+        return np.ones(y1 - y0, dtype=bool)
+    return _row_hashes(old, y0, y1, changed_cols) == _row_hashes(new, y0, y1, changed_cols)
+
+
 def scroll_split(
-    region: tuple[int, int, int, int], lines: list[OcrLine], dy: int, band: tuple[int, int]
-) -> tuple[list[OcrLine], list[tuple[int, int, int, int]]]:
-    """``(moved lines, regions still to read)`` of a scrolled ``region`` (see the module docstring)."""
+    region: tuple[int, int, int, int],
+    lines: list[OcrLine],
+    dy: int,
+    band: tuple[int, int],
+    same: Any = None,
+    *,
+    gap: int = 8,
+    grow: int = 12,
+) -> tuple[list[OcrLine], list[OcrLine], list[tuple[int, int, int, int]]]:
+    """``(moved lines, lines kept in place, regions still to read)`` of a scrolled ``region``.
+
+    ``lines``: the previous screen's lines; ``band``: new rows ``b0 <= y < b1`` equal to old rows ``y + dy``;
+    ``same``: :func:`rows_in_place` of the region (None: no row counts as unchanged). A previous line that
+    touches the region is
+
+    * *moved* (text unread, box shifted by ``-dy``) when its box lies wholly in the band's source rows;
+    * *kept in place* when every row of its box's core (the middle half of its rows) is unchanged in
+      place (an unchanged header above a list: its box reaches into the list's rows);
+    * otherwise read again where it now is, when its middle row shifted by ``-dy`` lies in the band: the
+      rows of its box shifted by ``-dy``, within the region (a line cut by the band's edge).
+
+    The rows outside the band that changed in place (the newly exposed strip) are read too. Each row to
+    read is grown by ``grow`` pixels up and down (a changed run may be a line's glyph rows only, and the
+    reader takes the lines *centred* in a region: a detection box is taller than its glyphs, and not
+    always evenly), rows closer than ``gap`` pixels are merged, and each run of rows becomes one region
+    ``(x0, y, x1, y')``.
+    """
+    import numpy as np
+
     x0, y0, x1, y1 = region
     b0, b1 = band
-    moved = []
+    read = np.zeros(y1 - y0, dtype=bool)
+    read[: max(0, b0 - y0)] = True
+    read[max(0, b1 - y0) :] = True
+    if same is not None:
+        read &= ~np.asarray(same, dtype=bool)
+    in_band = np.zeros(y1 - y0, dtype=bool)
+    in_band[max(0, b0 - y0) : max(0, b1 - y0)] = True
+    moved, kept = [], []
     for line in lines:
         lx0, ly0, lx1, ly1 = line.box
-        if x0 <= lx0 and lx1 <= x1 and b0 + dy <= ly0 and ly1 <= b1 + dy:
+        if not (x0 < lx1 and lx0 < x1 and y0 < ly1 and ly0 < y1):
+            continue
+        if b0 + dy <= ly0 and ly1 <= b1 + dy:
             moved.append(OcrLine(line.text, (lx0, ly0 - dy, lx1, ly1 - dy)))
-    covered = sorted((ln.box[1], ln.box[3]) for ln in moved)
-    runs, y = [], y0
-    for top, bottom in covered:
-        if top > y:
-            runs.append((y, top))
-        y = max(y, bottom)
-    if y < y1:
-        runs.append((y, y1))
-    reads = [(x0, a, x1, b) for a, b in runs if b - a >= 2 and (a < b0 or b > b1)]
-    return moved, reads
+            continue
+        inset = (ly1 - ly0) // 4  # the box's core: detection boxes reach into the rows around the text
+        core = (
+            same[max(0, ly0 + inset - y0) : max(0, min(y1, ly1 - inset) - y0)] if same is not None else None
+        )
+        if core is not None and bool(np.all(core)):
+            kept.append(line)
+            continue
+        top, bottom, centre = ly0 - dy - y0, ly1 - dy - y0, (ly0 + ly1) // 2 - dy - y0
+        if 0 <= centre < len(in_band) and in_band[centre]:  # its middle still shows, shifted
+            read[max(0, top) : max(0, min(len(read), bottom))] = True
+    runs: list[list[int]] = []
+    for y in np.nonzero(read)[0].tolist():
+        a, b = max(0, y - grow), min(len(read), y + 1 + grow)
+        if runs and a - runs[-1][1] < gap:
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    reads = [(x0, y0 + a, x1, y0 + b) for a, b in runs if b - a >= 2]
+    return moved, kept, reads

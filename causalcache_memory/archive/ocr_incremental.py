@@ -1,7 +1,7 @@
 """Incremental OCR: read only what changed since the previous screen of the same thread.
 
 Consecutive screens of an agent differ in a few regions (a dialog, a field being typed into, a selected
-row). :class:`IncrementalReader` keeps, per thread, a *tile signature* of the last screens it read (4 by
+row). :class:`IncrementalReader` keeps, per thread, a *tile signature* of the last views it read (4 by
 default) and those screens' lines (:class:`~causalcache_memory.archive.ocr.OcrLine`, text + pixel box), and reads a new
 screen of that thread as follows:
 
@@ -33,7 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from causalcache_memory.archive._ocr_scroll import find_scroll, row_strips, scroll_split
+from causalcache_memory.archive._ocr_scroll import find_scroll, row_strips, rows_in_place, scroll_split
 from causalcache_memory.archive.ocr import OcrEngine, OcrLine, reading_order
 
 __all__ = ["IncrementalReader", "ReadResult", "changed_regions", "tile_signatures"]
@@ -99,6 +99,14 @@ def _components(mask: Any) -> list[tuple[int, int, int, int]]:
 
 def _touch(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _same_line(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Whether boxes ``a`` and ``b`` hold (part of) the same text line: they overlap in columns and in at
+    least half the rows of the shorter one. Detection boxes reach a few pixels into the rows above and
+    below, so boxes of adjacent lines often touch: touching is not enough."""
+    rows = min(a[3], b[3]) - max(a[1], b[1])
+    return a[0] < b[2] and b[0] < a[2] and 2 * rows >= min(a[3] - a[1], b[3] - b[1])
 
 
 def _union(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
@@ -169,6 +177,7 @@ class _Previous:
     size: tuple[int, int]
     lines: list[OcrLine]
     strips: Any = None  # row hashes (:func:`row_strips`), kept for the thread's newest screen only
+    superseded: bool = False  # a later screen was read incrementally from this one
 
 
 class IncrementalReader:
@@ -180,14 +189,17 @@ class IncrementalReader:
         full_share: read the whole screen when the changed regions cover more than this share of it.
         margin: pixels added around each changed component (context for the detector).
         max_threads: threads whose previous screens are kept (least recently used out).
-        bases: screens kept per thread (the newest reads); a new screen is diffed against the one of
-            them with the fewest changed tiles, so a screen returned to (an app switched back to, a
-            dialog closed, screens read out of order when the queue serves newest first) is read
-            incrementally too.
+        bases: screens kept per thread; a new screen is diffed against the one of them with the fewest
+            changed tiles, so a screen returned to (an app switched back to, a dialog closed, screens
+            read out of order when the queue serves newest first) is read incrementally too. Each
+            read screen is added; a base that a later screen was read incrementally against is
+            *superseded* (that view, updated, is remembered after it). When more than ``bases`` are kept, the oldest superseded one
+            goes first, else the oldest, the newest two spared (a dialog closed returns to the screen
+            before it): the last screen of each of the thread's recent views (apps, windows)
+            outlives the steps taken within another view.
         scroll: look for vertically scrolled regions against the thread's newest screen
             (:mod:`~causalcache_memory.archive._ocr_scroll`): their moved lines are carried over shifted and
-            only the newly exposed rows are read. Off by default: on the OCR benchmark's scrolled
-            screens it loses 3-9 of about 137 lines (lines cut by the band's edge; BENCHMARKS.md 18).
+            only the rows that show new text or lines cut by the scroll's edge are read.
     """
 
     def __init__(
@@ -199,7 +211,7 @@ class IncrementalReader:
         margin: int = 12,
         max_threads: int = 64,
         bases: int = 4,
-        scroll: bool = False,
+        scroll: bool = True,
     ) -> None:
         self.engine = engine
         self.tile = int(tile)
@@ -221,48 +233,62 @@ class IncrementalReader:
         strips = row_strips(rgb, self.tile) if self.scroll and thread is not None else None
         with self._lock:
             bases = list(self._previous.get(thread, ())) if thread is not None else []
-        result = None
+        result, similar = None, []
         same = [b for b in bases if b.size == size]
         if same:  # the remembered screen with the fewest changed tiles (an app switched back to, ...)
-            closest = min(same, key=lambda b: int((b.signatures != signatures).sum()))
+            changed = [int((b.signatures != signatures).sum()) for b in same]
+            closest = same[changed.index(min(changed))]
             plans = []
             candidates = [closest] if closest is same[-1] else [closest, same[-1]]  # the newest finds scrolls
             for previous in candidates:
                 regions = changed_regions(
                     previous.signatures, signatures, self.tile, size, previous.lines, self.margin
                 )
-                drops, reads, moved = self._scrolled(previous, signatures, strips, regions)
+                drops, reads, carried, moved = self._scrolled(previous, signatures, strips, regions)
                 area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in reads)
-                plans.append((area, previous, drops, reads, moved))
-            area, previous, drops, reads, moved = min(plans, key=lambda plan: plan[0])
+                plans.append((area, previous, drops, reads, carried, moved))
+            area, previous, drops, reads, carried, moved = min(plans, key=lambda plan: plan[0])
             if area <= self.full_share * width * height:
                 result = self._partial(
-                    rgb, previous.lines, drops, area / (width * height), cancel, reads=reads, moved=moved
+                    rgb, previous.lines, drops, area / (width * height), cancel, reads=reads, moved=carried
                 )
+                result.moved = moved
+                similar = [previous]
         if result is None:
             result = ReadResult(self.engine.read_lines(rgb, cancel=cancel), size, True, 1.0)
         if thread is not None:
-            with self._lock:
-                kept = [b for b in self._previous.pop(thread, ()) if b.size == size][-(self.bases - 1) :]
-                for base in kept:
-                    base.strips = None  # row hashes of the newest screen only (H x W/tile uint32)
-                self._previous[thread] = [
-                    *(kept if self.bases > 1 else []),
-                    _Previous(signatures, size, result.lines, strips),
-                ]
-                while len(self._previous) > self.max_threads:
-                    self._previous.popitem(last=False)
+            self._remember(thread, _Previous(signatures, size, result.lines, strips), similar)
         return result
+
+    def _remember(self, thread: str, new: _Previous, similar: list[_Previous]) -> None:
+        """Add ``new`` to ``thread``'s bases; ``similar``: the base it was read incrementally against
+        (the same view before this step), now superseded. Over ``bases``, the oldest superseded base
+        goes, the newest two spared, else the oldest."""
+        with self._lock:
+            kept = [b for b in self._previous.pop(thread, ()) if b.size == new.size]
+            for base in similar:
+                base.superseded = True
+            for base in kept:
+                base.strips = None  # row hashes of the newest screen only (H x W/tile uint32)
+            kept.append(new)
+            spare = min(2, self.bases - 1)
+            while len(kept) > self.bases:
+                old = kept[: len(kept) - spare]
+                del kept[next((i for i, b in enumerate(old) if b.superseded), 0)]
+            self._previous[thread] = kept
+            while len(self._previous) > self.max_threads:
+                self._previous.popitem(last=False)
 
     def _scrolled(
         self, previous: _Previous, signatures: Any, strips: Any, regions: list[tuple[int, int, int, int]]
-    ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]], list[OcrLine]]:
-        """``(regions whose old lines go, regions to read, lines moved unread)``: regions stacked in the
-        same columns form a window; a scrolled window is replaced by its newly exposed rows."""
+    ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]], list[OcrLine], int]:
+        """``(regions whose old lines go, regions to read, lines carried unread, how many of them moved)``:
+        regions stacked in the same columns form a window; a scrolled window is replaced by the rows that
+        :func:`~causalcache_memory.archive._ocr_scroll.scroll_split` says to read."""
         import numpy as np
 
         if strips is None or previous.strips is None or previous.strips.shape != strips.shape:
-            return regions, regions, []
+            return regions, regions, [], 0
         windows: list[tuple[tuple[int, int, int, int], list[tuple[int, int, int, int]]]] = []
         for region in sorted(regions, key=lambda r: r[1]):
             for i, (box, members) in enumerate(windows):
@@ -274,22 +300,26 @@ class IncrementalReader:
         drops: list[tuple[int, int, int, int]] = []
         reads: list[tuple[int, int, int, int]] = []
         moved: list[OcrLine] = []
+        stays: list[OcrLine] = []
         mask = previous.signatures != signatures
         tile = self.tile
         for window, members in windows:
             x0, y0, x1, y1 = window
             cols = np.nonzero(mask[y0 // tile : -(-y1 // tile), x0 // tile : -(-x1 // tile)].any(axis=0))[0]
-            found = find_scroll(previous.strips, strips, window, cols + x0 // tile)
+            cols = cols + x0 // tile
+            found = find_scroll(previous.strips, strips, window, cols)
             if found is None:
                 drops.extend(members)
                 reads.extend(members)
                 continue
             dy, b0, b1 = found
-            shifted, rest = scroll_split(window, previous.lines, dy, (b0, b1))
+            same = rows_in_place(previous.strips, strips, window, cols)
+            shifted, stayed, rest = scroll_split(window, previous.lines, dy, (b0, b1), same, grow=self.margin)
             drops.append(window)
             moved.extend(shifted)
+            stays.extend(stayed)
             reads.extend(rest)
-        return drops, reads, moved
+        return drops, reads, [*moved, *stays], len(moved)
 
     def _partial(
         self,
@@ -316,7 +346,7 @@ class IncrementalReader:
                 box = (bx0 + cx0, by0 + cy0, bx1 + cx0, by1 + cy0)
                 if x0 <= (box[0] + box[2]) / 2 < x1 and y0 <= (box[1] + box[3]) / 2 < y1:
                     found.append(OcrLine(line.text, box))
-        kept = [line for line in kept if not any(_touch(line.box, f.box) for f in found)]
+        kept = [line for line in kept if not any(_same_line(line.box, f.box) for f in found)]
         read = regions if reads is None else reads
         return ReadResult(reading_order(kept + found), (width, height), False, share, read, len(moved or ()))
 

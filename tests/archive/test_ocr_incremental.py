@@ -293,3 +293,91 @@ def test_a_scroll_is_found_against_the_newest_screen_when_an_older_one_differs_a
         reader.read(list_screen(first), "t")
     result = reader.read(list_screen(4), "t")  # as far from the screen at 0 as from the one at 2
     assert result.moved == 8 and texts(result) == [ln.text for ln in ColourOcr().read_lines(list_screen(4))]
+
+
+class PaddedOcr(ColourOcr):
+    """ColourOcr whose boxes reach ``pad`` pixels above and below the line's pixels (within the image), as
+    a text detector's boxes do: boxes of adjacent list items touch."""
+
+    def __init__(self, pad: int = 10) -> None:
+        super().__init__()
+        self.pad = pad
+
+    def read_lines(self, image, *, cancel=None, screen=None):  # type: ignore[no-untyped-def]
+        out = super().read_lines(image, cancel=cancel, screen=screen)
+        height = image.shape[0]
+        return [
+            OcrLine(
+                ln.text,
+                (ln.box[0], max(0, ln.box[1] - self.pad), ln.box[2], min(height, ln.box[3] + self.pad)),
+            )
+            for ln in out
+        ]
+
+
+def header_list_screen(first: int) -> np.ndarray:
+    """:func:`list_screen` with a static header 8 px above the first item."""
+    image = list_screen(first)
+    image[8:12, 20:120] = (200, 0, 200)
+    return image
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_a_scroll_loses_no_line_when_detection_boxes_reach_into_the_next_rows(steps: int):
+    reader = IncrementalReader(PaddedOcr(pad=10), tile=16, margin=4, scroll=True)
+    plain = IncrementalReader(PaddedOcr(pad=10), tile=16, margin=4, scroll=False)
+    for reading in (reader, plain):
+        reading.read(header_list_screen(0), "t")
+    for k in range(1, 4):  # the moved lines of one scroll are carried into the next
+        result = reader.read(header_list_screen(steps * k), "t")
+        unscrolled = plain.read(header_list_screen(steps * k), "t")
+        full = PaddedOcr(pad=10).read_lines(header_list_screen(steps * k))
+        assert not result.full and result.moved > 0
+        assert sorted(texts(result)) == sorted(ln.text for ln in full) == sorted(texts(unscrolled))
+        assert result.read_share < unscrolled.read_share / 2
+
+
+def test_a_screen_read_incrementally_replaces_its_base_so_two_views_stay_remembered():
+    def app(colour: tuple[int, int, int], k: int) -> np.ndarray:
+        blocks = {colour: (0, 0, W, 150), (k + 1, 0, 0): (8, 200, 100, 212)}
+        return screen(blocks)
+
+    reader = IncrementalReader(ColourOcr(), tile=16, full_share=0.5, bases=2)
+    assert reader.read(app((90, 0, 0), 0), "t").full
+    assert reader.read(app((0, 90, 0), 0), "t").full  # another app
+    for k in (1, 2, 3):  # three steps in the first app again: each replaces that app's base
+        assert not reader.read(app((90, 0, 0), k), "t").full
+    assert not reader.read(app((0, 90, 0), 4), "t").full  # the other app is still a base
+
+
+def test_closing_a_dialog_reads_nothing_and_another_app_stays_remembered():
+    def app(colour: tuple[int, int, int], k: int, dialog: bool = False) -> np.ndarray:
+        blocks = {colour: (0, 100, W, H), (k + 1, 0, 0): (8, 8, 100, 20)}
+        if dialog:
+            blocks[(0, 0, 99)] = (120, 30, 220, 70)
+        return screen(blocks)
+
+    reader = IncrementalReader(ColourOcr(), tile=16, full_share=0.5)  # 4 bases
+    for image in (app((90, 0, 0), 0), app((0, 90, 0), 0), app((90, 0, 0), 1), app((90, 0, 0), 2)):
+        reader.read(image, "t")
+    assert not reader.read(app((90, 0, 0), 2, dialog=True), "t").full
+    closed = reader.read(app((90, 0, 0), 2), "t")  # the screen before the dialog, pixel for pixel
+    assert not closed.full and closed.read_share == 0.0
+    assert not reader.read(app((0, 90, 0), 3), "t").full  # the other app is still a base
+
+
+def test_scroll_split_moves_keeps_and_reads_each_line_by_where_its_rows_went():
+    from causalcache_memory.archive._ocr_scroll import scroll_split
+
+    same = np.zeros(200, dtype=bool)
+    same[:14] = True  # a header's rows, unchanged in place
+    lines = [
+        OcrLine("header", (10, 0, 50, 16)),  # its box reaches 2 rows into the changed ones: kept
+        OcrLine("moved", (10, 60, 50, 80)),  # inside the band's source rows 40..190: moved up 40
+        OcrLine("cut", (10, 180, 50, 196)),  # crosses the source's end: read again at 140..156
+        OcrLine("gone", (10, 14, 50, 30)),  # scrolled out above the band: neither kept nor read
+    ]
+    moved, kept, reads = scroll_split((0, 0, 100, 200), lines, 40, (0, 150), same, gap=8, grow=12)
+    assert [(ln.text, ln.box) for ln in moved] == [("moved", (10, 20, 50, 40))]
+    assert [ln.text for ln in kept] == ["header"]
+    assert reads == [(0, 128, 100, 200)]  # "cut" at 140..156 and the exposed rows 150..200, grown by 12

@@ -69,6 +69,16 @@ def _cpu_stats(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _by_change(per_read: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """CPU per read grouped by the step's change (typing, scroll, app switch, ...) and by full/incremental:
+    where the p95 comes from."""
+    groups: dict[str, list[float]] = {}
+    for read in per_read:
+        key = f"{read['change'] or 'first'}/{'full' if read['full'] else 'incremental'}"
+        groups.setdefault(key, []).append(read["cpu_s"])
+    return {key: {**_cpu_stats(cpu), "max": round(max(cpu), 3)} for key, cpu in sorted(groups.items())}
+
+
 def _engine(name: str, **kwargs: Any) -> Any:
     from causalcache_memory.archive.ocr import build_ocr
     from causalcache_memory.config import OcrConfig
@@ -186,6 +196,22 @@ def _agent_run(name: str, screens: list[EpisodeScreen], interval: float, root: P
     lines = {sha: writer.get_lines(sha) for sha in shas}
     memory.close()
     cpu = [r["cpu_s"] for r in reads]
+    index = {sha: i for i, sha in enumerate(shas)}
+    per_read = []
+    for order, r in enumerate(reads):
+        i = index.get(r["sha256"], -1)
+        matched, _, total = word_scores([texts[i]], [screens[i].text]) if i >= 0 else (0, 0, 0)
+        per_read.append(
+            {
+                "screen": i,
+                "order": order,
+                "change": screens[i].change if i >= 0 else "",
+                "full": r["full"],
+                "read_share": r["read_share"],
+                "cpu_s": r["cpu_s"],
+                "recall": round(matched / max(1, total), 4),
+            }
+        )
     return {
         "episode_s": round(episode_s, 2),
         "drain_s": round(drain_s, 2),
@@ -202,6 +228,8 @@ def _agent_run(name: str, screens: list[EpisodeScreen], interval: float, root: P
         "ready_share": stats["ready_share"],
         "decisions": stats["decisions"],
         "decisions_text_ready_share": round(stats["decisions_text_ready"] / max(1, stats["decisions"]), 4),
+        "cpu_s_by_change": _by_change(per_read),
+        "per_read": per_read,
         "_texts": texts,
         "_shas": shas,
         "_lines": lines,

@@ -62,3 +62,18 @@ def test_word_scores_count_multisets_and_normalize_case_and_punctuation():
     assert words("Total: EUR 12.50, (Shipped)") == ["total", "eur", "12.50", "shipped"]
     matched, predicted, true = word_scores(["order order lamp", "x"], ["Order, desk lamp", "x y"])
     assert (matched, predicted, true) == (2 + 1, 3 + 1, 3 + 2)
+
+
+def test_cpu_by_change_groups_reads_by_the_steps_change_and_full_or_incremental():
+    from causalcache_lab.bench.ocr_speed import _by_change
+
+    reads = [
+        {"change": "scroll", "full": False, "cpu_s": 0.2},
+        {"change": "scroll", "full": False, "cpu_s": 0.4},
+        {"change": "scroll", "full": True, "cpu_s": 0.9},
+        {"change": "", "full": True, "cpu_s": 0.7},
+    ]
+    groups = _by_change(reads)
+    assert set(groups) == {"scroll/incremental", "scroll/full", "first/full"}
+    assert groups["scroll/incremental"]["n"] == 2 and groups["scroll/incremental"]["max"] == 0.4
+    assert groups["scroll/full"]["median"] == 0.9
