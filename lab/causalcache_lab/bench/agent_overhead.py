@@ -34,7 +34,10 @@ difference in process CPU time (all threads: the background screenshot writes an
 count), which a loaded machine disturbs less than wall time; ``added_step_thread_cpu_ms`` the difference
 in the CPU time of the thread that runs the nodes (``time.thread_time``; a synchronous ``invoke`` runs a
 superstep's single node on the caller's thread), the memory's work on the step's critical path.
-``run_ms_per_step`` is what a user who times the whole ``graph.invoke`` sees: its wall time over the
+``model_calls_per_step`` counts the policy's calls (``1 +`` the share of steps with a second pass: the
+two-pass re-decision runs the model again after a swap, which moves the mean step and not a median
+while fewer than half the steps swap). ``run_ms_per_step`` is what a user who times the whole
+``graph.invoke`` sees: its wall time over the
 steps, warm-up steps and first-use costs included; ``setup_ms`` the time to build the memory and compile
 the graph, once per process.
 """
@@ -255,6 +258,7 @@ def run_agent_overhead(
     plain: list[tuple[float, ...]] = []
     with_memory: list[tuple[float, ...]] = []
     images: dict[str, list[int]] = {"plain": [], "memory": []}
+    calls: dict[str, list[float]] = {"plain": [], "memory": []}  # model calls per step (pass 2 adds one)
     runs: dict[str, list[float]] = {"plain": [], "memory": []}
     setup: dict[str, list[float]] = {"plain": [], "memory": []}
     for rep in range(repeats):
@@ -262,6 +266,7 @@ def run_agent_overhead(
         times, seen = _episode(None, pngs, steps, budget, f"plain-{rep}", clock)
         plain += times[warmup:]
         images["plain"] += seen[warmup:]
+        calls["plain"].append(len(seen) / steps)
         runs["plain"].append(clock["run_ms"] / steps)
         setup["plain"].append(clock["compile_ms"])
         start = time.perf_counter()
@@ -271,6 +276,7 @@ def run_agent_overhead(
         checkpoint_kb = _checkpoint_kb(root / f"memory-{rep}" / "checkpoints.sqlite", f"memory-{rep}")
         with_memory += times[warmup:]
         images["memory"] += seen[warmup:]
+        calls["memory"].append(len(seen) / steps)
         runs["memory"].append(clock["run_ms"] / steps)
         setup["memory"].append(built_ms + clock["compile_ms"])
     p_med, m_med = (statistics.median(s[0] for s in steps_) for steps_ in (plain, with_memory))
@@ -291,6 +297,7 @@ def run_agent_overhead(
         "added_run_ms_per_step": round(m_run - p_run, 3),
         "setup_ms": {k: round(statistics.median(v), 3) for k, v in setup.items()},
         "images_per_call": {k: statistics.median(v) for k, v in images.items()},
+        "model_calls_per_step": {k: round(statistics.mean(v), 3) for k, v in calls.items()},
         "checkpoint_kb_per_step": checkpoint_kb,
         "png_bytes": round(statistics.mean(len(s) for s in pngs)),
         "screen": list(screen),

@@ -209,6 +209,8 @@ def test_agent_overhead_sends_the_same_images_either_way(benchmark, tmp_path) ->
     _finite_stats(result["plain_step_ms"])
     _finite_stats(result["memory_step_ms"])
     assert result["images_per_call"] == {"plain": 3, "memory": 3}  # B + 1 images, decoded, both agents
+    calls = result["model_calls_per_step"]  # one call a step, plus the memory's second passes
+    assert calls["plain"] == 1.0 and 1.0 <= calls["memory"] <= 2.0
     assert result["steps_measured"] == 7 - 2  # every step after the first B (fewer images then)
     assert math.isclose(
         result["added_ms"], result["memory_step_ms"]["p50"] - result["plain_step_ms"]["p50"], abs_tol=1e-2
