@@ -13,6 +13,12 @@ refused unless ``--sealed`` (the final table, run once).
 
 prints one compact table over several runs (a row per run and arm: memory-critical success and deltas,
 control success and non-inferiority, the guard's could-swap decline rate, pass 2).
+
+    python lab/tools/ext_eval.py pool runs/a/results.json runs/b/results.json --out pooled.json
+
+pools runs of one generator x policy over their task seeds (distinct tasks, the same arms and policy
+seeds): success and task-paired deltas over every task, could-swap declines and swaps summed, pass 2 the
+mean of the runs' rates weighted by their two-pass decisions; prints the run table for the pool.
 """
 
 from __future__ import annotations
@@ -86,10 +92,66 @@ def summary(paths: list[str]) -> str:
     return "\n".join(rows)
 
 
+def pool(runs: list[dict]) -> dict:
+    """The results of ``runs`` (``results.json`` dicts with their episodes) as one run over all their tasks."""
+    from causalcache_lab.eval.summary import summarize
+    from causalcache_lab.eval.world_agent import EpisodeOutcome
+
+    keys = ("generator", "policy", "arms", "budget", "policy_seeds", "tasks_per_split")
+    first = runs[0]["meta"]
+    for run in runs[1:]:
+        differs = [k for k in keys if run["meta"][k] != first[k]]
+        if differs:
+            raise SystemExit(f"pool: runs differ in {', '.join(differs)}; pool runs of one design only")
+    task_seeds = [run["meta"]["task_seed"] for run in runs]
+    if len(set(task_seeds)) != len(task_seeds):
+        raise SystemExit(f"pool: task seeds {task_seeds} repeat; each task may count once")
+    fields = ("task_id", "split", "arm", "budget", "success", "steps", "wall_s", "seed", "world")
+    outcomes = [EpisodeOutcome(**{k: e[k] for k in fields}) for run in runs for e in run["episodes"]]
+    arms = list(first["arms"])
+    results = summarize(outcomes, arms, ni_margin=0.05)
+    if "random" in arms:
+        results["contrasts_vs_random"] = summarize(outcomes, arms, baseline="random")["contrasts_by_arm"]
+    results["could_swap"] = {}
+    for arm in {a for run in runs for a in run.get("could_swap", {})}:
+        results["could_swap"][arm] = {}
+        for split in ("all", "memory_critical", "control"):
+            cells = [run["could_swap"][arm][split] for run in runs]
+            n = sum(c["could_swap"] for c in cells)
+            declined = sum(c["declined_ood"] for c in cells)
+            swaps = sum(c["swap_rate"] * c["could_swap"] for c in cells)
+            results["could_swap"][arm][split] = {
+                "could_swap": n, "declined_ood": declined,
+                "decline_rate": declined / n if n else 0.0, "swap_rate": swaps / n if n else 0.0,
+            }  # fmt: skip
+    for arm in arms:
+        for split in ("all", "memory_critical", "control"):
+            cells = [run["arms"][arm][split] for run in runs]
+            rates = [
+                (c.get("fire_rate"), c.get("episodes", 0)) for c in cells if c.get("fire_rate") is not None
+            ]
+            weight = sum(w for _, w in rates)
+            results["arms"][arm][split]["fire_rate"] = (
+                sum(r * w for r, w in rates) / weight if weight else None
+            )
+    results["meta"] = {**first, "task_seed": task_seeds, "tasks": sum(r["meta"]["tasks"] for r in runs)}
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "summary":
         print(summary(argv[1:]))
+        return 0
+    if argv and argv[0] == "pool":
+        args = argparse.ArgumentParser(prog="ext_eval.py pool")
+        args.add_argument("results", nargs="+")
+        args.add_argument("--out", default=None)
+        parsed = args.parse_args(argv[1:])
+        pooled = pool([json.loads(Path(p).read_text()) for p in parsed.results])
+        if parsed.out:
+            Path(parsed.out).write_text(json.dumps(pooled, indent=1))
+        print(table(pooled))
         return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
