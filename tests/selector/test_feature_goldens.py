@@ -15,13 +15,13 @@ checks with ``zlib.crc32`` directly.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import zlib
 
 import numpy as np
 import pytest
+from named_texts import NamedTexts, sha_of
 
 from causalcache_memory.actions import Action
 from causalcache_memory.selector.features import FeatureExtractor
@@ -33,8 +33,7 @@ CONTEXT = [n for n, _ in CONTEXT_SCHEMA]
 FAMILIES = ("click", "drag", "scroll", "type", "key", "app", "nav", "end")
 
 
-def _sha(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
+_sha = sha_of
 
 
 # ------------------------------------------------------------------ the traces
@@ -68,16 +67,7 @@ THUMBS = {
 }
 
 
-class _Texts:
-    def __init__(self, texts: dict[str, str], lines: dict[str, list] | None = None) -> None:
-        self.texts = {_sha(k): v for k, v in texts.items()}
-        self.lines = {_sha(k): v for k, v in (lines or {}).items()}
-
-    def get_text(self, sha256: str) -> str | None:
-        return self.texts.get(sha256)
-
-    def get_lines(self, sha256: str):  # type: ignore[no-untyped-def]
-        return self.lines.get(sha256)
+_Texts = NamedTexts
 
 
 class _Thumbs:

@@ -6,28 +6,21 @@ screens scored 0.5), and value tokens that needed more than two characters (``12
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 
 import numpy as np
 import pytest
+from named_texts import NamedTexts, sha_of
 
 from causalcache_memory.actions import Action
 from causalcache_memory.selector.features import FeatureExtractor, feature_index
 from causalcache_memory.selector.screen_text import encode_text, value_tokens
 from causalcache_memory.trace import Trace
 
-
-def _sha(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
+_sha = sha_of
 
 
-class _Texts:
-    def __init__(self, texts: dict[str, str]) -> None:
-        self.texts = {_sha(k): v for k, v in texts.items()}
-
-    def get_text(self, sha256: str) -> str | None:
-        return self.texts.get(sha256)
+_Texts = NamedTexts
 
 
 def _row(texts: dict[str, str], screens: list[str], goal: str = "Find the note") -> np.ndarray:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
+from named_texts import NamedTexts, sha_of
 
 from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation import make_allocation, recent_b
@@ -18,17 +17,10 @@ from causalcache_memory.selector.screen_text import ScreenTextCache
 from causalcache_memory.selector.witness_check import displaced_sources, witness_sources, witness_values
 from causalcache_memory.trace import Trace
 
-
-def _sha(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
+_sha = sha_of
 
 
-class _Texts:
-    def __init__(self, texts: dict[str, str]) -> None:
-        self.texts = {_sha(k): v for k, v in texts.items()}
-
-    def get_text(self, sha256: str) -> str | None:
-        return self.texts.get(sha256)
+_Texts = NamedTexts
 
 
 def _trace(n: int) -> Trace:
