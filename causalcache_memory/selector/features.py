@@ -127,7 +127,6 @@ class _Static:
     goal_tokens: np.ndarray
     goal_chars: np.ndarray
     n: int = 0
-    shas: list[str] | None = None
     events: tuple[
         Event, ...
     ] = ()  # the events the rows were computed from (a later trace must start with them)
@@ -151,7 +150,7 @@ class _Grown(Protocol):
     """A :class:`_Static` that holds at least one event: every per-event array is set (``n`` rows)."""
 
     n: int
-    shas: list[str]
+    events: tuple[Event, ...]
     codes: np.ndarray
     tok: np.ndarray
     tok_n: np.ndarray
@@ -287,7 +286,6 @@ class FeatureExtractor:
         in_goal = np.array([bool(e.app) and e.app.lower() in goal for e in new], dtype=np.float32)
         st.app_ids = cat(st.app_ids, ids)
         st.app_in_goal = cat(st.app_in_goal, in_goal)
-        st.shas = (st.shas or []) + [e.screenshot for e in new]
         st.events = st.events + tuple(new)
         st.n += len(new)
 
@@ -370,7 +368,7 @@ class FeatureExtractor:
             return  # no text for the current screen: every text feature is masked, nothing else to read
         rows = text.missing(n)
         if rows:
-            blobs = TraceText.read(cache, [st.shas[r] if st.shas else None for r in rows])
+            blobs = TraceText.read(cache, [st.events[r].screenshot for r in rows])
             if any(b is not None for b in blobs):
                 with self._lock:
                     text.fill(rows, blobs)
