@@ -17,7 +17,7 @@ control success and non-inferiority, the guard's could-swap decline rate, pass 2
     python lab/tools/ext_eval.py pool runs/a/results.json runs/b/results.json --out pooled.json
 
 pools runs of one generator x policy over their task seeds (distinct tasks, the same arms and policy
-seeds): success and task-paired deltas over every task, could-swap declines and swaps summed, pass 2 the
+seeds; ``--across-policies``: runs of one generator whose task seeds ran different policies): success and task-paired deltas over every task, could-swap declines and swaps summed, pass 2 the
 mean of the runs' rates weighted by their two-pass decisions; prints the run table for the pool.
 """
 
@@ -92,12 +92,18 @@ def summary(paths: list[str]) -> str:
     return "\n".join(rows)
 
 
-def pool(runs: list[dict]) -> dict:
-    """The results of ``runs`` (``results.json`` dicts with their episodes) as one run over all their tasks."""
+def pool(runs: list[dict], *, across_policies: bool = False) -> dict:
+    """The results of ``runs`` (``results.json`` dicts with their episodes) as one run over all their tasks.
+
+    Runs must share one design; ``across_policies`` lets their policies differ (a generator's row whose
+    task seeds each ran another policy: the pool's ``meta.policy`` is then ``"a+b+c"`` in run order).
+    """
     from causalcache_lab.eval.summary import summarize
     from causalcache_lab.eval.world_agent import EpisodeOutcome
 
-    keys = ("generator", "policy", "arms", "budget", "policy_seeds", "tasks_per_split")
+    keys: tuple[str, ...] = ("generator", "policy", "arms", "budget", "policy_seeds", "tasks_per_split")
+    if across_policies:
+        keys = tuple(k for k in keys if k != "policy")
     first = runs[0]["meta"]
     for run in runs[1:]:
         differs = [k for k in keys if run["meta"][k] != first[k]]
@@ -135,6 +141,8 @@ def pool(runs: list[dict]) -> dict:
                 sum(r * w for r, w in rates) / weight if weight else None
             )
     results["meta"] = {**first, "task_seed": task_seeds, "tasks": sum(r["meta"]["tasks"] for r in runs)}
+    if across_policies:
+        results["meta"]["policy"] = "+".join(dict.fromkeys(r["meta"]["policy"] for r in runs))
     return results
 
 
@@ -147,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         args = argparse.ArgumentParser(prog="ext_eval.py pool")
         args.add_argument("results", nargs="+")
         args.add_argument("--out", default=None)
+        args.add_argument(
+            "--across-policies", action="store_true", help="pool runs whose policies differ (one generator's row)"
+        )
         parsed = args.parse_args(argv[1:])
-        pooled = pool([json.loads(Path(p).read_text()) for p in parsed.results])
+        pooled = pool(
+            [json.loads(Path(p).read_text()) for p in parsed.results], across_policies=parsed.across_policies
+        )
         if parsed.out:
             Path(parsed.out).write_text(json.dumps(pooled, indent=1))
         print(table(pooled))

@@ -66,3 +66,19 @@ def test_runs_of_different_designs_or_repeated_task_seeds_are_refused(tool) -> N
         tool.pool([a, other])
     with pytest.raises(SystemExit, match="repeat"):
         tool.pool([a, a])
+
+
+def test_a_generator_row_pools_across_policies_only_when_asked(tool) -> None:  # type: ignore[no-untyped-def]
+    a = _run(7001, {"recent": [0, 0], "random": [0, 1], "causalcache_try2": [1, 1]})
+    b = _run(7002, {"recent": [0, 0], "random": [0, 0], "causalcache_try2": [1, 0]})
+    c = _run(7003, {"recent": [1, 0], "random": [0, 0], "causalcache_try2": [1, 0]})
+    b["meta"]["policy"], c["meta"]["policy"] = "noisy", "title-line"
+    with pytest.raises(SystemExit, match="differ in policy"):
+        tool.pool([a, b, c])
+    pooled = tool.pool([a, b, c], across_policies=True)
+    assert pooled["meta"]["policy"] == "title-line+noisy"  # a's and c's policy counted once, in run order
+    mc = pooled["contrasts_by_arm"]["causalcache_try2"]["memory_critical"]
+    assert mc["n"] == 6 and (mc["helped"], mc["harmed"]) == (3, 0)
+    b["meta"]["budget"] = 3
+    with pytest.raises(SystemExit, match="differ in budget"):
+        tool.pool([a, b], across_policies=True)
