@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         args.add_argument("results", nargs="+")
         args.add_argument("--out", default=None)
         args.add_argument(
-            "--across-policies", action="store_true", help="pool runs whose policies differ (one generator's row)"
+            "--across-policies",
+            action="store_true",
+            help="pool runs whose policies differ (one generator's row)",
         )
         parsed = args.parse_args(argv[1:])
         pooled = pool(
