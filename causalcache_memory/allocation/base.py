@@ -149,8 +149,12 @@ def make_allocation(
     allocator: str,
     scores: Mapping[int, float] | None = None,
     info: Mapping[str, Any] | None = None,
+    sizes: tuple[int, int] | None = None,
 ) -> Allocation:
-    """Build an :class:`Allocation`, enforcing the exact-B contract.
+    """Build an :class:`Allocation`, enforcing the exact-B contract (or ``sizes``).
+
+    ``sizes``: ``(lo, hi)``, the sizes another budget contract allows at ``t`` (the mean-B contract,
+    :mod:`causalcache_memory.allocation.mean_b`); None = exact-B.
 
     Raises :class:`AllocationError` if ``S`` has the wrong size, repeats an event, or names an event
     outside ``1..t-1``.
@@ -159,7 +163,13 @@ def make_allocation(
     size = exact_b_size(t, budget)
     if len(set(chosen)) != len(chosen):
         raise AllocationError(f"{allocator}: allocation {chosen} repeats an event; S must be a set")
-    if len(chosen) != size:
+    if sizes is not None:
+        if not sizes[0] <= len(chosen) <= sizes[1]:
+            raise AllocationError(
+                f"{allocator}: allocation has {len(chosen)} events but its contract allows {sizes[0]}..{sizes[1]} "
+                f"(B={budget}, t={t})"
+            )
+    elif len(chosen) != size:
         raise AllocationError(
             f"{allocator}: allocation has {len(chosen)} events but exact-B requires |S| = min(B, t-1) = {size} "
             f"(B={budget}, t={t})"
