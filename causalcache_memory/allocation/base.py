@@ -40,7 +40,8 @@ MAX_BUDGET = 64
 #: keys of an allocation's ``info`` that decision records keep (the learned selector's facts:
 #: docs/SELECTOR.md, "Never worse than Recent-B"; ``shadow_selected``: the other arm's set under
 #: ``allocation.compare``, :mod:`~causalcache_memory.allocation.explore`; ``price``: the priced
-#: decision's choice, gain and cost, :mod:`~causalcache_memory.allocation.priced`)
+#: decision's choice, gain and cost, :mod:`~causalcache_memory.allocation.priced`; ``mean_b``: the
+#: mean-B contract's collapse, size and swap, :mod:`~causalcache_memory.allocation.mean_b`)
 INFO_RECORD_KEYS = (
     "predicted_gain",
     "top_gain",
@@ -56,6 +57,7 @@ INFO_RECORD_KEYS = (
     "masked",
     "shadow_selected",
     "price",
+    "mean_b",
 )
 
 

@@ -19,8 +19,8 @@ and lets their count vary. :class:`MeanBAllocator` is that contract for any inne
 
 A *swap*: when the inner allocator's proposal (at budget ``B`` between collapses, ``low`` at a collapse)
 restores an event the base (the set pass 1 renders: the appended set, or at a collapse the ``low`` newest
-events) lacks, the offered set is the base with the restored events put in place of its oldest events (the
-same size). Without a pricer every such swap is taken (the unpriced arm); with a
+events) lacks, the offered set is the base with the restored events in, at the base's size: the base's
+events the proposal does not keep leave first, oldest first (then, if needed, its oldest others). Without a pricer every such swap is taken (the unpriced arm); with a
 :class:`~causalcache_memory.allocation.priced.PrefixPricer` it is taken iff
 :func:`~causalcache_memory.allocation.priced.worth_rewrite` says so::
 
@@ -130,7 +130,13 @@ class MeanBAllocator:
         if state.base is not None and state.base[0] == t:
             return state.base[1], state.base[2]
         low, high = mean_b_sizes(budget, self.chunk)
-        appended = tuple(sorted({j for j in state.selected if j < t} | ({t - 1} if t > 1 else set())))
+        kept = {j for j in state.selected if j < t} | ({t - 1} if t > 1 else set())
+        # a thread met mid-episode (a restart, a step another allocator decided): topped up to ``low``
+        for j in range(t - 1, 0, -1):
+            if len(kept) >= min(low, t - 1):
+                break
+            kept.add(j)
+        appended = tuple(sorted(kept))
         collapse = len(appended) > high
         base = tuple(range(t - low, t)) if collapse else appended
         state.base = (t, base, collapse)
@@ -168,13 +174,7 @@ class MeanBAllocator:
         info: dict[str, Any] = {"collapse": collapse, "size": len(base)}
         chosen = base
         if new:
-            others = sorted(j for j in base if j not in new)  # the restored events replace the oldest
-            keep = len(base) - len(new)
-            offered = (
-                tuple(sorted(new + others[len(others) - keep :]))
-                if keep > 0
-                else tuple(sorted(new)[-len(base) :])
-            )
+            offered = self._offered(base, new, set(proposal.selected))
             gain = set_value(offered, recent, scores, self.recent_value) - set_value(
                 base, recent, scores, self.recent_value
             )
@@ -185,6 +185,20 @@ class MeanBAllocator:
         state.selected = chosen
         out = self._allocation(chosen, ctx, proposal.scores, {**proposal.info, "mean_b": info})
         return replace(out, allocator=self.name)
+
+    @staticmethod
+    def _offered(base: tuple[int, ...], new: list[int], proposed: set[int]) -> tuple[int, ...]:
+        """The base with the restored events ``new`` in, at the base's size: the base's events the
+        proposal does not keep leave first (oldest first), then, if still too many, its oldest others."""
+        offered = set(base) | set(new)
+        leave = sorted(j for j in base if j not in proposed) + sorted(j for j in base if j in proposed)
+        for j in leave:
+            if len(offered) <= len(base):
+                break
+            offered.discard(j)
+        while len(offered) > len(base):  # more restored events than the base has room for: the newest stay
+            offered.discard(min(offered))
+        return tuple(sorted(offered))
 
     def prepare(self, archive: Any, sha256: str) -> None:
         prepare = getattr(self.inner, "prepare", None)
