@@ -51,7 +51,11 @@ def test_the_conversation_shows_the_paper_content_with_the_newest_screen_sent_on
     responses = lambda p: [m.text for m in p.messages if m.role == "assistant"]  # noqa: E731
     assert responses(conv) == responses(paper)
     # v_5 is the current screen: sent once, as the current image, last; history images ascending
-    assert [(r.role, r.event_index) for r in conv.images] == [("history", 2), ("history", 4), ("current", None)]
+    assert [(r.role, r.event_index) for r in conv.images] == [
+        ("history", 2),
+        ("history", 4),
+        ("current", None),
+    ]
     assert [r.sha256 for r in conv.images] == [r.sha256 for r in paper.images if r.event_index != 5]
     assert conv.meta["current_event"] == 5 and "current_event" not in paper.meta
     # the current screen is labelled as event 5's screen and carries the request
@@ -68,9 +72,18 @@ def test_token_parts_are_named_and_add_up() -> None:
 
 def newest_turn(tokens, event: int | None) -> int:
     """Tokens of the newest summary line, the newest response, the current screen and the generation prompt."""
-    event = event if event is not None else max(int(p.split(":")[1]) for p in tokens.parts if p.startswith("response:"))
+    event = (
+        event
+        if event is not None
+        else max(int(p.split(":")[1]) for p in tokens.parts if p.startswith("response:"))
+    )
     line = [c for c in tokens.chunks if c.part == "summaries"][-1].n
-    return line + tokens.part_total(f"response:{event}") + tokens.part_total("current") + tokens.part_total("generation")
+    return (
+        line
+        + tokens.part_total(f"response:{event}")
+        + tokens.part_total("current")
+        + tokens.part_total("generation")
+    )
 
 
 def test_appending_the_newest_event_extends_the_previous_prompt() -> None:
@@ -124,7 +137,7 @@ def mean_b_sizes_over(chunk: int, steps: int, budget: int = 4) -> list[int]:
     sizes = []
     for _ in range(steps):
         out = allocator.allocate(AllocationContext(trace, budget))
-        assert out.selected and out.selected[-1] == trace.t - 1 or trace.t == 1  # the newest is appended
+        assert (out.selected and out.selected[-1] == trace.t - 1) or trace.t == 1  # the newest is appended
         sizes.append(len(out.selected))
         trace.record(Action("click", x=0.5, y=0.5), "c", f"{trace.t:064x}", screenshot_size=SIZE)
     return sizes
@@ -171,7 +184,9 @@ class Restore:
         chosen = list(recent_b(ctx.t, ctx.budget))
         if len(chosen) > 1 and 1 not in chosen:
             chosen[0] = 1
-        return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name, scores={1: self.score})
+        return make_allocation(
+            chosen, t=ctx.t, budget=ctx.budget, allocator=self.name, scores={1: self.score}
+        )
 
 
 def conversation_pricer() -> PrefixPricer:
@@ -181,7 +196,9 @@ def conversation_pricer() -> PrefixPricer:
 
 def test_a_priced_swap_is_refused_when_its_gain_is_under_its_cost() -> None:
     for score, expected in ((0.01, "held"), (5.0, "proposal")):
-        allocator = MeanBAllocator(Restore(score), chunk=3, pricer=conversation_pricer(), exchange_rate=30000.0)
+        allocator = MeanBAllocator(
+            Restore(score), chunk=3, pricer=conversation_pricer(), exchange_rate=30000.0
+        )
         trace = trace_of(0)
         infos = []
         for _ in range(8):
