@@ -44,10 +44,15 @@ ARMS = {
     "causalcache": {"allocator": "selector"},
     "causalcache_priced": {"allocator": "selector", "priced": {}},
     "causalcache_priced_s3": {"allocator": "selector", "priced": {"slide_every": 3}},
-    # the mean-B contract (allocation/mean_b.py; docs/notebook/results/price_replan.md), chunk 3
+    # the mean-B contract (allocation/mean_b.py; docs/notebook/results/price_replan.md), chunk 3; the
+    # priced arm at the rate chosen on the dev worlds (try 3; tries 1-2 ran it at 30000: --exchange-rate)
     "recent_mean_b": {"allocator": "recent", "mean_b": {"chunk": 3}},
     "causalcache_mean_b": {"allocator": "selector", "mean_b": {"chunk": 3}},
-    "causalcache_mean_b_priced": {"allocator": "selector", "mean_b": {"chunk": 3}, "priced": {}},
+    "causalcache_mean_b_priced": {
+        "allocator": "selector",
+        "mean_b": {"chunk": 3},
+        "priced": {"exchange_rate": 100000},
+    },
 }
 LAYOUTS = ("retained_turns", "cache_friendly", "conversation")
 MEAN_B: dict[str, Any] = {}  # allocation.mean_b overrides (--chunk)
