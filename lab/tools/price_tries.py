@@ -63,7 +63,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--exchange-rate", type=float, default=None)
     ap.add_argument("--slide-every", type=int, default=None)
     ap.add_argument("--chunk", type=int, default=None, help="allocation.mean_b.chunk")
+    ap.add_argument(
+        "--hide-current-event",
+        action="store_true",
+        help="sensitivity check: drop meta['current_event'] from conversation prompts, so the world's "
+        "simulated policy no longer counts the current screen as v_{t-1}",
+    )
     args = ap.parse_args(argv)
+    if args.hide_current_event:
+        _hide_current_event()
     if args.chunk is not None:
         pe.MEAN_B["chunk"] = args.chunk
     start = time.perf_counter()
@@ -104,6 +112,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wall {time.perf_counter() - start:.0f} s, cpu {time.process_time():.0f} s, "
           f"load {os.getloadavg()}", flush=True)  # fmt: skip
     print(summary_table(out))
+
+
+def _hide_current_event() -> None:
+    """Render conversation prompts without ``meta["current_event"]`` (``--hide-current-event``)."""
+    from dataclasses import replace
+
+    import causalcache_memory.render.prompt as rp
+
+    render = rp._render_conversation
+
+    def hidden(*args, **kwargs):
+        prompt = render(*args, **kwargs)
+        return replace(prompt, meta={k: v for k, v in prompt.meta.items() if k != "current_event"})
+
+    rp._render_conversation = hidden
 
 
 def summary_table(rows: list[dict]) -> str:
