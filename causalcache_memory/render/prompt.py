@@ -17,6 +17,12 @@ There is exactly one system message, first. When an agent brings its own system 
 into that message by :func:`merge_system_prompts` in this order: the agent's text, a blank line, the
 memory's text.
 
+``RenderOptions.layout`` orders the same content otherwise (docs/PROMPT_COST.md, "Layouts"):
+``cache_friendly`` puts the retained turns before the summaries; ``conversation`` renders every event in
+order (its summary line, and its response and screen when retained) and the current screen last as the
+newest event's screen, sent once (:func:`_render_conversation`), so a step that appends the newest event
+extends the previous step's prompt. :func:`summaries_message` finds the summaries in every layout.
+
 ``RenderOptions.dedupe_current_screen`` (off by default, which keeps the paper's prompt): when a
 retained screenshot is byte-identical to the current screen (same content hash; in the paper's setting
 the newest retained screenshot ``v_{t-1}`` *is* ``x_t``), its retained turn keeps its header and the
