@@ -171,6 +171,11 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
     allocator = _priced(lookup_allocator(cfg.allocator)(cfg), cfg)  # type: ignore[arg-type]
     compare = getattr(cfg, "compare", None)
+    if getattr(cfg, "mean_b", None) is not None and (compare is not None or getattr(cfg, "explore", None)):
+        raise AllocationError(
+            "allocation.mean_b cannot be combined with allocation.explore or allocation.compare (their other "
+            "arm runs under exact-B); remove one of them"
+        )
     if compare is not None:  # the same selector options, another model, on a share of episodes
         selector = cfg.selector.model_copy(update={"model_path": compare.model_path})  # type: ignore[union-attr]
         own = cfg.model_copy(update={"selector": selector, "compare": None})  # type: ignore[union-attr]

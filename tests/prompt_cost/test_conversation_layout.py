@@ -287,3 +287,25 @@ def test_the_decision_record_keeps_the_mean_b_facts(tmp_path, make_png) -> None:
         controller.record(trace, decision, make_png((i * 40 % 256, 9, i)), response="click")
     controller.close()
     assert [r["mean_b"]["collapse"] for r in records] == [False] * 6 + [True, False]
+
+
+def test_the_exact_b_priced_decision_refuses_the_conversation_layout_with_advice() -> None:
+    from causalcache_memory.allocation import PricedAllocator
+
+    allocator = PricedAllocator(RecentAllocator(), conversation_pricer())
+    with pytest.raises(AllocationError, match=r"allocation\.mean_b"):
+        allocator.use_layout("conversation")
+
+
+def test_mean_b_is_refused_beside_explore() -> None:
+    config = parse_config(
+        {
+            "allocation": {
+                "allocator": "recent",
+                "mean_b": {},
+                "explore": {"allocator": "random", "share": 0.1},
+            }
+        }
+    )
+    with pytest.raises(AllocationError, match="mean_b cannot be combined"):
+        build_allocator(config.allocation)
