@@ -3,7 +3,7 @@
     nice -n 10 python lab/tools/price_tries.py 40 causalcache_priced 0,1,2 cache_friendly runs/try2.json \\
         --exchange-rate 30000 --slide-every 4
 
-Runs ``generate_world_tasks(N, 0, worlds="dev")`` under each arm of ``lab/tools/price_eval.py`` (plus
+Runs ``generate_world_tasks(N, --task-seed (default 0), worlds="dev")`` under each arm of ``lab/tools/price_eval.py`` (plus
 ``batch3``/``batch4``: Recent-4 with batch eviction in chunks of 3 and 4) in one layout, with the same
 memory and meters as ``price_eval.py``, and writes every episode with its decision records (the
 ``price`` choice, ``promoted_gain``, the pass-1 proposal) and its Anthropic-model writes per call, for
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--exchange-rate", type=float, default=None)
     ap.add_argument("--slide-every", type=int, default=None)
     ap.add_argument("--chunk", type=int, default=None, help="allocation.mean_b.chunk")
+    ap.add_argument("--task-seed", type=int, default=0, help="the dev-world task draw (the tries: 0)")
     ap.add_argument(
         "--hide-current-event",
         action="store_true",
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     for key in ("exchange_rate", "slide_every"):
         if getattr(args, key) is not None:
             pe.PRICED[key] = getattr(args, key)
-    tasks = generate_world_tasks(args.tasks, 0, worlds="dev", purpose="evaluate")
+    tasks = generate_world_tasks(args.tasks, args.task_seed, worlds="dev", purpose="evaluate")
     out: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in (int(s) for s in args.seeds.split(",")):
