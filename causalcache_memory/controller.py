@@ -311,8 +311,14 @@ class MemoryController:
             if allocation.t != trace.t:
                 raise ValueError(f"returned a set for decision t={allocation.t}, not {trace.t}")
             # exact-B: |S| = min(B, t-1), no repeated event, every event in 1..t-1 (AllocationError)
+            # (an allocator with another budget contract, e.g. mean-B, gives the sizes it allows: size_bounds)
+            bounds = getattr(self.allocator, "size_bounds", None)
             checked = make_allocation(
-                allocation.selected, t=trace.t, budget=self.budget, allocator=self.allocator.name
+                allocation.selected,
+                t=trace.t,
+                budget=self.budget,
+                allocator=self.allocator.name,
+                sizes=bounds(trace.t, self.budget) if bounds is not None else None,
             )
             allocation = replace(allocation, selected=checked.selected)  # ascending, as documented
         except WorkerTimeout:

@@ -9,6 +9,7 @@ from causalcache_memory.allocation.base import (
     make_allocation,
     recent_b,
 )
+from causalcache_memory.allocation.mean_b import MeanBAllocator
 from causalcache_memory.allocation.positional import EvenlySpacedAllocator, FirstBAllocator
 from causalcache_memory.allocation.priced import PrefixPricer, PricedAllocator
 from causalcache_memory.allocation.rgb import RGBSimilarityAllocator
@@ -25,6 +26,7 @@ __all__ = [
     "Allocator",
     "EvenlySpacedAllocator",
     "FirstBAllocator",
+    "MeanBAllocator",
     "PrefixPricer",
     "PricedAllocator",
     "RGBSimilarityAllocator",

@@ -40,7 +40,8 @@ MAX_BUDGET = 64
 #: keys of an allocation's ``info`` that decision records keep (the learned selector's facts:
 #: docs/SELECTOR.md, "Never worse than Recent-B"; ``shadow_selected``: the other arm's set under
 #: ``allocation.compare``, :mod:`~causalcache_memory.allocation.explore`; ``price``: the priced
-#: decision's choice, gain and cost, :mod:`~causalcache_memory.allocation.priced`)
+#: decision's choice, gain and cost, :mod:`~causalcache_memory.allocation.priced`; ``mean_b``: the
+#: mean-B contract's collapse, size and swap, :mod:`~causalcache_memory.allocation.mean_b`)
 INFO_RECORD_KEYS = (
     "predicted_gain",
     "top_gain",
@@ -56,6 +57,7 @@ INFO_RECORD_KEYS = (
     "masked",
     "shadow_selected",
     "price",
+    "mean_b",
 )
 
 
@@ -149,8 +151,12 @@ def make_allocation(
     allocator: str,
     scores: Mapping[int, float] | None = None,
     info: Mapping[str, Any] | None = None,
+    sizes: tuple[int, int] | None = None,
 ) -> Allocation:
-    """Build an :class:`Allocation`, enforcing the exact-B contract.
+    """Build an :class:`Allocation`, enforcing the exact-B contract (or ``sizes``).
+
+    ``sizes``: ``(lo, hi)``, the sizes another budget contract allows at ``t`` (the mean-B contract,
+    :mod:`causalcache_memory.allocation.mean_b`); None = exact-B.
 
     Raises :class:`AllocationError` if ``S`` has the wrong size, repeats an event, or names an event
     outside ``1..t-1``.
@@ -159,7 +165,13 @@ def make_allocation(
     size = exact_b_size(t, budget)
     if len(set(chosen)) != len(chosen):
         raise AllocationError(f"{allocator}: allocation {chosen} repeats an event; S must be a set")
-    if len(chosen) != size:
+    if sizes is not None:
+        if not sizes[0] <= len(chosen) <= sizes[1]:
+            raise AllocationError(
+                f"{allocator}: allocation has {len(chosen)} events but its contract allows {sizes[0]}..{sizes[1]} "
+                f"(B={budget}, t={t})"
+            )
+    elif len(chosen) != size:
         raise AllocationError(
             f"{allocator}: allocation has {len(chosen)} events but exact-B requires |S| = min(B, t-1) = {size} "
             f"(B={budget}, t={t})"

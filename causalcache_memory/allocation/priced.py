@@ -73,7 +73,23 @@ if TYPE_CHECKING:
     from causalcache_memory.prompt_cost.image_tokens import AreaImageRule, PatchImageRule, TileImageRule
     from causalcache_memory.trace import Trace
 
-__all__ = ["PrefixPricer", "PricedAllocator"]
+__all__ = ["LAYOUTS", "PrefixPricer", "PricedAllocator", "set_value", "worth_rewrite"]
+
+#: the layouts a :class:`PrefixPricer` prices (``render.layout``)
+LAYOUTS = ("retained_turns", "cache_friendly", "conversation")
+
+
+def set_value(
+    selected: tuple[int, ...], recent: set[int], scores: dict[int, float], recent_value: float
+) -> float:
+    """``recent_value * |S ∩ Recent-B| + Σ_{j ∈ S \\ Recent-B} max(0, score_j)`` (module docstring)."""
+    old = sum(max(0.0, float(scores.get(j, 0.0))) for j in selected if j not in recent)
+    return recent_value * sum(1 for j in selected if j in recent) + old
+
+
+def worth_rewrite(exchange_rate: float, gain: float, cost: float) -> bool:
+    """The priced rule: a change is taken iff ``exchange_rate * gain > cost`` (write-equivalent tokens)."""
+    return exchange_rate * gain > cost
 
 
 class PrefixPricer:
@@ -90,16 +106,14 @@ class PrefixPricer:
     def __init__(
         self,
         *,
-        layout: Literal["retained_turns", "cache_friendly"] = "cache_friendly",
+        layout: Literal["retained_turns", "cache_friendly", "conversation"] = "cache_friendly",
         image_rule: PatchImageRule | AreaImageRule | TileImageRule,
         cache: BreakpointCache | AutomaticPrefixCache | BlockPrefixCache | None = None,
         default_size: tuple[int, int] = (1280, 800),
         chars_per_token: float = 4.0,
     ) -> None:
-        if layout not in ("retained_turns", "cache_friendly"):
-            raise AllocationError(
-                f"layout={layout!r} is not retained_turns or cache_friendly; set render.layout"
-            )
+        if layout not in LAYOUTS:
+            raise AllocationError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}; set render.layout")
         if not chars_per_token > 0:
             raise AllocationError(f"chars_per_token={chars_per_token} must be > 0 (about 4 for English)")
         self.layout = layout
@@ -119,12 +133,33 @@ class PrefixPricer:
         return int(self.image_rule.tokens(int(w), int(h))) + text
 
     def invalidated(self, trace: Trace, previous: tuple[int, ...] | None, selected: tuple[int, ...]) -> int:
-        """Tokens of ``selected``'s retained turns the cache writes again after ``previous`` (module doc)."""
+        """Tokens of ``selected``'s retained turns the cache writes again after ``previous`` (module doc).
+
+        In the ``conversation`` layout ``previous`` is a set rendered at the same step (pass 1's): the
+        prompt is rewritten from the earliest event whose membership differs, i.e. the retained turns of
+        ``selected`` from that event on, the summary lines from it on, and the current screen."""
+        if self.layout == "conversation":
+            return self._conversation_invalidated(trace, previous, selected)
         start = 0
         if self.layout == "cache_friendly" and previous is not None:
             while start < min(len(previous), len(selected)) and previous[start] == selected[start]:
                 start += 1
         return sum(self.turn_tokens(trace, j) for j in selected[start:])
+
+    def _conversation_invalidated(
+        self, trace: Trace, previous: tuple[int, ...] | None, selected: tuple[int, ...]
+    ) -> int:
+        changed = set(selected) ^ set(previous) if previous is not None else {1}
+        if not changed:
+            return 0
+        first, last = min(changed), len(trace)
+        # the retained turns from the first change on (event t-1's image is the current screen)
+        turns = sum(self.turn_tokens(trace, j) for j in selected if j >= first)
+        if last not in selected:  # the current screen comes after every change
+            w, h = trace.current_screen_size or self.default_size
+            turns += int(self.image_rule.tokens(int(w), int(h)))
+        lines = sum(len(s) + 1 for s in trace.summaries()[first - 1 :]) / self.chars_per_token
+        return turns + math.ceil(lines)
 
     def cost(self, trace: Trace, previous: tuple[int, ...] | None, selected: tuple[int, ...]) -> float:
         """:meth:`invalidated` weighted by the cache model's prices (write-equivalent tokens)."""
@@ -198,11 +233,12 @@ class PricedAllocator:
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._lock = threading.Lock()
 
-    def use_layout(self, layout: Literal["retained_turns", "cache_friendly"]) -> None:
+    def use_layout(self, layout: Literal["retained_turns", "cache_friendly", "conversation"]) -> None:
         """Price the prompt layout the controller renders (``render.layout``; the controller calls this)."""
         if layout not in ("retained_turns", "cache_friendly"):
             raise AllocationError(
-                f"layout={layout!r} is not retained_turns or cache_friendly; set render.layout"
+                f"layout={layout!r}: the exact-B priced decision prices retained_turns or cache_friendly; "
+                "with render.layout conversation set allocation.mean_b (allocation/mean_b.py)"
             )
         self.pricer.layout = layout
 
@@ -249,8 +285,7 @@ class PricedAllocator:
         return make_allocation(chosen, t=ctx.t, budget=ctx.budget, allocator=self.name)
 
     def _value(self, selected: tuple[int, ...], recent: set[int], scores: dict[int, float]) -> float:
-        old = sum(max(0.0, float(scores.get(j, 0.0))) for j in selected if j not in recent)
-        return self.recent_value * sum(1 for j in selected if j in recent) + old
+        return set_value(selected, recent, scores, self.recent_value)
 
     def _is_held(self, state: _Thread, j: int, t: int) -> bool:
         """A restored event is held for ``hold_steps`` steps, then (only where holding keeps the cached
@@ -295,7 +330,7 @@ class PricedAllocator:
                 )
                 if self.uses_witness:  # pass 1 rendered the base: a change also pays for pass 2
                     cost += self.pricer.second_call(trace)
-                take = self.exchange_rate * gain > cost
+                take = worth_rewrite(self.exchange_rate, gain, cost)
                 chosen = offered if take else base
                 price = {
                     "choice": "proposal" if take else "held",

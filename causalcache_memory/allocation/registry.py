@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from causalcache_memory.allocation.base import Allocator
 from causalcache_memory.allocation.explore import ExploringAllocator
@@ -107,6 +107,7 @@ class _DefaultOptions:
     rgb_size: int = 32
     batch_chunk: int = 2
     priced: None = None
+    mean_b: None = None
     selector: None = None
     explore: None = None
     compare: None = None
@@ -116,21 +117,41 @@ class _DefaultOptions:
 COMPARED_SELECTOR = "selector_compared"
 
 
-def _priced(allocator: Allocator, cfg: AllocationConfig) -> Allocator:
-    """``allocator`` wrapped in the priced decision of ``cfg.priced`` (None: unchanged)."""
-    priced = getattr(cfg, "priced", None)
-    if priced is None:
-        return allocator
-    from causalcache_memory.allocation.priced import PrefixPricer, PricedAllocator
+def _pricer(priced: Any) -> Any:
+    """The :class:`PrefixPricer` of ``allocation.priced`` (its image rule and cache model)."""
+    from causalcache_memory.allocation.priced import PrefixPricer
     from causalcache_memory.prompt_cost import cache_model_from_dict, hosted_cache_model, hosted_image_rule
 
     cache = priced.cache
     model = hosted_cache_model(cache) if isinstance(cache, str) else cache_model_from_dict(cache)
     # the layout is the render config's (render.layout); the controller tells the allocator (use_layout)
-    pricer = PrefixPricer(image_rule=hosted_image_rule(priced.image_model), cache=model)
+    return PrefixPricer(image_rule=hosted_image_rule(priced.image_model), cache=model)
+
+
+def _priced(allocator: Allocator, cfg: AllocationConfig) -> Allocator:
+    """``allocator`` wrapped in the priced decision of ``cfg.priced`` (None: unchanged), or with
+    ``cfg.mean_b`` in the mean-B contract (its swaps priced when ``cfg.priced`` is set)."""
+    priced = getattr(cfg, "priced", None)
+    mean_b = getattr(cfg, "mean_b", None)
+    if mean_b is not None:
+        from causalcache_memory.allocation.mean_b import MeanBAllocator
+
+        if priced is None:
+            return MeanBAllocator(allocator, chunk=mean_b.chunk)
+        return MeanBAllocator(
+            allocator,
+            chunk=mean_b.chunk,
+            pricer=_pricer(priced),
+            exchange_rate=priced.exchange_rate,
+            recent_value=priced.recent_value,
+        )
+    if priced is None:
+        return allocator
+    from causalcache_memory.allocation.priced import PricedAllocator
+
     return PricedAllocator(
         allocator,
-        pricer,
+        _pricer(priced),
         exchange_rate=priced.exchange_rate,
         recent_value=priced.recent_value,
         hold_steps=priced.hold_steps,
@@ -150,6 +171,11 @@ def build_allocator(config: AllocationConfig | str) -> Allocator:
     cfg = _DefaultOptions(config) if isinstance(config, str) else config
     allocator = _priced(lookup_allocator(cfg.allocator)(cfg), cfg)  # type: ignore[arg-type]
     compare = getattr(cfg, "compare", None)
+    if getattr(cfg, "mean_b", None) is not None and (compare is not None or getattr(cfg, "explore", None)):
+        raise AllocationError(
+            "allocation.mean_b cannot be combined with allocation.explore or allocation.compare (their other "
+            "arm runs under exact-B); remove one of them"
+        )
     if compare is not None:  # the same selector options, another model, on a share of episodes
         selector = cfg.selector.model_copy(update={"model_path": compare.model_path})  # type: ignore[union-attr]
         own = cfg.model_copy(update={"selector": selector, "compare": None})  # type: ignore[union-attr]

@@ -28,6 +28,7 @@ __all__ = [
     "CompareConfig",
     "ExploreConfig",
     "IdleWarningConfig",
+    "MeanBConfig",
     "PricedConfig",
     "SelectorConfig",
 ]
@@ -274,6 +275,18 @@ class PricedConfig(_Strict):
         return self
 
 
+class MeanBConfig(_Strict):
+    """The mean-B budget contract (allocation/mean_b.py, docs/PROMPT_COST.md "Mean-B"): the newest event
+    is appended at every step and every ``chunk`` steps a batch collapse picks the set again, so ``|S|``
+    cycles through ``chunk`` sizes whose mean is at most ``B``."""
+
+    chunk: int = Field(
+        3,
+        ge=1,
+        description="Steps between two batch collapses; |S| cycles from B - chunk//2 to B - chunk//2 + chunk - 1.",
+    )
+
+
 class AllocationConfig(_Strict):
     allocator: str = Field(
         "selector",
@@ -294,6 +307,11 @@ class AllocationConfig(_Strict):
     )
     priced: PricedConfig | None = Field(
         None, description="Price each change of S by the cached prefix it invalidates; null = never."
+    )
+    mean_b: MeanBConfig | None = Field(
+        None,
+        description="The mean-B budget contract (newest events appended, a batch collapse every chunk "
+        "steps); null = exact-B. With priced, a swap between collapses is priced.",
     )
     selector: SelectorConfig = SelectorConfig()
     idle_warning: IdleWarningConfig = IdleWarningConfig()

@@ -154,10 +154,12 @@ class RenderConfig(_Strict):
         description="Send the current screen once when a retained screenshot is byte-identical to it "
         "(off = the paper's prompt; keep off with HGKV).",
     )
-    layout: Literal["retained_turns", "cache_friendly"] = Field(
+    layout: Literal["retained_turns", "cache_friendly", "conversation"] = Field(
         "retained_turns",
         description="retained_turns: the paper's order; cache_friendly: retained turns before the "
-        "append-only summaries, so a provider's prefix cache keeps them while S holds (docs/PROMPT_COST.md).",
+        "append-only summaries, so a provider's prefix cache keeps them while S holds; conversation: every "
+        "event in order, a summary line each and its full turn when retained, the current screen last as "
+        "the newest event's screen (docs/PROMPT_COST.md).",
     )
 
     @field_validator("retained_header")

@@ -10,9 +10,11 @@ and cut into *chunks*: the text between two images, or an image. Every cut falls
 tokenizes text, so tokenizing the chunks one by one gives exactly the ids of the whole prompt. Each chunk
 belongs to one *part*:
 
-* ``system``: the system message; ``summaries``: the goal and every event summary;
+* ``system``: the system message; ``summaries``: the goal and every event summary (in the
+  ``conversation`` layout, a message each: the renderer names every message's part, ``meta["message_parts"]``);
 * ``response:j`` and ``screen:j`` for each retained event ``j`` (its response; its header and image,
-  the image tokens counted apart), ``current`` (the current screen, its header and the request),
+  the image tokens counted apart), ``current`` (the current screen, its header and the request; in the
+  ``conversation`` layout the screen of event ``t-1``),
   ``generation`` (``<|im_start|>assistant\\n``).
 
 An image chunk holds ``n`` tokens given by an :class:`~causalcache_memory.prompt_cost.image_tokens.ImageRule`
@@ -123,6 +125,9 @@ def image_sizes_of(trace: Any) -> dict[str, tuple[int, int]]:
 
 
 def _part_of(role: str, index: int, prompt: RenderedPrompt, ref: ImageRef | None, position: int) -> str:
+    named = prompt.meta.get("message_parts")  # the conversation layout names each message's part
+    if isinstance(named, tuple):
+        return str(named[index])
     if role == "system":
         return "system"
     if index == prompt.meta.get("summaries_message", 1) and role == "user":

@@ -17,6 +17,12 @@ There is exactly one system message, first. When an agent brings its own system 
 into that message by :func:`merge_system_prompts` in this order: the agent's text, a blank line, the
 memory's text.
 
+``RenderOptions.layout`` orders the same content otherwise (docs/PROMPT_COST.md, "Layouts"):
+``cache_friendly`` puts the retained turns before the summaries; ``conversation`` renders every event in
+order (its summary line, and its response and screen when retained) and the current screen last as the
+newest event's screen, sent once (:func:`_render_conversation`), so a step that appends the newest event
+extends the previous step's prompt. :func:`summaries_message` finds the summaries in every layout.
+
 ``RenderOptions.dedupe_current_screen`` (off by default, which keeps the paper's prompt): when a
 retained screenshot is byte-identical to the current screen (same content hash; in the paper's setting
 the newest retained screenshot ``v_{t-1}`` *is* ``x_t``), its retained turn keeps its header and the
@@ -58,9 +64,9 @@ __all__ = [
     "summaries_message",
 ]
 
-#: the prompt layouts (module docstring): the paper's order, and the cache-friendly order
-LAYOUTS = ("retained_turns", "cache_friendly")
-Layout = Literal["retained_turns", "cache_friendly"]
+#: the prompt layouts (module docstring): the paper's order, the cache-friendly order, the conversation
+LAYOUTS = ("retained_turns", "cache_friendly", "conversation")
+Layout = Literal["retained_turns", "cache_friendly", "conversation"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a GUI agent. You see the task, a one-line summary of every past step, a few past steps "
@@ -90,7 +96,8 @@ class RenderOptions:
 
     ``dedupe_current_screen``: replace a retained screenshot byte-identical to the current screen by
     :data:`SAME_AS_CURRENT` (off by default: the paper's prompt; see the module docstring).
-    ``layout``: ``retained_turns`` (the paper's order) or ``cache_friendly`` (module docstring).
+    ``layout``: ``retained_turns`` (the paper's order), ``cache_friendly`` or ``conversation`` (module
+    docstring).
     """
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -125,6 +132,8 @@ def render_prompt(
         raise RenderError(
             "the trace has no current screenshot; call trace.observe(sha256) with the current screen first"
         )
+    if options.layout == "conversation":
+        return _render_conversation(trace, allocation, options, current)
     images: list[ImageRef] = []
     messages: list[Message] = [Message("system", (TextPart(options.system_prompt),))]
     summaries = "\n".join(trace.summaries()) if len(trace) else "(no steps yet)"
@@ -162,10 +171,81 @@ def render_prompt(
     return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, meta)
 
 
+def _render_conversation(
+    trace: Trace, allocation: Allocation, options: RenderOptions, current: str
+) -> RenderedPrompt:
+    """The ``conversation`` layout (module docstring): the agent's conversation with old turns summarized.
+
+    Messages, in order: the system text; the goal (``Task: ...`` and the history header); then every past
+    event ``j`` in order: its summary line (a user message of its own, so a later prompt that summarizes
+    more events still shares it whole), and, when ``j`` is in ``S``, its response (assistant) and its
+    screen (user: the retained header, the image, the request). The current screen comes last, rendered as
+    the screen of event ``t-1`` (the same header, image and request), so when ``S`` keeps its events and
+    appends ``t-1``, the next step's prompt extends this one token for token up to the generation prompt.
+    The screenshot of ``t-1`` is the current screen (role ``current``; ``meta["current_event"] = t-1``
+    when its content hash is the trace's current one): it is sent once, as the current screen.
+    """
+    t = trace.t
+    images: list[ImageRef] = []
+    messages: list[Message] = [Message("system", (TextPart(options.system_prompt),))]
+    parts: list[str] = ["system"]
+    messages.append(Message("user", (TextPart(f"Task: {trace.goal}\n{options.history_header}"),)))
+    parts.append("summaries")
+    if not len(trace):
+        messages.append(Message("user", (TextPart("(no steps yet)"),)))
+        parts.append("summaries")
+    selected = set(allocation.selected)
+    last = t - 1
+    current_event = None
+    for j, summary in enumerate(trace.summaries(), start=1):
+        messages.append(Message("user", (TextPart(summary),)))
+        parts.append("summaries")
+        if j not in selected:
+            continue
+        event = trace.event(j)
+        messages.append(Message("assistant", (TextPart(event.response),)))
+        parts.append(f"response:{j}")
+        if j == last and event.screenshot == current:
+            current_event = j  # the newest event's screen is the current screen: sent once, below
+            continue
+        images.append(ImageRef("history", event.screenshot, j))
+        header = options.retained_header.format(index=j)
+        messages.append(
+            Message("user", (TextPart(header), ImagePart(len(images) - 1), TextPart(options.request)))
+        )
+        parts.append(f"screen:{j}")
+    header = options.retained_header.format(index=last) if len(trace) else options.current_header
+    images.append(ImageRef("current", current, None))
+    messages.append(
+        Message("user", (TextPart(header), ImagePart(len(images) - 1), TextPart(options.request)))
+    )
+    parts.append("current")
+    meta: dict[str, object] = {
+        "t": t,
+        "episode_id": trace.episode_id,
+        "layout": options.layout,
+        "message_parts": tuple(parts),
+    }
+    if current_event is not None:
+        meta["current_event"] = current_event
+    size = trace.current_screen_size if current == trace.current_screenshot else None
+    if size is not None:
+        meta["screen_size"] = size
+    return RenderedPrompt(tuple(messages), tuple(images), allocation, trace.goal, meta)
+
+
 def summaries_message(prompt: RenderedPrompt | BoundPrompt) -> Message:
-    """The goal and summaries message of a rendered (or bound) prompt, in either layout."""
+    """The goal and summaries message of a rendered (or bound) prompt, in any layout.
+
+    In the ``conversation`` layout the goal and each summary are messages of their own: the result is one
+    message with their texts joined by newlines (the text of the paper's summaries message)."""
     rendered = prompt.prompt if isinstance(prompt, BoundPrompt) else prompt
-    index = getattr(rendered, "meta", {}).get("summaries_message", 1)  # prompt-like objects: the paper's
+    meta = getattr(rendered, "meta", {})
+    parts = meta.get("message_parts")
+    if parts is not None:
+        texts = [m.text for m, p in zip(rendered.messages, parts, strict=True) if p == "summaries"]
+        return Message("user", (TextPart("\n".join(texts)),))
+    index = meta.get("summaries_message", 1)  # prompt-like objects: the paper's
     return rendered.messages[index if isinstance(index, int) else 1]
 
 

@@ -44,16 +44,28 @@ ARMS = {
     "causalcache": {"allocator": "selector"},
     "causalcache_priced": {"allocator": "selector", "priced": {}},
     "causalcache_priced_s3": {"allocator": "selector", "priced": {"slide_every": 3}},
+    # the mean-B contract (allocation/mean_b.py; docs/notebook/results/price_replan.md), chunk 3; the
+    # priced arm at the rate chosen on the dev worlds (try 3; tries 1-2 ran it at 30000: --exchange-rate)
+    "recent_mean_b": {"allocator": "recent", "mean_b": {"chunk": 3}},
+    "causalcache_mean_b": {"allocator": "selector", "mean_b": {"chunk": 3}},
+    "causalcache_mean_b_priced": {
+        "allocator": "selector",
+        "mean_b": {"chunk": 3},
+        "priced": {"exchange_rate": 100000},
+    },
 }
-LAYOUTS = ("retained_turns", "cache_friendly")
+LAYOUTS = ("retained_turns", "cache_friendly", "conversation")
+MEAN_B: dict[str, Any] = {}  # allocation.mean_b overrides (--chunk)
 EXT_GENERATORS = {"desktop": "noisy", "web": "noisy", "mobile": "noisy"}
 PRICED: dict[str, Any] = {}  # allocation.priced overrides (--exchange-rate, --recent-value, --slide-every)
 
 
 def _config(arm: str, layout: str, selector_text: bool) -> dict[str, Any]:
-    spec = {k: dict(v) if k == "priced" else v for k, v in ARMS[arm].items()}
+    spec = {k: dict(v) if k in ("priced", "mean_b") else v for k, v in ARMS[arm].items()}
     if "priced" in spec:
         spec["priced"].update(PRICED)
+    if "mean_b" in spec:
+        spec["mean_b"].update(MEAN_B)
     allocation: dict[str, Any] = {
         "allocator": spec.pop("allocator"),
         **spec,
@@ -90,6 +102,10 @@ def _episode_row(family: str, world: str, task: Any, arm: str, layout: str, seed
         "family": family, "world": world, "task": task.task_id, "split": task.split, "arm": arm,
         "layout": layout, "seed": seed, "success": bool(outcome.success), "decisions": len(outcome.log),
         "pass2": sum(1 for d in outcome.log if d.get("second_pass")), "calls": len(calls),
+        "images_per_call": sum(c["images"] for c in calls) / max(1, len(calls)),
+        "images_max": max((c["images"] for c in calls), default=0),
+        "retained_per_call": sum(c["retained"] for c in calls) / max(1, len(calls)),
+        "prompt_per_call": sum(c["anthropic"].prompt_tokens for c in calls) / max(1, len(calls)),
     }  # fmt: skip
     for name in ("anthropic", "automatic"):
         costs = [c[name] for c in calls]
@@ -193,6 +209,11 @@ def summarize(rows: list[dict[str, Any]], family: str | None = None) -> dict[str
                 cell[split] = {"success": mean, "ci95": [lo, hi], "tasks": len(per_task)}
             decisions = sum(r["decisions"] for r in mine)
             cell["pass2_share"] = sum(r["pass2"] for r in mine) / max(1, decisions)
+            calls = sum(r["calls"] for r in mine)
+            if all("images_per_call" in r for r in mine):  # runs before the re-plan lack them
+                for key in ("images_per_call", "retained_per_call", "prompt_per_call"):
+                    cell[key] = sum(r[key] * r["calls"] for r in mine) / max(1, calls)
+                cell["images_max"] = max(r["images_max"] for r in mine)
             for name in ("anthropic", "automatic"):
                 cell[name] = {k: float(np.mean([r[name][k] for r in mine])) for k in mine[0][name]}
             table[f"{arm}/{layout}"] = cell
@@ -203,8 +224,9 @@ def markdown(table: dict[str, Any]) -> str:
     base = table.get("recent/retained_turns")
     lines = [
         "| arm | layout | memory-critical [95% CI] | control [95% CI] | write/step A (vs Recent-4 today) | "
-        "read/step A | $/step A | write/step auto | read/step auto | $/step auto | pass 2 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "read/step A | $/step A | write/step auto | read/step auto | $/step auto | pass 2 | "
+        "images/call mean (max) | prompt tokens/call |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, c in table.items():
         arm, layout = key.split("/")
@@ -216,7 +238,8 @@ def markdown(table: dict[str, Any]) -> str:
             f"| {ct['success']:.2f} [{ct['ci95'][0]:.2f}, {ct['ci95'][1]:.2f}] "
             f"| {a['write_per_step']:.0f}{cut} | {a['read_per_step']:.0f} | {a['cost_per_step']:.4f} "
             f"| {o['write_per_step']:.0f}{cut_o} | {o['read_per_step']:.0f} | {o['cost_per_step']:.4f} "
-            f"| {c['pass2_share']:.0%} |"
+            f"| {c['pass2_share']:.0%} | {c.get('images_per_call', float('nan')):.2f} ({c.get('images_max', '-')}) "
+            f"| {c.get('prompt_per_call', float('nan')):.0f} |"
         )
     return "\n".join(lines)
 
@@ -239,7 +262,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--exchange-rate", type=float, default=None, help="allocation.priced.exchange_rate")
     ap.add_argument("--recent-value", type=float, default=None, help="allocation.priced.recent_value")
     ap.add_argument("--slide-every", type=int, default=None, help="allocation.priced.slide_every")
+    ap.add_argument("--chunk", type=int, default=None, help="allocation.mean_b.chunk")
     args = ap.parse_args(argv)
+    if args.chunk is not None:
+        MEAN_B["chunk"] = args.chunk
     for key in ("exchange_rate", "recent_value", "slide_every"):
         if getattr(args, key) is not None:
             PRICED[key] = getattr(args, key)
@@ -279,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
             "policy_seeds": args.seeds,
             "budget": 4,
             "priced": PRICED,
+            "mean_b": MEAN_B,
             **({"merged_runs": parts} if parts else {}),  # the merged runs' own settings and machine load
         },
         "episodes": rows,

@@ -42,7 +42,7 @@ def test_all_errors_reported_at_once() -> None:
     assert 'allocation.allocator: got "smart"' in text and "recent" in text
     assert "alocation: unknown key; allowed keys here: allocation, archive" in text
     assert (
-        "allocation.selectr: unknown key; allowed keys here: allocator, batch_chunk, compare, explore, idle_warning, priced, rgb_size, seed, selector"
+        "allocation.selectr: unknown key; allowed keys here: allocator, batch_chunk, compare, explore, idle_warning, mean_b, priced, rgb_size, seed, selector"
         in text
     )
     assert "archive.max_pixels" in text

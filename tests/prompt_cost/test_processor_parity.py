@@ -20,6 +20,7 @@ from causalcache_memory.actions.model import Action
 from causalcache_memory.allocation.base import make_allocation
 from causalcache_memory.prompt_cost import PatchImageRule, account_prompt, hf_tokenize, image_sizes_of
 from causalcache_memory.render import RenderOptions, render_prompt
+from causalcache_memory.render.prompt import LAYOUTS
 from causalcache_memory.trace import Trace
 
 WORDS = [
@@ -105,7 +106,8 @@ def test_counts_equal_the_processor_on_100_rendered_prompts(tiny) -> None:
         for _ in range(5):
             selected = sorted(rng.sample(past, rng.randint(min(1, len(past)), min(3, len(past)))))
             allocation = make_allocation(selected, t=trace.t, budget=max(len(selected), 1), allocator="x")
-            options = RenderOptions(dedupe_current_screen=rng.random() < 0.3)
+            layout = LAYOUTS[checked % len(LAYOUTS)]  # every layout, the conversation included
+            options = RenderOptions(dedupe_current_screen=rng.random() < 0.3, layout=layout)
             prompt = render_prompt(trace, allocation, options=options)
             encoded = encode_prompt(prompt.bind(archive), processor, tokens)
             counted = account_prompt(

@@ -75,7 +75,11 @@ class MultiMeter(PromptCostMeter):
             prompt, tokenize=self.tokenize, image_rule=self.image_rule, image_sizes=image_sizes_of(trace)
         )
         now = self.clock()
-        row: dict[str, Any] = {"t": trace.t}
+        row: dict[str, Any] = {
+            "t": trace.t,
+            "images": len(prompt.images),
+            "retained": len(prompt.allocation.selected),
+        }
         for name, model in self.models.items():
             sim = self.sims.setdefault((trace.episode_id, name), CacheSimulator(model))
             row[name] = sim.step(tokens, now)

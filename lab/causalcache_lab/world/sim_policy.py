@@ -181,6 +181,9 @@ class SimulatedPolicy:
             reverse=True,
         )
         present = {j for j, _ in history}
+        shown_as_current = getattr(getattr(prompt, "prompt", prompt), "meta", {}).get("current_event")
+        if shown_as_current is not None:  # the conversation layout sends v_{t-1} once, as the current screen
+            present.add(int(shown_as_current))
         factor = (
             1.0
             + self.continuity[0] * ((t - 1) not in present)
