@@ -42,8 +42,9 @@ ISSUE19 = (
         "controller-size",
         "the controller refuses an allocation of the wrong size",
         "causalcache_memory/controller.py",
-        r"checked = make_allocation\(\n\s+allocation\.selected, t=trace\.t, budget=self\.budget, "
-        r"allocator=self\.allocator\.name\n\s+\)\n\s+allocation = replace\(allocation, selected=checked\.selected\)[^\n]*",
+        r"checked = make_allocation\(\n\s+allocation\.selected,\n\s+t=trace\.t,\n\s+budget=self\.budget,\n"
+        r"\s+allocator=self\.allocator\.name,\n\s+sizes=[^\n]*\n\s+\)\n"
+        r"\s+allocation = replace\(allocation, selected=checked\.selected\)[^\n]*",
         "pass",
         ("tests/invariants/test_inv_controller.py", "tests/core/test_controller.py"),
     ),

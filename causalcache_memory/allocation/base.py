@@ -28,6 +28,7 @@ __all__ = [
     "Allocation",
     "AllocationContext",
     "Allocator",
+    "WrappingAllocator",
     "check_budget",
     "exact_b_size",
     "make_allocation",
@@ -233,3 +234,24 @@ class Allocator(Protocol):
     uses_witness: bool
 
     def allocate(self, ctx: AllocationContext) -> Allocation: ...
+
+
+class WrappingAllocator:
+    """Base of an allocator that decides around another one (``inner``): forwards the optional hooks.
+
+    ``prepare(archive, sha256)`` and ``close()`` reach ``inner`` when it defines them (the learned
+    selector prefetches thumbnails in ``prepare`` and stops its worker in ``close``); a wrapper that
+    holds more than one allocator forwards to each itself.
+    """
+
+    inner: Allocator
+
+    def prepare(self, archive: Any, sha256: str) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            prepare(archive, sha256)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()

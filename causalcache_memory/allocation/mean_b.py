@@ -44,6 +44,7 @@ from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
     Allocator,
+    WrappingAllocator,
     make_allocation,
     recent_b,
 )
@@ -65,7 +66,7 @@ class _Thread:
     base: tuple[int, tuple[int, ...], bool] | None = None  # (t, the set pass 1 renders at t, collapse)
 
 
-class MeanBAllocator:
+class MeanBAllocator(WrappingAllocator):
     """An allocator under the mean-B contract, its swaps priced when a pricer is given (module doc).
 
     Args:
@@ -199,13 +200,3 @@ class MeanBAllocator:
         while len(offered) > len(base):  # more restored events than the base has room for: the newest stay
             offered.discard(min(offered))
         return tuple(sorted(offered))
-
-    def prepare(self, archive: Any, sha256: str) -> None:
-        prepare = getattr(self.inner, "prepare", None)
-        if prepare is not None:
-            prepare(archive, sha256)
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()

@@ -58,6 +58,7 @@ from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
     Allocator,
+    WrappingAllocator,
     exact_b_size,
     make_allocation,
     recent_b,
@@ -186,7 +187,7 @@ class _Thread:
     base: tuple[int, tuple[int, ...] | None] | None = None  # (t, the set pass 1 rendered at t)
 
 
-class PricedAllocator:
+class PricedAllocator(WrappingAllocator):
     """Recent-B or the learned selector, with each change priced by the prefix it invalidates (module doc).
 
     Args:
@@ -351,13 +352,3 @@ class PricedAllocator:
             chosen, t=t, budget=budget, allocator=self.name, scores=proposal.scores, info=info
         )
         return replace(out, allocator=self.name)
-
-    def prepare(self, archive: Any, sha256: str) -> None:
-        prepare = getattr(self.inner, "prepare", None)
-        if prepare is not None:
-            prepare(archive, sha256)
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()

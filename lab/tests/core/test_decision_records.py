@@ -32,12 +32,13 @@ def test_records_say_which_threshold_decided_and_what_it_was_compared_with(archi
                 "shadow_selected",
                 "witness_kept",
                 "price",
+                "mean_b",
             }
             - {"promoted_gain"}  # on swaps only (below)
             <= set(r)
             for r in scored
         )
-    )  # no guard (nor a refitted one) here, shadow sets come only with allocation.compare (lab/tests/allocation/test_explore.py), witness_kept only with witness_check, price only with allocation.priced
+    )  # no guard (nor a refitted one) here, shadow sets come only with allocation.compare (lab/tests/allocation/test_explore.py), witness_kept only with witness_check, price only with allocation.priced, mean_b only with allocation.mean_b
     assert [r["threshold_from"] for r in scored[:5]] == ["dev"] * 5
     assert {r["threshold_from"] for r in scored[5:]} == {"deployment"}
     for r in scored:  # a swap only when the top gain beat the threshold of that decision

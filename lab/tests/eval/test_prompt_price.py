@@ -55,6 +55,14 @@ def test_the_multi_meter_steps_both_caches_on_one_count() -> None:
         trace.record(Action("click", x=0.5, y=0.5), "click", f"{i:064x}", screenshot_size=(540, 1170))
     calls = meter.take()
     assert len(calls) == 6 and meter.take() == []
-    assert all(set(c) == {"t", "anthropic", "automatic"} for c in calls)
+    assert all(set(c) == {"t", "anthropic", "automatic", "images", "retained"} for c in calls)
+    assert [c["images"] for c in calls] == [1, 2, 3, 4, 4, 4] and [c["retained"] for c in calls] == [
+        0,
+        1,
+        2,
+        3,
+        3,
+        3,
+    ]
     # S = {1, 2, 3} holds from t = 4: the automatic cache reads the turns back
     assert calls[-1]["automatic"].cache_read_tokens > 3 * 700
