@@ -11,11 +11,15 @@ changes. ``Recent-B = {t-B, ..., t-1}`` (clipped at 1). The realized replacement
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from causalcache_memory.errors import AllocationError
+
+_State = TypeVar("_State")
 
 if TYPE_CHECKING:
     from causalcache_memory.actions.model import Action
@@ -28,6 +32,7 @@ __all__ = [
     "Allocation",
     "AllocationContext",
     "Allocator",
+    "EpisodeStates",
     "WrappingAllocator",
     "check_budget",
     "exact_b_size",
@@ -255,3 +260,28 @@ class WrappingAllocator:
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()
+
+
+class EpisodeStates(Generic[_State]):
+    """Per-episode state of a stateful allocator, keyed by episode id (thread-safe).
+
+    ``get`` returns the episode's state, made by ``factory`` the first time; past ``capacity`` episodes
+    the least recently used is dropped (a later step of it starts from a fresh state).
+    """
+
+    def __init__(self, factory: Callable[[], _State], capacity: int) -> None:
+        self.factory = factory
+        self.capacity = capacity
+        self._states: OrderedDict[str, _State] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, episode_id: str) -> _State:
+        with self._lock:
+            state = self._states.pop(episode_id, None) or self.factory()
+            self._states[episode_id] = state
+            while len(self._states) > self.capacity:
+                self._states.popitem(last=False)
+            return state
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -35,8 +35,6 @@ id (``max_threads`` kept, least recent dropped first).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,6 +42,7 @@ from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
     Allocator,
+    EpisodeStates,
     WrappingAllocator,
     make_allocation,
     recent_b,
@@ -103,8 +102,7 @@ class MeanBAllocator(WrappingAllocator):
         self.recent_value = float(recent_value)
         self.max_threads = max_threads
         self.uses_witness = bool(getattr(inner, "uses_witness", False))
-        self._threads: OrderedDict[str, _Thread] = OrderedDict()
-        self._lock = threading.Lock()
+        self._threads = EpisodeStates(_Thread, max_threads)
 
     def use_layout(self, layout: str) -> None:
         """Price the prompt layout the controller renders (``render.layout``; the controller calls this)."""
@@ -119,12 +117,7 @@ class MeanBAllocator(WrappingAllocator):
         return min(low, t - 1), min(high, t - 1)
 
     def _thread(self, episode_id: str) -> _Thread:
-        with self._lock:
-            state = self._threads.pop(episode_id, None) or _Thread()
-            self._threads[episode_id] = state
-            while len(self._threads) > self.max_threads:
-                self._threads.popitem(last=False)
-            return state
+        return self._threads.get(episode_id)
 
     def _base(self, state: _Thread, t: int, budget: int) -> tuple[tuple[int, ...], bool]:
         """The previous ``S`` with ``t-1`` appended, or (collapse) the ``low`` newest events."""

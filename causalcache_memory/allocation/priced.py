@@ -49,8 +49,6 @@ gain and cost. Per-thread state is keyed by episode id (``max_threads`` kept, le
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +56,7 @@ from causalcache_memory.allocation.base import (
     Allocation,
     AllocationContext,
     Allocator,
+    EpisodeStates,
     WrappingAllocator,
     exact_b_size,
     make_allocation,
@@ -231,8 +230,7 @@ class PricedAllocator(WrappingAllocator):
         self.slide_every = slide_every
         self.max_threads = max_threads
         self.uses_witness = bool(getattr(inner, "uses_witness", False))
-        self._threads: OrderedDict[str, _Thread] = OrderedDict()
-        self._lock = threading.Lock()
+        self._threads = EpisodeStates(_Thread, max_threads)
 
     def use_layout(self, layout: Literal["retained_turns", "cache_friendly", "conversation"]) -> None:
         """Price the prompt layout the controller renders (``render.layout``; the controller calls this)."""
@@ -244,12 +242,7 @@ class PricedAllocator(WrappingAllocator):
         self.pricer.layout = layout
 
     def _thread(self, episode_id: str) -> _Thread:
-        with self._lock:
-            state = self._threads.pop(episode_id, None) or _Thread()
-            self._threads[episode_id] = state
-            while len(self._threads) > self.max_threads:
-                self._threads.popitem(last=False)
-            return state
+        return self._threads.get(episode_id)
 
     def _held(self, state: _Thread, t: int, budget: int) -> tuple[int, ...] | None:
         """The previous ``S`` topped up with the newest events to ``min(B, t-1)``; None when it cannot be."""
