@@ -144,7 +144,7 @@ class MeanBAllocator(WrappingAllocator):
     def _allocation(
         self, chosen: tuple[int, ...], ctx: AllocationContext, scores: Any, info: Any = None
     ) -> Allocation:
-        out = make_allocation(
+        return make_allocation(
             chosen,
             t=ctx.t,
             budget=ctx.budget,
@@ -153,7 +153,6 @@ class MeanBAllocator(WrappingAllocator):
             info=info,
             sizes=self.size_bounds(ctx.t, ctx.budget),
         )
-        return out
 
     def allocate(self, ctx: AllocationContext) -> Allocation:
         t, budget, trace = ctx.t, ctx.budget, ctx.trace
@@ -177,8 +176,7 @@ class MeanBAllocator(WrappingAllocator):
             chosen = offered if take else base
             info.update(choice="proposal" if take else "held", gain=round(gain, 6), cost=round(cost, 1))
         state.selected = chosen
-        out = self._allocation(chosen, ctx, proposal.scores, {**proposal.info, "mean_b": info})
-        return replace(out, allocator=self.name)
+        return self._allocation(chosen, ctx, proposal.scores, {**proposal.info, "mean_b": info})
 
     @staticmethod
     def _offered(base: tuple[int, ...], new: list[int], proposed: set[int]) -> tuple[int, ...]:
